@@ -1,0 +1,320 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+const (
+	// ContextName names the harness cluster in its kubeconfig; tests reuse a cluster from
+	// KUBECONFIG only when its current context has this name, so they never run against a
+	// developer's real cluster by accident.
+	ContextName = "sp-harness"
+	// NodeName is the fake node kwok plays the kubelet for.
+	NodeName = "kwok-node-0"
+	// KwokNodeAnnotation marks the nodes kwok manages.
+	KwokNodeAnnotation = "kwok.x-k8s.io/node"
+	stateFile          = "cluster.json"
+)
+
+// Options control how a cluster is started.
+type Options struct {
+	// Dir holds PKI, data, logs and the kubeconfig. Empty: a new temporary folder that
+	// Stop removes.
+	Dir string
+	// Detached processes outlive the starting process (make cluster-up); otherwise they
+	// die with it.
+	Detached bool
+	// Progress receives build and start-up messages. Nil: discarded.
+	Progress io.Writer
+}
+
+// Cluster is a running control plane: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kwok, all on 127.0.0.1.
+type Cluster struct {
+	Dir        string     `json:"dir"`
+	Kubeconfig string     `json:"kubeconfig"`
+	Server     string     `json:"server"`
+	Processes  []*process `json:"processes"`
+	removeDir  bool
+}
+
+// Start builds what is missing, starts every component on free loopback ports and
+// returns once the fake node is Ready and the default ServiceAccount exists.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	out := opts.Progress
+	if out == nil {
+		out = io.Discard
+	}
+	bins, err := EnsureBinaries(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	c = &Cluster{Dir: opts.Dir}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "sp-harness-"); err != nil {
+			return nil, err
+		}
+		c.removeDir = true
+	} else if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	start := time.Now()
+	fmt.Fprintf(out, "harness: starting control plane in %s\n", c.Dir)
+
+	p, err := writePKI(c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	token, err := randomHex(24)
+	if err != nil {
+		return nil, err
+	}
+	tokenFile := filepath.Join(c.Dir, "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(token+",harness-admin,harness-admin,system:masters\n"), 0o600); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	c.Server = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+
+	run := func(name, bin string, args ...string) (*process, error) {
+		pr, err := startProcess(name, bin, args, c.Dir, opts.Detached)
+		if err != nil {
+			return nil, err
+		}
+		c.Processes = append(c.Processes, pr)
+		return pr, c.saveState()
+	}
+
+	etcd, err := run("etcd", bins.Etcd,
+		"--name=harness", "--data-dir="+filepath.Join(c.Dir, "etcd-data"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=harness="+peerURL, "--unsafe-no-fsync", "--log-level=warn")
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor("etcd health", 30*time.Second, []*process{etcd}, func() error {
+		return httpOK(http.DefaultClient, etcdURL+"/health", "")
+	}); err != nil {
+		return nil, err
+	}
+
+	apiserver, err := run("kube-apiserver", bins.APIServer,
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[2]),
+		"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
+		"--tls-cert-file="+p.ServingCert, "--tls-private-key-file="+p.ServingKey,
+		"--client-ca-file="+p.CACert, "--token-auth-file="+tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+p.SAPublic, "--service-account-signing-key-file="+p.SAPrivate,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		// The default reconciler would publish 127.0.0.1 as the kubernetes Service's
+		// endpoint, which the apiserver refuses.
+		"--endpoint-reconciler-type=none",
+		"--profiling=false")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.writeKubeconfig(p.CACert, token); err != nil {
+		return nil, err
+	}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor("kube-apiserver /readyz", 90*time.Second, []*process{etcd, apiserver}, func() error {
+		return httpOK(httpClient, c.Server+"/readyz", token)
+	}); err != nil {
+		return nil, err
+	}
+
+	if _, err := run("kube-controller-manager", bins.ControllerManager,
+		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--service-account-private-key-file="+p.SAPrivate, "--root-ca-file="+p.CACert,
+		"--use-service-account-credentials=false",
+		// Node IPAM needs a cluster CIDR; kwok hands out pod IPs itself.
+		"--controllers=*,-nodeipam"); err != nil {
+		return nil, err
+	}
+	if _, err := run("kube-scheduler", bins.Scheduler,
+		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0"); err != nil {
+		return nil, err
+	}
+	kwokConfig, err := writeKwokConfig(c.Dir, bins.KwokStages)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := run("kwok", bins.Kwok, "--kubeconfig="+c.Kubeconfig, "--config="+kwokConfig); err != nil {
+		return nil, err
+	}
+
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := AddNode(ctx, cs, NodeName); err != nil {
+		return nil, err
+	}
+	if err := waitFor("node "+NodeName+" Ready and the default ServiceAccount", 60*time.Second, c.Processes, func() error {
+		return clusterReady(ctx, cs)
+	}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "harness: control plane ready in %s (API %s)\n", time.Since(start).Round(100*time.Millisecond), c.Server)
+	return c, nil
+}
+
+func clusterReady(ctx context.Context, cs kubernetes.Interface) error {
+	node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	ready := false
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready {
+		return errors.New("node not Ready yet")
+	}
+	_, err = cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+	return err
+}
+
+// AddNode creates a fake node that kwok manages.
+func AddNode(ctx context.Context, cs kubernetes.Interface, name string) error {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{KwokNodeAnnotation: "fake"},
+			Labels: map[string]string{
+				"type":                   "kwok",
+				"kubernetes.io/hostname": name,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     "amd64",
+			},
+		},
+	}
+	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// RESTConfig is the admin client configuration.
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+}
+
+func (c *Cluster) writeKubeconfig(caFile, token string) error {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
+	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[ContextName] = &clientcmdapi.Cluster{Server: c.Server, CertificateAuthorityData: ca}
+	kc.AuthInfos[ContextName] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts[ContextName] = &clientcmdapi.Context{Cluster: ContextName, AuthInfo: ContextName, Namespace: "default"}
+	kc.CurrentContext = ContextName
+	return clientcmd.WriteToFile(*kc, c.Kubeconfig)
+}
+
+// Stop ends every process the harness started, by PID, newest first, and removes a
+// temporary state folder.
+func (c *Cluster) Stop() {
+	for i := len(c.Processes) - 1; i >= 0; i-- {
+		c.Processes[i].stop(5 * time.Second)
+	}
+	c.Processes = nil
+	if c.removeDir {
+		_ = os.RemoveAll(c.Dir)
+	} else {
+		_ = os.Remove(filepath.Join(c.Dir, stateFile))
+	}
+}
+
+func (c *Cluster) saveState() error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.Dir, stateFile), b, 0o644)
+}
+
+// Load reads the state a detached cluster left in dir, for `cluster-down`.
+func Load(dir string) (*Cluster, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{}
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, fmt.Errorf("%s: %w", stateFile, err)
+	}
+	return c, nil
+}
+
+func httpOK(client *http.Client, url, token string) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, b)
+	}
+	return nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}

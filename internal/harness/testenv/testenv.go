@@ -1,0 +1,174 @@
+// Package testenv is what every integration test uses: one real control plane per
+// `go test` run, a fresh namespace per test, an embedded NATS server per test, and
+// clean-up of all of it.
+//
+// A package opts in with
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+//
+// The cluster starts lazily, on the first test that asks for it, and is stopped when the
+// test binary ends. When KUBECONFIG names a harness cluster (context "sp-harness", as
+// `make test` and `make cluster-up` provide) that cluster is reused instead, so all test
+// packages of one run share it.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dcm-project/k8s-container-sp/internal/harness"
+)
+
+var (
+	once    sync.Once
+	env     *Env
+	envErr  error
+	started *harness.Cluster
+)
+
+// Env is the shared control plane of this test run.
+type Env struct {
+	Kubeconfig string
+	Config     *rest.Config
+	Client     kubernetes.Interface
+}
+
+// Main runs the package's tests and stops a cluster that it started.
+func Main(m *testing.M) {
+	code := m.Run()
+	if started != nil {
+		started.Stop()
+	}
+	os.Exit(code)
+}
+
+// Cluster returns the run's control plane, starting it on first use. Integration tests
+// are skipped under -short.
+func Cluster(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the real control plane (skipped with -short)")
+	}
+	once.Do(func() { env, envErr = setup() })
+	if envErr != nil {
+		t.Fatalf("test control plane: %v", envErr)
+	}
+	return env
+}
+
+func setup() (*Env, error) {
+	kubeconfig := os.Getenv("KUBECONFIG")
+	if !isHarnessKubeconfig(kubeconfig) {
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+		defer cancel()
+		c, err := harness.Start(ctx, harness.Options{Progress: os.Stderr})
+		if err != nil {
+			return nil, err
+		}
+		started = c
+		kubeconfig = c.Kubeconfig
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	// Tests create many objects quickly; client-go's default 5 QPS would dominate.
+	cfg.QPS, cfg.Burst = 200, 400
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Kubeconfig: kubeconfig, Config: cfg, Client: cs}, nil
+}
+
+// isHarnessKubeconfig is true when path is a kubeconfig whose current context is the
+// harness's: tests never touch a developer's real cluster by accident.
+func isHarnessKubeconfig(path string) bool {
+	if path == "" || strings.Contains(path, string(os.PathListSeparator)) {
+		return false
+	}
+	cfg, err := clientcmd.LoadFromFile(path)
+	return err == nil && cfg.CurrentContext == harness.ContextName
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// Namespace creates a namespace for this test, waits until pods can be created in it
+// (its default ServiceAccount exists) and deletes it when the test ends, without waiting.
+func Namespace(t testing.TB) string {
+	t.Helper()
+	e := Cluster(t)
+	prefix := nonName.ReplaceAllString(strings.ToLower(t.Name()), "-")
+	if len(prefix) > 40 {
+		prefix = prefix[:40]
+	}
+	prefix = strings.Trim(prefix, "-")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ns, err := e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + randSuffix()},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	for {
+		_, err := e.Client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return ns.Name
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("namespace %s: default ServiceAccount never appeared: %v", ns.Name, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// NATS starts an embedded NATS server with JetStream for this test and stops it at the end.
+func NATS(t testing.TB) *harness.NATS {
+	t.Helper()
+	n, err := harness.StartNATS(t.TempDir())
+	if err != nil {
+		t.Fatalf("starting NATS: %v", err)
+	}
+	t.Cleanup(n.Stop)
+	return n
+}
+
+func randSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Eventually polls cond every 50 ms until it returns nil or timeout passes; the last error
+// explains a failure.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,43 @@
+// Command k8s-container-sp is the DCM Kubernetes Container Service Provider. All settings
+// come from the environment (see README); a bad setting stops it at start with a message.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/dcm-project/k8s-container-sp/internal/app"
+	"github.com/dcm-project/k8s-container-sp/internal/config"
+)
+
+// version is set at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	cfg, err := config.Load(os.Environ())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "k8s-container-sp:", err)
+		os.Exit(2)
+	}
+	rc, err := app.RESTConfig(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "k8s-container-sp:", err)
+		os.Exit(2)
+	}
+	a, err := app.New(cfg, rc, version, log)
+	if err != nil {
+		log.Error("start-up failed", "err", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := a.Run(ctx, nil); err != nil {
+		log.Error("stopped with error", "err", err)
+		os.Exit(1)
+	}
+}

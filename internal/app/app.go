@@ -1,0 +1,134 @@
+// Package app assembles the provider from its configuration: Kubernetes client, store
+// (informer caches), HTTP API; and runs it until its context ends, then stops gracefully.
+// The binary and the integration tests both use it, so tests run what ships.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dcm-project/k8s-container-sp/internal/config"
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
+	"github.com/dcm-project/k8s-container-sp/internal/store"
+)
+
+// App is one running provider.
+type App struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	store   *store.Store
+	handler http.Handler
+	server  *http.Server
+}
+
+// RESTConfig loads the Kubernetes client configuration: the kubeconfig file when set,
+// else the in-cluster service account.
+func RESTConfig(cfg *config.Config) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Kubernetes.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubernetes.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	// Reads come from caches; writes are a few per create. Leave room for bursts of
+	// creates without client-side throttling becoming the bottleneck.
+	rc.QPS, rc.Burst = 100, 200
+	rc.Timeout = 15 * time.Second
+	return rc, nil
+}
+
+// New builds the provider. version is reported by the health endpoint.
+func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) (*App, error) {
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(client, cfg.Kubernetes.Namespace, cfg.Monitor.ResyncPeriod, log)
+	if err != nil {
+		return nil, err
+	}
+	handler, err := httpapi.NewHandler(httpapi.Options{
+		Store: st,
+		Objects: container.Options{
+			Namespace:           cfg.Kubernetes.Namespace,
+			ExternalServiceType: corev1.ServiceType(cfg.Kubernetes.ExternalServiceType),
+		},
+		Health: func(ctx context.Context) error {
+			return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+		},
+		Version:        version,
+		RequestTimeout: cfg.Server.RequestTimeout,
+		Log:            log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &App{cfg: cfg, log: log, store: st, handler: handler, server: &http.Server{
+		Addr:              cfg.Server.Address,
+		Handler:           handler,
+		ReadTimeout:       cfg.Server.ReadTimeout,
+		ReadHeaderTimeout: cfg.Server.ReadTimeout,
+		WriteTimeout:      cfg.Server.WriteTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}}, nil
+}
+
+// Handler is the HTTP API, for tests that serve it themselves.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Store is the cluster store.
+func (a *App) Store() *store.Store { return a.store }
+
+// Run serves until ctx ends, then shuts down within the configured timeout. If ln is nil
+// it listens on the configured address.
+func (a *App) Run(ctx context.Context, ln net.Listener) error {
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", a.cfg.Server.Address); err != nil {
+			return err
+		}
+	}
+	informerCtx, stopInformers := context.WithCancel(context.Background())
+	a.store.Start(informerCtx)
+	go func() {
+		if a.store.WaitForSync(ctx) {
+			a.log.Info("informer caches synced", "namespace", a.cfg.Kubernetes.Namespace)
+		}
+	}()
+
+	errc := make(chan error, 1)
+	go func() { errc <- a.server.Serve(ln) }()
+	a.log.Info("serving", "address", ln.Addr().String(), "namespace", a.cfg.Kubernetes.Namespace)
+
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		a.log.Info("shutting down", "timeout", a.cfg.Server.ShutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), a.cfg.Server.ShutdownTimeout)
+		err = a.server.Shutdown(sctx)
+		cancel()
+	}
+	stopInformers()
+	a.store.Shutdown()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

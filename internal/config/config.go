@@ -1,0 +1,133 @@
+// Package config reads the provider's settings from the environment, with the names DCM
+// deployments already use (drop-in for the reference provider), and validates them at
+// start-up so a mistake stops the process with a clear message instead of failing later.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Config is every setting. The README lists them with defaults and meaning.
+type Config struct {
+	Name            string `env:"SP_NAME,required"`
+	Endpoint        string `env:"SP_ENDPOINT,required"`
+	DisplayName     string `env:"SP_DISPLAY_NAME"`
+	Region          string `env:"SP_REGION"`
+	Zone            string `env:"SP_ZONE"`
+	RegistrationURL string `env:"DCM_REGISTRATION_URL,required"`
+	NATSURL         string `env:"SP_NATS_URL,required"`
+
+	Kubernetes Kubernetes
+	Monitor    Monitor
+	Server     Server
+}
+
+// Kubernetes settings.
+type Kubernetes struct {
+	Namespace string `env:"SP_K8S_NAMESPACE" envDefault:"default"`
+	// Kubeconfig: empty means in-cluster credentials.
+	Kubeconfig string `env:"SP_K8S_KUBECONFIG"`
+	// ExternalServiceType is the Service type for external ports.
+	ExternalServiceType string `env:"SP_K8S_EXTERNAL_SVC_TYPE" envDefault:"LoadBalancer"`
+}
+
+// Monitor settings (status reporting).
+type Monitor struct {
+	DebounceMS   int           `env:"SP_MONITOR_DEBOUNCE_MS" envDefault:"500"`
+	ResyncPeriod time.Duration `env:"SP_MONITOR_RESYNC_PERIOD" envDefault:"10m"`
+}
+
+// Server settings.
+type Server struct {
+	Address         string        `env:"SP_SERVER_ADDRESS" envDefault:":8080"`
+	ShutdownTimeout time.Duration `env:"SP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"15s"`
+	ReadTimeout     time.Duration `env:"SP_SERVER_READ_TIMEOUT" envDefault:"15s"`
+	WriteTimeout    time.Duration `env:"SP_SERVER_WRITE_TIMEOUT" envDefault:"15s"`
+	IdleTimeout     time.Duration `env:"SP_SERVER_IDLE_TIMEOUT" envDefault:"60s"`
+	RequestTimeout  time.Duration `env:"SP_SERVER_REQUEST_TIMEOUT" envDefault:"30s"`
+}
+
+// Load reads the environment (environ is os.Environ() in production) and validates it.
+// The error lists every problem at once.
+func Load(environ []string) (*Config, error) {
+	cfg := &Config{}
+	err := env.ParseWithOptions(cfg, env.Options{Environment: env.ToMap(environ)})
+	if err != nil {
+		var agg env.AggregateError
+		if errors.As(err, &agg) {
+			msgs := make([]string, len(agg.Errors))
+			for i, e := range agg.Errors {
+				msgs[i] = e.Error()
+			}
+			return nil, fmt.Errorf("invalid configuration: %s", strings.Join(msgs, "; "))
+		}
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	if cfg.DisplayName == "" {
+		cfg.DisplayName = cfg.Name
+	}
+	if problems := cfg.validate(); len(problems) > 0 {
+		return nil, fmt.Errorf("invalid configuration: %s", strings.Join(problems, "; "))
+	}
+	return cfg, nil
+}
+
+func (c *Config) validate() []string {
+	var p []string
+	if err := checkURL(c.Endpoint, "http", "https"); err != nil {
+		p = append(p, "SP_ENDPOINT: "+err.Error())
+	}
+	if err := checkURL(c.RegistrationURL, "http", "https"); err != nil {
+		p = append(p, "DCM_REGISTRATION_URL: "+err.Error())
+	}
+	for _, u := range strings.Split(c.NATSURL, ",") {
+		if err := checkURL(strings.TrimSpace(u), "nats", "tls", "ws", "wss"); err != nil {
+			p = append(p, "SP_NATS_URL: "+err.Error())
+		}
+	}
+	if msgs := validation.IsDNS1123Label(c.Kubernetes.Namespace); len(msgs) > 0 {
+		p = append(p, fmt.Sprintf("SP_K8S_NAMESPACE: %q: %s", c.Kubernetes.Namespace, strings.Join(msgs, ", ")))
+	}
+	if t := c.Kubernetes.ExternalServiceType; t != "LoadBalancer" && t != "NodePort" {
+		p = append(p, fmt.Sprintf("SP_K8S_EXTERNAL_SVC_TYPE: %q must be LoadBalancer or NodePort", t))
+	}
+	if c.Monitor.DebounceMS < 0 {
+		p = append(p, "SP_MONITOR_DEBOUNCE_MS: must be 0 or more")
+	}
+	if c.Monitor.ResyncPeriod < 0 {
+		p = append(p, "SP_MONITOR_RESYNC_PERIOD: must be 0 (off) or more")
+	}
+	for name, d := range map[string]time.Duration{
+		"SP_SERVER_SHUTDOWN_TIMEOUT": c.Server.ShutdownTimeout, "SP_SERVER_READ_TIMEOUT": c.Server.ReadTimeout,
+		"SP_SERVER_WRITE_TIMEOUT": c.Server.WriteTimeout, "SP_SERVER_IDLE_TIMEOUT": c.Server.IdleTimeout,
+		"SP_SERVER_REQUEST_TIMEOUT": c.Server.RequestTimeout,
+	} {
+		if d <= 0 {
+			p = append(p, name+": must be more than 0")
+		}
+	}
+	if c.Server.Address == "" {
+		p = append(p, "SP_SERVER_ADDRESS: must not be empty")
+	}
+	return p
+}
+
+func checkURL(raw string, schemes ...string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %v", raw, err)
+	}
+	for _, s := range schemes {
+		if u.Scheme == s && u.Host != "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q must be a %s URL with a host", raw, strings.Join(schemes, "/"))
+}

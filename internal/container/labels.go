@@ -1,0 +1,47 @@
+// Package container is the container domain: it validates a DCM container spec, maps it to
+// the Kubernetes objects that run it, and maps those objects back to the API resource and
+// its status. Everything here is pure: no client calls.
+package container
+
+import "slices"
+
+// Labels every object of a container carries; the informers select on the first and last.
+const (
+	LabelManagedBy   = "dcm.project/managed-by"
+	LabelInstanceID  = "dcm.project/dcm-instance-id"
+	LabelServiceType = "dcm.project/dcm-service-type"
+
+	ManagedByValue   = "dcm"
+	ServiceTypeValue = "container"
+
+	// ReservedLabelPrefix is DCM's: users may not set labels under it.
+	ReservedLabelPrefix = "dcm.project/"
+
+	// AnnotationResources keeps spec.resources exactly as sent (cpu as integer or string,
+	// memory with its unit) so GET echoes what the client sent.
+	AnnotationResources = "dcm.project/requested-resources"
+)
+
+// Selector is the label selector of everything this provider manages.
+const Selector = LabelManagedBy + "=" + ManagedByValue + "," + LabelServiceType + "=" + ServiceTypeValue
+
+// SystemLabels are the three DCM labels of one container.
+func SystemLabels(id string) map[string]string {
+	return map[string]string{
+		LabelManagedBy:   ManagedByValue,
+		LabelInstanceID:  id,
+		LabelServiceType: ServiceTypeValue,
+	}
+}
+
+// InstanceID is the DCM id on an object's labels ("" if none).
+func InstanceID(labels map[string]string) string { return labels[LabelInstanceID] }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,208 @@
+package container
+
+import (
+	"encoding/json"
+	"maps"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
+)
+
+var opts = Options{Namespace: "dcm", ExternalServiceType: corev1.ServiceTypeLoadBalancer}
+
+func TestBuildDeployment(t *testing.T) {
+	objs, err := Build("abc", specJSON(t, validSpec), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := objs.Deployment
+	wantLabels := map[string]string{
+		LabelManagedBy: "dcm", LabelInstanceID: "abc", LabelServiceType: "container",
+		"team": "payments", "example.com/tier": "web",
+	}
+	if d.GenerateName != "web-app-" || d.Name != "" || d.Namespace != "dcm" {
+		t.Errorf("name/namespace = %q/%q/%q", d.GenerateName, d.Name, d.Namespace)
+	}
+	if !maps.Equal(d.Labels, wantLabels) || !maps.Equal(d.Spec.Template.Labels, wantLabels) {
+		t.Errorf("labels = %v / template %v", d.Labels, d.Spec.Template.Labels)
+	}
+	if *d.Spec.Replicas != 1 {
+		t.Errorf("replicas = %d", *d.Spec.Replicas)
+	}
+	if sel := d.Spec.Selector.MatchLabels; len(sel) != 2 || sel[LabelInstanceID] != "abc" {
+		t.Errorf("selector = %v", sel)
+	}
+	ps := d.Spec.Template.Spec
+	if *ps.AutomountServiceAccountToken || *ps.EnableServiceLinks ||
+		ps.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security defaults missing: %+v", ps)
+	}
+	c := ps.Containers[0]
+	if c.Name != "web-app" || c.Image != "quay.io/myapp:v1.2" || c.Command[0] != "/app/start" || c.Args[0] != "--x" ||
+		c.Env[0] != (corev1.EnvVar{Name: "ENV", Value: "prod"}) {
+		t.Errorf("container = %+v", c)
+	}
+	if *c.SecurityContext.AllowPrivilegeEscalation || c.SecurityContext.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("container security context = %+v", c.SecurityContext)
+	}
+	for name, want := range map[string]string{"requests.cpu": "1", "limits.cpu": "2", "requests.memory": "512M", "limits.memory": "2G"} {
+		var got string
+		switch name {
+		case "requests.cpu":
+			got = c.Resources.Requests.Cpu().String()
+		case "limits.cpu":
+			got = c.Resources.Limits.Cpu().String()
+		case "requests.memory":
+			got = c.Resources.Requests.Memory().String()
+		case "limits.memory":
+			got = c.Resources.Limits.Memory().String()
+		}
+		if got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+	if len(c.Ports) != 2 || c.Ports[0].ContainerPort != 8080 || c.Ports[1].ContainerPort != 9090 {
+		t.Errorf("container ports = %+v", c.Ports)
+	}
+	var echoed v1alpha1.ContainerResources
+	if err := json.Unmarshal([]byte(d.Annotations[AnnotationResources]), &echoed); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := echoed.Cpu.Min.MarshalJSON(); string(b) != "1" {
+		t.Errorf("annotation cpu.min = %s, want 1 (as sent)", b)
+	}
+}
+
+func TestBuildService(t *testing.T) {
+	ports := func(ps ...string) func(m map[string]any) {
+		return func(m map[string]any) {
+			var list []any
+			for i, v := range ps {
+				list = append(list, map[string]any{"container_port": 8000 + i, "visibility": v})
+			}
+			if list == nil {
+				delete(m, "network")
+				return
+			}
+			sub(m, "network")["ports"] = list
+		}
+	}
+	cases := []struct {
+		name     string
+		edit     func(m map[string]any)
+		external corev1.ServiceType
+		wantType corev1.ServiceType // "" = no Service
+		wantN    int
+	}{
+		{"no ports", ports(), corev1.ServiceTypeLoadBalancer, "", 0},
+		{"all none", ports("none", "none"), corev1.ServiceTypeLoadBalancer, "", 0},
+		{"internal only", ports("internal", "none", "internal"), corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeClusterIP, 2},
+		{"one external", ports("internal", "external"), corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeLoadBalancer, 2},
+		{"external as NodePort", ports("external"), corev1.ServiceTypeNodePort, corev1.ServiceTypeNodePort, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := Build("abc", mutate(t, tc.edit), Options{Namespace: "dcm", ExternalServiceType: tc.external})
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc := objs.Service
+			if tc.wantType == "" {
+				if svc != nil {
+					t.Fatalf("service = %+v, want none", svc)
+				}
+				return
+			}
+			if svc == nil || svc.Spec.Type != tc.wantType || len(svc.Spec.Ports) != tc.wantN {
+				t.Fatalf("service = %+v, want %s with %d ports", svc, tc.wantType, tc.wantN)
+			}
+			if svc.GenerateName != "web-app-" || svc.Labels[LabelInstanceID] != "abc" || svc.Spec.Selector[LabelInstanceID] != "abc" {
+				t.Errorf("service meta = %+v selector %v", svc.ObjectMeta, svc.Spec.Selector)
+			}
+			for _, p := range svc.Spec.Ports {
+				if p.Port != p.TargetPort.IntVal || p.Protocol != corev1.ProtocolTCP || p.Name == "" {
+					t.Errorf("service port = %+v", p)
+				}
+			}
+		})
+	}
+}
+
+// ToAPI turns objects back into the resource: spec as sent, visibility inferred from the
+// Service, Pod IP, service block with external IP and node ports.
+func TestToAPI(t *testing.T) {
+	objs, err := Build("abc", specJSON(t, validSpec), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := metav1.NewTime(time.Date(2026, 1, 21, 10, 0, 0, 0, time.UTC))
+	d := objs.Deployment
+	d.Name, d.CreationTimestamp = "web-app-x1y2z", created
+	svc := objs.Service
+	svc.Name = "web-app-k7x2m"
+	svc.Spec.ClusterIP = "10.96.45.12"
+	svc.Spec.Ports[0].NodePort = 31000
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.9"}}
+	started := metav1.NewTime(created.Add(90 * time.Second))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: created},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.0.25", ContainerStatuses: []corev1.ContainerStatus{{
+			Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+		}}},
+	}
+	got := ToAPI(Observed{Deployment: d, Service: svc, Pods: []*corev1.Pod{pod}})
+
+	if *got.Id != "abc" || *got.Path != "containers/abc" || *got.Status != v1alpha1.RUNNING {
+		t.Errorf("envelope = %s %s %s", *got.Id, *got.Path, *got.Status)
+	}
+	if !got.CreateTime.Equal(created.Time) || !got.UpdateTime.Equal(started.Time) {
+		t.Errorf("times = %v / %v", got.CreateTime, got.UpdateTime)
+	}
+	s := got.Spec
+	if s.Metadata.Name != "web-app" || *s.Metadata.Namespace != "dcm" || (*s.Metadata.Labels)["team"] != "payments" || len(*s.Metadata.Labels) != 2 {
+		t.Errorf("metadata = %+v labels %v", s.Metadata, *s.Metadata.Labels)
+	}
+	if b, _ := json.Marshal(s.Resources); string(b) != `{"cpu":{"max":"2","min":1},"memory":{"max":"2GB","min":"512MB"}}` {
+		t.Errorf("resources = %s, want them as sent", b)
+	}
+	if *s.Network.Ip != "10.244.0.25" {
+		t.Errorf("ip = %v", s.Network.Ip)
+	}
+	ports := *s.Network.Ports
+	if ports[0].Visibility != v1alpha1.ContainerPortVisibilityExternal || ports[1].Visibility != v1alpha1.ContainerPortVisibilityNone {
+		t.Errorf("visibility = %+v", ports)
+	}
+	if got.Service == nil || got.Service.Name != "web-app-k7x2m" || *got.Service.ClusterIp != "10.96.45.12" ||
+		got.Service.Type != v1alpha1.LoadBalancer || *got.Service.ExternalIp != "203.0.113.9" ||
+		*got.Service.Ports[0].NodePort != 31000 || got.Service.Ports[0].TargetPort != 8080 {
+		t.Errorf("service = %+v", got.Service)
+	}
+
+	// Without a Service every port is none and there is no service block.
+	got = ToAPI(Observed{Deployment: d})
+	if got.Service != nil || (*got.Spec.Network.Ports)[0].Visibility != v1alpha1.ContainerPortVisibilityNone {
+		t.Errorf("no service: %+v %+v", got.Service, *got.Spec.Network.Ports)
+	}
+	if *got.Status != v1alpha1.PENDING || !got.UpdateTime.Equal(*got.CreateTime) {
+		t.Errorf("fresh deployment: status %s, update %v != create %v", *got.Status, got.UpdateTime, got.CreateTime)
+	}
+}
+
+// A Deployment made by another provider (no annotation, no generateName) still reads.
+func TestToAPIForeignDeployment(t *testing.T) {
+	objs, _ := Build("abc", specJSON(t, validSpec), opts)
+	d := objs.Deployment
+	d.GenerateName, d.Name, d.Annotations = "", "legacy", nil
+	got := ToAPI(Observed{Deployment: d})
+	if got.Spec.Metadata.Name != "web-app" {
+		t.Errorf("name = %q (from the container)", got.Spec.Metadata.Name)
+	}
+	if b, _ := json.Marshal(got.Spec.Resources); string(b) != `{"cpu":{"max":"2","min":"1"},"memory":{"max":"2GB","min":"512MB"}}` {
+		t.Errorf("derived resources = %s", b)
+	}
+}
+

@@ -1,0 +1,170 @@
+package container
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
+)
+
+// Status is the DCM status of one container and a human-readable reason. GET and the
+// status reporter both use it, so what DCM is told and what it reads back agree.
+type Status struct {
+	Status  v1alpha1.ContainerStatus
+	Message string
+}
+
+// Reconcile computes a container's status from its Deployment (nil when gone) and its
+// Pods, following the seed's precedence: the pod first (its phase decides), then the
+// Deployment, and DELETED when neither exists.
+func Reconcile(dep *appsv1.Deployment, pods []*corev1.Pod) Status {
+	if pod := PickPod(pods); pod != nil {
+		return podStatus(pod)
+	}
+	if dep == nil {
+		return Status{v1alpha1.DELETED, "Container deleted."}
+	}
+	return deploymentStatus(dep)
+}
+
+// PickPod chooses the pod that speaks for the container when there are several (a
+// rollout, an eviction, a ReplicaSet replacing a failed pod): terminating pods only when
+// nothing else is left; a Running pod before any other, so an old evicted or failed pod
+// never masks a healthy new one; then the newest. Ties break on the name, so the choice
+// is deterministic.
+func PickPod(pods []*corev1.Pod) *corev1.Pod {
+	var best *corev1.Pod
+	for _, p := range pods {
+		if p == nil {
+			continue
+		}
+		if best == nil || podRank(p, best) {
+			best = p
+		}
+	}
+	return best
+}
+
+// podRank reports whether a should be preferred over b.
+func podRank(a, b *corev1.Pod) bool {
+	aLive, bLive := a.DeletionTimestamp == nil, b.DeletionTimestamp == nil
+	if aLive != bLive {
+		return aLive
+	}
+	aRun, bRun := a.Status.Phase == corev1.PodRunning, b.Status.Phase == corev1.PodRunning
+	if aRun != bRun {
+		return aRun
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return b.CreationTimestamp.Before(&a.CreationTimestamp)
+	}
+	return a.Name > b.Name
+}
+
+func podStatus(p *corev1.Pod) Status {
+	cs := mainContainerStatus(p)
+	switch p.Status.Phase {
+	case corev1.PodRunning:
+		if cs != nil && cs.State.Waiting != nil {
+			return Status{v1alpha1.RUNNING, waitingMessage(cs)}
+		}
+		if cs != nil && cs.State.Running != nil && !cs.Ready && cs.RestartCount > 0 {
+			return Status{v1alpha1.RUNNING, "Container is running but not ready" + restarts(cs) + "."}
+		}
+		return Status{v1alpha1.RUNNING, "Container is running."}
+	case corev1.PodPending:
+		if cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "ContainerCreating" {
+			return Status{v1alpha1.PENDING, waitingMessage(cs)}
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				return Status{v1alpha1.PENDING, joinReason(c.Reason, c.Message)}
+			}
+		}
+		return Status{v1alpha1.PENDING, "Container is being created."}
+	case corev1.PodFailed:
+		if cs != nil && cs.State.Terminated != nil {
+			t := cs.State.Terminated
+			return Status{v1alpha1.FAILED, fmt.Sprintf("%s (exit code %d)", joinReason(orDefault(t.Reason, "Terminated"), t.Message), t.ExitCode)}
+		}
+		return Status{v1alpha1.FAILED, joinReason(orDefault(p.Status.Reason, "PodFailed"), p.Status.Message)}
+	case corev1.PodSucceeded:
+		// A Deployment's container is meant to run forever; exiting is a failure to DCM.
+		return Status{v1alpha1.FAILED, "Container exited."}
+	default:
+		return Status{v1alpha1.UNKNOWN, joinReason(orDefault(p.Status.Reason, "Unknown"),
+			orDefault(p.Status.Message, "the node running the container is not reporting"))}
+	}
+}
+
+func deploymentStatus(d *appsv1.Deployment) Status {
+	var available, progressing, replicaFailure *appsv1.DeploymentCondition
+	for i := range d.Status.Conditions {
+		c := &d.Status.Conditions[i]
+		switch c.Type {
+		case appsv1.DeploymentAvailable:
+			available = c
+		case appsv1.DeploymentProgressing:
+			progressing = c
+		case appsv1.DeploymentReplicaFailure:
+			replicaFailure = c
+		}
+	}
+	switch {
+	case d.DeletionTimestamp != nil:
+		return Status{v1alpha1.PENDING, "Container is being deleted."}
+	case replicaFailure != nil && replicaFailure.Status == corev1.ConditionTrue:
+		return Status{v1alpha1.FAILED, joinReason(replicaFailure.Reason, replicaFailure.Message)}
+	case progressing != nil && progressing.Status == corev1.ConditionFalse:
+		return Status{v1alpha1.FAILED, joinReason(progressing.Reason, progressing.Message)}
+	case available != nil && available.Status == corev1.ConditionFalse:
+		return Status{v1alpha1.PENDING, joinReason(available.Reason, available.Message)}
+	}
+	// Status.Replicas is 0 for a moment after every create, before the ReplicaSet makes
+	// its pod, so 0 replicas alone means "not yet", not FAILED; a ReplicaSet that cannot
+	// create the pod says so with ReplicaFailure above.
+	return Status{v1alpha1.PENDING, "Waiting for the pod to be created."}
+}
+
+func mainContainerStatus(p *corev1.Pod) *corev1.ContainerStatus {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return nil
+	}
+	return &p.Status.ContainerStatuses[0]
+}
+
+func waitingMessage(cs *corev1.ContainerStatus) string {
+	msg := joinReason(cs.State.Waiting.Reason, cs.State.Waiting.Message) + restarts(cs)
+	if t := cs.LastTerminationState.Terminated; t != nil {
+		msg += fmt.Sprintf("; last exit: %s, code %d", orDefault(t.Reason, "Terminated"), t.ExitCode)
+	}
+	return msg
+}
+
+func restarts(cs *corev1.ContainerStatus) string {
+	if cs.RestartCount == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (restarts: %d)", cs.RestartCount)
+}
+
+func joinReason(reason, message string) string {
+	reason, message = strings.TrimSpace(reason), strings.TrimSpace(message)
+	switch {
+	case reason == "":
+		return message
+	case message == "":
+		return reason
+	}
+	return reason + ": " + message
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

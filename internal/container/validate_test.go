@@ -1,0 +1,169 @@
+package container
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
+)
+
+// specJSON decodes a spec from JSON, as the API receives it.
+func specJSON(t *testing.T, s string) *v1alpha1.ContainerSpec {
+	t.Helper()
+	var spec v1alpha1.ContainerSpec
+	if err := json.Unmarshal([]byte(s), &spec); err != nil {
+		t.Fatalf("bad test spec: %v", err)
+	}
+	return &spec
+}
+
+const validSpec = `{
+  "service_type": "container",
+  "metadata": {"name": "web-app", "labels": {"team": "payments", "example.com/tier": "web"}},
+  "image": {"reference": "quay.io/myapp:v1.2"},
+  "resources": {"cpu": {"min": 1, "max": "2"}, "memory": {"min": "512MB", "max": "2GB"}},
+  "process": {"command": ["/app/start"], "args": ["--x"], "env": [{"name": "ENV", "value": "prod"}]},
+  "network": {"ports": [{"container_port": 8080, "visibility": "external"}, {"container_port": 9090, "visibility": "none"}]}
+}`
+
+// mutate returns validSpec with one JSON edit applied via a map round trip.
+func mutate(t *testing.T, edit func(m map[string]any)) *v1alpha1.ContainerSpec {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(validSpec), &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	b, _ := json.Marshal(m)
+	return specJSON(t, string(b))
+}
+
+func sub(m map[string]any, keys ...string) map[string]any {
+	for _, k := range keys {
+		m = m[k].(map[string]any)
+	}
+	return m
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name   string
+		edit   func(m map[string]any)
+		fields []string // fields expected in the violations, in order; nil = valid
+	}{
+		{"valid", func(map[string]any) {}, nil},
+		{"millicores", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = "500m" }, nil},
+		{"digest image", func(m map[string]any) {
+			sub(m, "image")["reference"] = "registry.example.com:5000/team/app@sha256:" + strings.Repeat("a", 64)
+		}, nil},
+		{"docker hub short name", func(m map[string]any) { sub(m, "image")["reference"] = "nginx" }, nil},
+		{"no ports exposed, name may start with a digit", func(m map[string]any) {
+			sub(m, "metadata")["name"] = "1app"
+			delete(m, "network")
+		}, nil},
+		{"wrong service type", func(m map[string]any) { m["service_type"] = "vm" }, []string{"spec.service_type"}},
+		{"name uppercase", func(m map[string]any) { sub(m, "metadata")["name"] = "Web" }, []string{"spec.metadata.name"}},
+		{"name too long", func(m map[string]any) { sub(m, "metadata")["name"] = strings.Repeat("a", 64) }, []string{"spec.metadata.name"}},
+		{"name digit with exposed port", func(m map[string]any) { sub(m, "metadata")["name"] = "1app" }, []string{"spec.metadata.name"}},
+		{"reserved label", func(m map[string]any) { sub(m, "metadata", "labels")["dcm.project/owner"] = "x" }, []string{`spec.metadata.labels["dcm.project/owner"]`}},
+		{"bad label key and value", func(m map[string]any) {
+			sub(m, "metadata")["labels"] = map[string]any{"bad key": "ok", "ok": "bad value!"}
+		}, []string{`spec.metadata.labels["bad key"]`, `spec.metadata.labels["ok"]`}},
+		{"image with space", func(m map[string]any) { sub(m, "image")["reference"] = "quay.io/my app" }, []string{"spec.image.reference"}},
+		{"image uppercase repo", func(m map[string]any) { sub(m, "image")["reference"] = "quay.io/MyApp:v1" }, []string{"spec.image.reference"}},
+		{"image empty", func(m map[string]any) { sub(m, "image")["reference"] = "" }, []string{"spec.image.reference"}},
+		{"cpu zero", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = 0 }, []string{"spec.resources.cpu.min"}},
+		{"cpu fraction", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = 0.5 }, []string{"spec.resources.cpu.min"}},
+		{"cpu string junk", func(m map[string]any) { sub(m, "resources", "cpu")["max"] = "2 cores" }, []string{"spec.resources.cpu.max"}},
+		{"cpu min above max", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = "2500m" }, []string{"spec.resources.cpu"}},
+		{"cpu huge", func(m map[string]any) { sub(m, "resources", "cpu")["max"] = "99999999999999999999" }, []string{"spec.resources.cpu.max"}},
+		{"memory unit", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "512Mi" }, []string{"spec.resources.memory.min"}},
+		{"memory zero", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "0MB" }, []string{"spec.resources.memory.min"}},
+		{"memory min above max", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "3GB" }, []string{"spec.resources.memory"}},
+		{"memory overflow", func(m map[string]any) { sub(m, "resources", "memory")["max"] = "99999999999TB" }, []string{"spec.resources.memory.max"}},
+		{"env bad and duplicate", func(m map[string]any) {
+			sub(m, "process")["env"] = []any{
+				map[string]any{"name": "A", "value": "1"},
+				map[string]any{"name": "1BAD=", "value": "2"},
+				map[string]any{"name": "A", "value": "3"},
+				map[string]any{"name": "", "value": "4"},
+			}
+		}, []string{"spec.process.env[1].name", "spec.process.env[2].name", "spec.process.env[3].name"}},
+		{"ports out of range, duplicate, bad visibility", func(m map[string]any) {
+			sub(m, "network")["ports"] = []any{
+				map[string]any{"container_port": 0, "visibility": "internal"},
+				map[string]any{"container_port": 80, "visibility": "internal"},
+				map[string]any{"container_port": 80, "visibility": "internal"},
+				map[string]any{"container_port": 81, "visibility": "public"},
+				map[string]any{"container_port": 70000, "visibility": "none"},
+			}
+		}, []string{"spec.network.ports[0].container_port", "spec.network.ports[2].container_port",
+			"spec.network.ports[3].visibility", "spec.network.ports[4].container_port"}},
+		{"everything at once", func(m map[string]any) {
+			m["service_type"] = "vm"
+			sub(m, "metadata")["name"] = "-x"
+			sub(m, "image")["reference"] = ""
+			sub(m, "resources", "memory")["max"] = "lots"
+		}, []string{"spec.service_type", "spec.metadata.name", "spec.image.reference", "spec.resources.memory.max"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			vs := Validate(mutate(t, tc.edit))
+			var got []string
+			for _, v := range vs {
+				got = append(got, v.Field)
+				if v.Message == "" {
+					t.Errorf("violation for %s has no message", v.Field)
+				}
+			}
+			if !slices.Equal(got, tc.fields) {
+				t.Errorf("fields = %q, want %q (%+v)", got, tc.fields, vs)
+			}
+		})
+	}
+}
+
+func TestValidateID(t *testing.T) {
+	for id, ok := range map[string]bool{
+		"a": true, "web-1": true, "123e4567-e89b-12d3-a456-426614174000": true, strings.Repeat("a", 63): true,
+		"health": false, "": false, "-a": false, "a-": false, "A": false, "a_b": false, strings.Repeat("a", 64): false,
+	} {
+		if got := len(ValidateID("id", id)) == 0; got != ok {
+			t.Errorf("ValidateID(%q) ok = %v, want %v", id, got, ok)
+		}
+	}
+}
+
+func TestParseQuantities(t *testing.T) {
+	cpu := func(raw string) v1alpha1.CpuQuantity {
+		var q v1alpha1.CpuQuantity
+		if err := q.UnmarshalJSON([]byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	for raw, want := range map[string]string{`1`: "1", `"2"`: "2", `"500m"`: "500m", `"1500m"`: "1500m", `16`: "16"} {
+		q, err := parseCPU(cpu(raw))
+		if err != nil || q.String() != want {
+			t.Errorf("parseCPU(%s) = %s, %v; want %s", raw, q.String(), err, want)
+		}
+	}
+	for _, raw := range []string{`0`, `-1`, `1.5`, `"0"`, `"0m"`, `"1.5"`, `"1Gi"`, `true`, `null`, `"2000000"`} {
+		if q, err := parseCPU(cpu(raw)); err == nil {
+			t.Errorf("parseCPU(%s) = %s, want an error", raw, q.String())
+		}
+	}
+	for in, bytes := range map[string]int64{"1MB": 1_000_000, "512MB": 512_000_000, "2GB": 2_000_000_000, "1TB": 1_000_000_000_000} {
+		q, err := parseMemory(in)
+		if err != nil || q.Value() != bytes {
+			t.Errorf("parseMemory(%s) = %d, %v; want %d", in, q.Value(), err, bytes)
+		}
+	}
+	for _, in := range []string{"", "1", "1mb", "1Gi", "1.5GB", "-1GB", "0GB", " 1GB"} {
+		if _, err := parseMemory(in); err == nil {
+			t.Errorf("parseMemory(%q): want an error", in)
+		}
+	}
+}

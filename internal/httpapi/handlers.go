@@ -1,0 +1,168 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/store"
+)
+
+// Store is what the handlers need from the cluster (internal/store implements it).
+type Store interface {
+	Create(ctx context.Context, id string, objs container.Objects) (container.Observed, error)
+	Get(id string) (container.Observed, error)
+	List(after string, limit int) ([]container.Observed, bool, error)
+	Delete(ctx context.Context, id string) error
+}
+
+// HealthCheck reports whether the Kubernetes API is reachable.
+type HealthCheck func(ctx context.Context) error
+
+const (
+	defaultPageSize = 50
+	maxPageSize     = 1000
+	healthType      = "k8s-container-service-provider.dcm.io/health"
+)
+
+// handlers implements the generated strict server interface.
+type handlers struct {
+	store   Store
+	objects container.Options
+	health  HealthCheck
+	version string
+	started time.Time
+	log     *slog.Logger
+}
+
+var _ v1alpha1.StrictServerInterface = (*handlers)(nil)
+
+func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateContainerRequestObject) (v1alpha1.CreateContainerResponseObject, error) {
+	if req.Body == nil {
+		return nil, invalid("The request body must be a JSON object with a spec.")
+	}
+	var vs []container.Violation
+	id := uuid.NewString()
+	if req.Params.Id != nil {
+		id = *req.Params.Id
+		vs = append(vs, container.ValidateID("id", id)...)
+	}
+	vs = append(vs, container.Validate(&req.Body.Spec)...)
+	if len(vs) > 0 {
+		return nil, invalid(fmt.Sprintf("The container spec has %d problem(s); nothing was created.", len(vs)), vs...)
+	}
+	objs, err := container.Build(id, &req.Body.Spec, h.objects)
+	if err != nil {
+		return nil, internal(err)
+	}
+	obs, err := h.store.Create(ctx, id, objs)
+	if err != nil {
+		return nil, fromStore(err, id)
+	}
+	out := container.ToAPI(obs)
+	// The response echoes the spec as sent (visibility per port included); GET infers
+	// visibility from the Service, as the design says.
+	out.Spec = req.Body.Spec
+	out.Spec.Metadata.Namespace = ptr(obs.Deployment.Namespace)
+	if out.Spec.Network != nil {
+		out.Spec.Network.Ip = nil
+	}
+	return v1alpha1.CreateContainer201JSONResponse(out), nil
+}
+
+func (h *handlers) GetContainer(_ context.Context, req v1alpha1.GetContainerRequestObject) (v1alpha1.GetContainerResponseObject, error) {
+	obs, err := h.store.Get(req.ContainerId)
+	if err != nil {
+		return nil, fromStore(err, req.ContainerId)
+	}
+	return v1alpha1.GetContainer200JSONResponse(container.ToAPI(obs)), nil
+}
+
+func (h *handlers) ListContainers(_ context.Context, req v1alpha1.ListContainersRequestObject) (v1alpha1.ListContainersResponseObject, error) {
+	size := defaultPageSize
+	if p := req.Params.MaxPageSize; p != nil {
+		if *p < 1 || *p > maxPageSize {
+			return nil, invalid("", container.Violation{Field: "max_page_size", Message: fmt.Sprintf("%d is not between 1 and %d", *p, maxPageSize)})
+		}
+		size = int(*p)
+	}
+	after := ""
+	if t := req.Params.PageToken; t != nil && *t != "" {
+		var ok bool
+		if after, ok = decodePageToken(*t); !ok {
+			return nil, invalid("", container.Violation{Field: "page_token", Message: "not a page token from this API"})
+		}
+	}
+	page, more, err := h.store.List(after, size)
+	if err != nil {
+		return nil, fromStore(err, "")
+	}
+	out := v1alpha1.ListContainers200JSONResponse{Containers: make([]v1alpha1.Container, len(page))}
+	for i, o := range page {
+		out.Containers[i] = container.ToAPI(o)
+	}
+	if more && len(page) > 0 {
+		out.NextPageToken = ptr(encodePageToken(*out.Containers[len(page)-1].Id))
+	}
+	return out, nil
+}
+
+func (h *handlers) DeleteContainer(ctx context.Context, req v1alpha1.DeleteContainerRequestObject) (v1alpha1.DeleteContainerResponseObject, error) {
+	if err := h.store.Delete(ctx, req.ContainerId); err != nil {
+		return nil, fromStore(err, req.ContainerId)
+	}
+	return v1alpha1.DeleteContainer204Response{}, nil
+}
+
+func (h *handlers) GetHealth(ctx context.Context, _ v1alpha1.GetHealthRequestObject) (v1alpha1.GetHealthResponseObject, error) {
+	return v1alpha1.GetHealth200JSONResponse(h.healthBody(ctx)), nil
+}
+
+func (h *handlers) GetRootHealth(ctx context.Context, _ v1alpha1.GetRootHealthRequestObject) (v1alpha1.GetRootHealthResponseObject, error) {
+	return v1alpha1.GetRootHealth200JSONResponse(h.healthBody(ctx)), nil
+}
+
+func (h *handlers) healthBody(ctx context.Context) v1alpha1.Health {
+	status := v1alpha1.Healthy
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := h.health(ctx); err != nil {
+		h.log.Warn("health: Kubernetes API unreachable", "err", err)
+		status = v1alpha1.Unhealthy
+	}
+	return v1alpha1.Health{
+		Type: healthType, Status: status, Path: "health", Version: h.version,
+		Uptime: int64(time.Since(h.started).Seconds()),
+	}
+}
+
+// fromStore turns a store error into the answer a client can act on.
+func fromStore(err error, id string) *Problem {
+	var se *store.Error
+	if !errors.As(err, &se) {
+		return internal(err)
+	}
+	switch se.Kind {
+	case store.KindNotFound:
+		return notFound(fmt.Sprintf("No container has id %q.", id))
+	case store.KindConflict:
+		return &Problem{Status: http.StatusConflict, Code: "already-exists", Title: "Already exists",
+			Detail: fmt.Sprintf("A container with id %q already exists; it was not changed.", id)}
+	case store.KindInvalid:
+		return invalid("The cluster refused the container; nothing was created.", se.Fields...)
+	case store.KindQuota:
+		return &Problem{Status: http.StatusForbidden, Code: "permission-denied", Title: "Quota exceeded",
+			Detail: "A resource quota in the provider's namespace refused the container; nothing was created.", Errors: se.Fields}
+	case store.KindUnavailable:
+		return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Title: "Unavailable",
+			Detail: "The Kubernetes API is unavailable; retry later.", RetryAfter: 5, Cause: err}
+	}
+	return internal(err)
+}

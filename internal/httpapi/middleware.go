@@ -1,0 +1,101 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+)
+
+// MaxBodyBytes is the largest request body accepted (413 beyond).
+const MaxBodyBytes = 1 << 20
+
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+// RequestID returns the request's id (from X-Request-Id or generated).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// withRequestID takes the caller's X-Request-Id (if sane) or makes one, and echoes it.
+func withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 128 {
+			b := make([]byte, 8)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+// statusRecorder remembers what was written, for the access log and for recover.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// withLogAndRecover logs every request and turns a panic into a 500 problem (the
+// process keeps serving).
+func withLogAndRecover(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error("panic serving request", "request_id", RequestID(r.Context()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					writeProblem(rec, r, internal(fmt.Errorf("panic: %v", v)))
+				}
+			}
+			log.Info("request", "request_id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path,
+				"status", rec.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// withLimits caps the body at MaxBodyBytes (413) and bounds the request's time.
+func withLimits(timeout time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBodyBytes {
+			writeProblem(w, r, tooLarge())
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func tooLarge() *Problem {
+	return &Problem{Status: http.StatusRequestEntityTooLarge, Code: "invalid-argument", Title: "Request too large",
+		Detail: fmt.Sprintf("The request body is larger than %d bytes.", MaxBodyBytes)}
+}

@@ -1,0 +1,76 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// Options wire the HTTP layer to the rest of the provider.
+type Options struct {
+	Store          Store
+	Objects        container.Options
+	Health         HealthCheck
+	Version        string
+	RequestTimeout time.Duration
+	Log            *slog.Logger
+}
+
+// NewHandler builds the whole HTTP stack:
+// request id -> log/recover -> limits -> OpenAPI validation -> generated router -> handlers.
+func NewHandler(o Options) (http.Handler, error) {
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 30 * time.Second
+	}
+	h := &handlers{store: o.Store, objects: o.Objects, health: o.Health, version: o.Version, started: time.Now(), log: o.Log}
+	strict := v1alpha1.NewStrictHandlerWithOptions(h, nil, v1alpha1.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeProblem(w, r, bodyProblem(err))
+		},
+		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			var p *Problem
+			if !errors.As(err, &p) {
+				p = internal(err)
+			}
+			if p.Status >= 500 {
+				o.Log.Error("request failed", "request_id", RequestID(r.Context()), "status", p.Status, "err", err)
+			}
+			writeProblem(w, r, p)
+		},
+	})
+	mux := http.NewServeMux()
+	routed := v1alpha1.HandlerWithOptions(strict, v1alpha1.StdHTTPServerOptions{
+		BaseRouter: mux,
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeProblem(w, r, invalid(err.Error()))
+		},
+	})
+	validated, err := withValidation(routed)
+	if err != nil {
+		return nil, err
+	}
+	return withRequestID(withLogAndRecover(o.Log, withLimits(o.RequestTimeout, validated))), nil
+}
+
+// bodyProblem explains a body that could not be decoded.
+func bodyProblem(err error) *Problem {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return tooLarge()
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typ):
+		return invalid("", container.Violation{Field: typ.Field, Message: fmt.Sprintf("must be %s, not %s", typ.Type, typ.Value)})
+	case errors.As(err, &syn):
+		return invalid(fmt.Sprintf("The body is not valid JSON (offset %d).", syn.Offset))
+	}
+	return invalid("The body could not be decoded as a container.")
+}

@@ -1,0 +1,133 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// Kind says what went wrong in terms a client can act on; the HTTP layer maps it to a
+// status code.
+type Kind int
+
+const (
+	KindInternal    Kind = iota // our fault or the cluster's set-up (RBAC, namespace)
+	KindNotFound                // no container with that id
+	KindConflict                // the id is taken
+	KindInvalid                 // the cluster refused the request's content
+	KindQuota                   // a ResourceQuota refused it
+	KindUnavailable             // the apiserver is unreachable, overloaded or timed out
+)
+
+// Error is a classified failure. Message is safe to show a client; Err is for the log.
+type Error struct {
+	Kind    Kind
+	Message string
+	Fields  []container.Violation
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrNotFound is returned for an unknown container id.
+var ErrNotFound = &Error{Kind: KindNotFound, Message: "container not found"}
+
+// classify turns a client-go error into an *Error. what names the operation for the log.
+func classify(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *Error
+	if errors.As(err, &se) {
+		return err
+	}
+	wrap := func(k Kind, msg string) *Error { return &Error{Kind: k, Message: msg, Err: fmt.Errorf("%s: %w", what, err)} }
+	switch {
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		e := wrap(KindInvalid, "the cluster refused the container")
+		e.Fields = fieldsFromStatus(err)
+		return e
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
+		e := wrap(KindQuota, "a resource quota refused the container")
+		e.Fields = []container.Violation{{Field: "spec.resources", Message: apiMessage(err)}}
+		return e
+	case apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) || isNetworkError(err):
+		return wrap(KindUnavailable, "the Kubernetes API is unavailable")
+	case apierrors.IsForbidden(err):
+		return wrap(KindInternal, "the provider is not allowed to do this in its namespace (check its RBAC)")
+	}
+	return wrap(KindInternal, "unexpected error from the Kubernetes API")
+}
+
+func isNetworkError(err error) bool {
+	var ue *url.Error
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.As(err, &ne) || (errors.As(err, &ue) && ue.Err != nil) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+func apiMessage(err error) string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return st.Status().Message
+	}
+	return err.Error()
+}
+
+// kubeToSpec maps where the apiserver found a problem to the request field it came from.
+var kubeToSpec = []struct{ kube, spec string }{
+	{"spec.template.spec.containers[0].image", "spec.image.reference"},
+	{"spec.template.spec.containers[0].env", "spec.process.env"},
+	{"spec.template.spec.containers[0].command", "spec.process.command"},
+	{"spec.template.spec.containers[0].args", "spec.process.args"},
+	{"spec.template.spec.containers[0].resources", "spec.resources"},
+	{"spec.template.spec.containers[0].ports", "spec.network.ports"},
+	{"spec.template.spec.containers[0].name", "spec.metadata.name"},
+	{"spec.template.metadata.labels", "spec.metadata.labels"},
+	{"metadata.labels", "spec.metadata.labels"},
+	{"metadata.generateName", "spec.metadata.name"},
+	{"metadata.name", "spec.metadata.name"},
+	{"spec.ports", "spec.network.ports"},
+}
+
+// fieldsFromStatus lists the apiserver's field causes, named as request fields where the
+// mapping is known, with the Kubernetes path in the message either way.
+func fieldsFromStatus(err error) []container.Violation {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Details == nil || len(st.Status().Details.Causes) == 0 {
+		return []container.Violation{{Field: "spec", Message: apiMessage(err)}}
+	}
+	var out []container.Violation
+	for _, c := range st.Status().Details.Causes {
+		field := "spec"
+		for _, m := range kubeToSpec {
+			if strings.HasPrefix(c.Field, m.kube) {
+				field = m.spec
+				break
+			}
+		}
+		msg := c.Message
+		if c.Field != "" {
+			msg = fmt.Sprintf("%s (Kubernetes field %s)", c.Message, c.Field)
+		}
+		out = append(out, container.Violation{Field: field, Message: msg})
+	}
+	return out
+}

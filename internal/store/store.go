@@ -1,0 +1,222 @@
+// Package store is the cluster side of the container API: it creates and deletes a
+// container's objects through client-go and answers reads from shared informer caches,
+// so a GET or LIST costs no apiserver request once the caches are synced.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// IndexByInstance indexes every cached object by its DCM instance id.
+const IndexByInstance = "by-instance-id"
+
+// Store reads and writes containers in one namespace.
+type Store struct {
+	client    kubernetes.Interface
+	namespace string
+	log       *slog.Logger
+
+	factory     informers.SharedInformerFactory
+	deployments cache.SharedIndexInformer
+	pods        cache.SharedIndexInformer
+	services    cache.SharedIndexInformer
+
+	// CreateTimeout bounds one create, reservation to Service. A reservation older than
+	// twice this with no Deployment is abandoned (its creator died) and may be taken over.
+	CreateTimeout time.Duration
+}
+
+// New builds the store and its informers (not started). Every informer watches only
+// objects labelled as DCM containers, in the configured namespace.
+func New(client kubernetes.Interface, namespace string, resync time.Duration, log *slog.Logger) (*Store, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = container.Selector }),
+		// The caches hold every container's objects: drop what no reader needs.
+		informers.WithTransform(stripForCache),
+	)
+	s := &Store{
+		client:        client,
+		namespace:     namespace,
+		log:           log,
+		factory:       factory,
+		deployments:   factory.Apps().V1().Deployments().Informer(),
+		pods:          factory.Core().V1().Pods().Informer(),
+		services:      factory.Core().V1().Services().Informer(),
+		CreateTimeout: 20 * time.Second,
+	}
+	byID := cache.Indexers{IndexByInstance: func(obj any) ([]string, error) {
+		m, err := metaOf(obj)
+		if err != nil {
+			return nil, err
+		}
+		if id := container.InstanceID(m.GetLabels()); id != "" {
+			return []string{id}, nil
+		}
+		return nil, nil
+	}}
+	for _, inf := range []cache.SharedIndexInformer{s.deployments, s.pods, s.services} {
+		if err := inf.AddIndexers(byID); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Factory is the shared informer factory, for other readers (the status reporter) to
+// share the same caches.
+func (s *Store) Factory() informers.SharedInformerFactory { return s.factory }
+
+// Deployments, Pods and Services are the shared informers.
+func (s *Store) Deployments() cache.SharedIndexInformer { return s.deployments }
+func (s *Store) Pods() cache.SharedIndexInformer        { return s.pods }
+func (s *Store) Services() cache.SharedIndexInformer    { return s.services }
+
+// Namespace is where every container lives.
+func (s *Store) Namespace() string { return s.namespace }
+
+// Start starts the informers; they stop when ctx ends.
+func (s *Store) Start(ctx context.Context) { s.factory.Start(ctx.Done()) }
+
+// Synced reports whether every cache has completed its first list.
+func (s *Store) Synced() bool {
+	return s.deployments.HasSynced() && s.pods.HasSynced() && s.services.HasSynced()
+}
+
+// WaitForSync blocks until the caches are synced or ctx ends.
+func (s *Store) WaitForSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), s.deployments.HasSynced, s.pods.HasSynced, s.services.HasSynced)
+}
+
+// Shutdown stops the informers (after the Start context is cancelled) and waits.
+func (s *Store) Shutdown() { s.factory.Shutdown() }
+
+var errNotSynced = &Error{Kind: KindUnavailable, Message: "the provider has not loaded the cluster state yet"}
+
+// Get returns one container from the caches.
+func (s *Store) Get(id string) (container.Observed, error) {
+	if !s.Synced() {
+		return container.Observed{}, errNotSynced
+	}
+	o, ok := s.observed(id)
+	if !ok {
+		return container.Observed{}, ErrNotFound
+	}
+	return o, nil
+}
+
+// observed gathers a container's objects from the caches; false when it has no Deployment.
+func (s *Store) observed(id string) (container.Observed, bool) {
+	deps := byIndex[*appsv1.Deployment](s.deployments, id)
+	if len(deps) == 0 {
+		return container.Observed{}, false
+	}
+	// One Deployment per id is the invariant; should there ever be more, the oldest is
+	// the container and the answer stays stable.
+	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	o := container.Observed{Deployment: deps[0], Pods: byIndex[*corev1.Pod](s.pods, id)}
+	if svcs := byIndex[*corev1.Service](s.services, id); len(svcs) > 0 {
+		o.Service = svcs[0]
+	}
+	return o, true
+}
+
+// List returns up to limit containers whose ids sort after `after`, in id order, and
+// whether more follow. Paging by id keeps a walk stable while containers come and go:
+// a container that exists for the whole walk is returned exactly once.
+func (s *Store) List(after string, limit int) ([]container.Observed, bool, error) {
+	if !s.Synced() {
+		return nil, false, errNotSynced
+	}
+	ids := s.deployments.GetIndexer().ListIndexFuncValues(IndexByInstance)
+	sort.Strings(ids)
+	start := sort.SearchStrings(ids, after)
+	if start < len(ids) && ids[start] == after {
+		start++
+	}
+	var out []container.Observed
+	for i := start; i < len(ids); i++ {
+		o, ok := s.observed(ids[i])
+		if !ok {
+			continue // deleted since ListIndexFuncValues
+		}
+		if len(out) == limit {
+			return out, true, nil
+		}
+		out = append(out, o)
+	}
+	return out, false, nil
+}
+
+func byIndex[T any](inf cache.SharedIndexInformer, id string) []T {
+	objs, err := inf.GetIndexer().ByIndex(IndexByInstance, id)
+	if err != nil {
+		return nil
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// stripForCache drops what no reader of the caches needs and what can be large:
+// managedFields and kubectl's last-applied annotation.
+func stripForCache(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+		if a := m.GetAnnotations(); a != nil {
+			delete(a, "kubectl.kubernetes.io/last-applied-configuration")
+		}
+	}
+	return obj, nil
+}
+
+func metaOf(obj any) (metav1.Object, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("unexpected object %T", obj)
+	}
+	return m, nil
+}
+
+// waitCached waits (bounded by ctx) until each informer has seen the object with the
+// given key present (want=true) or gone, so a read right after a write answers from the
+// caches consistently with it.
+func waitCached(ctx context.Context, inf cache.SharedIndexInformer, key string, want bool) error {
+	for delay := time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
+		_, exists, err := inf.GetStore().GetByKey(key)
+		if err != nil {
+			return err
+		}
+		if exists == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("cache did not catch up in time")
+		case <-time.After(delay):
+		}
+	}
+}

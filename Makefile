@@ -8,7 +8,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Integration tests share one control plane per run; give slow machines room.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: build test test-unit lint cluster-up cluster-down harness-build run bench clean
+.PHONY: build test test-unit lint generate check-generated cluster-up cluster-down harness-build run bench clean
 
 build:
 	go build -o $(BIN)/ ./cmd/...
@@ -27,7 +27,15 @@ test: $(HARNESS)
 test-unit:
 	go test -short -race -count=1 ./...
 
-lint:
+# api/v1alpha1/openapi.yaml is the contract; the server code is generated from it.
+generate:
+	go generate ./api/...
+
+# Fails when the checked-in generated code does not match openapi.yaml.
+check-generated: generate
+	@git diff --exit-code -- api/ || { echo "api/v1alpha1/api.gen.go is stale: run make generate and commit"; exit 1; }
+
+lint: check-generated
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	go run $(STATICCHECK) ./...

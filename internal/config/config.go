@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 
@@ -65,6 +66,10 @@ func Load(environ []string) (*Config, error) {
 			msgs := make([]string, len(agg.Errors))
 			for i, e := range agg.Errors {
 				msgs[i] = e.Error()
+				var pe env.ParseError
+				if errors.As(e, &pe) {
+					msgs[i] = fmt.Sprintf("%s: %v", envKey(reflect.TypeOf(Config{}), pe.Name), pe.Err)
+				}
 			}
 			return nil, fmt.Errorf("invalid configuration: %s", strings.Join(msgs, "; "))
 		}
@@ -104,19 +109,41 @@ func (c *Config) validate() []string {
 	if c.Monitor.ResyncPeriod < 0 {
 		p = append(p, "SP_MONITOR_RESYNC_PERIOD: must be 0 (off) or more")
 	}
-	for name, d := range map[string]time.Duration{
-		"SP_SERVER_SHUTDOWN_TIMEOUT": c.Server.ShutdownTimeout, "SP_SERVER_READ_TIMEOUT": c.Server.ReadTimeout,
-		"SP_SERVER_WRITE_TIMEOUT": c.Server.WriteTimeout, "SP_SERVER_IDLE_TIMEOUT": c.Server.IdleTimeout,
-		"SP_SERVER_REQUEST_TIMEOUT": c.Server.RequestTimeout,
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"SP_SERVER_SHUTDOWN_TIMEOUT", c.Server.ShutdownTimeout}, {"SP_SERVER_READ_TIMEOUT", c.Server.ReadTimeout},
+		{"SP_SERVER_WRITE_TIMEOUT", c.Server.WriteTimeout}, {"SP_SERVER_IDLE_TIMEOUT", c.Server.IdleTimeout},
+		{"SP_SERVER_REQUEST_TIMEOUT", c.Server.RequestTimeout},
 	} {
-		if d <= 0 {
-			p = append(p, name+": must be more than 0")
+		if d.v <= 0 {
+			p = append(p, d.name+": must be more than 0")
 		}
 	}
 	if c.Server.Address == "" {
 		p = append(p, "SP_SERVER_ADDRESS: must not be empty")
 	}
 	return p
+}
+
+// envKey finds the variable name of a (nested) Config field, so a parse error names the
+// setting the operator wrote, not a Go field.
+func envKey(t reflect.Type, field string) string {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Name == field {
+			if k, _, _ := strings.Cut(f.Tag.Get("env"), ","); k != "" {
+				return k
+			}
+		}
+		if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
+			if k := envKey(f.Type, field); k != field {
+				return k
+			}
+		}
+	}
+	return field
 }
 
 func checkURL(raw string, schemes ...string) error {

@@ -205,4 +205,3 @@ func TestToAPIForeignDeployment(t *testing.T) {
 		t.Errorf("derived resources = %s", b)
 	}
 }
-

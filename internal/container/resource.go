@@ -130,13 +130,12 @@ func serviceInfo(svc *corev1.Service) *v1alpha1.ServiceInfo {
 	if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
 		info.ClusterIp = &ip
 	}
-	for _, ing := range svc.Status.LoadBalancer.Ingress {
-		if ing.IP != "" {
-			info.ExternalIp = ptrTo(ing.IP)
-		} else if ing.Hostname != "" {
-			info.ExternalIp = ptrTo(ing.Hostname)
+	if ing := svc.Status.LoadBalancer.Ingress; len(ing) > 0 {
+		if ing[0].IP != "" {
+			info.ExternalIp = ptrTo(ing[0].IP)
+		} else if ing[0].Hostname != "" {
+			info.ExternalIp = ptrTo(ing[0].Hostname)
 		}
-		break
 	}
 	for i, p := range svc.Spec.Ports {
 		info.Ports[i] = v1alpha1.ServicePort{Port: p.Port, TargetPort: p.TargetPort.IntVal, Protocol: string(p.Protocol)}

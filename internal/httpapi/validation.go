@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -20,7 +22,7 @@ import (
 // withValidation checks every request against openapi.yaml (kin-openapi) before it
 // reaches a handler, and answers routing and validation failures as problems.
 func withValidation(next http.Handler) (http.Handler, error) {
-	spec, err := v1alpha1.GetSwagger()
+	spec, err := v1alpha1.GetSpec()
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +56,11 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 		writeProblem(w, r, internal(err))
 		return
 	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.ContentLength != 0 && mt != "" && mt != "application/json" {
+		writeProblem(w, r, &Problem{Status: http.StatusUnsupportedMediaType, Code: "invalid-argument",
+			Title: "Unsupported media type", Detail: "Send the body as application/json."})
+		return
+	}
 	vs := violations(err)
 	// Structural problems stop decoding, but a body that still decodes can be checked
 	// for its semantic problems too, so the client learns all of them in one answer.
@@ -65,12 +72,7 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 			vs = mergeViolations(vs, container.Validate(c.Spec))
 		}
 	}
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") || r.ContentLength <= 0 || len(vs) > 0 {
-		writeProblem(w, r, invalid(fmt.Sprintf("The request has %d problem(s); nothing was changed.", len(vs)), vs...))
-		return
-	}
-	writeProblem(w, r, &Problem{Status: http.StatusUnsupportedMediaType, Code: "invalid-argument",
-		Title: "Unsupported media type", Detail: "Send the body as application/json."})
+	writeProblem(w, r, invalid(fmt.Sprintf("The request has %d problem(s); nothing was changed.", len(vs)), vs...))
 }
 
 // violations flattens kin-openapi's errors into field/message pairs: parameters by
@@ -104,7 +106,7 @@ func violations(err error) []container.Violation {
 				walk(field, inner)
 				return
 			}
-			if p := strings.Join(e.JSONPointer(), "."); p != "" {
+			if p := fieldPath(e.JSONPointer()); p != "" {
 				field = p
 			}
 			out = append(out, container.Violation{Field: orBody(field), Message: e.Reason})
@@ -114,6 +116,23 @@ func violations(err error) []container.Violation {
 	}
 	walk("", err)
 	return out
+}
+
+// fieldPath writes a JSON pointer the way the domain names fields:
+// spec.network.ports[1].visibility.
+func fieldPath(segments []string) string {
+	var b strings.Builder
+	for _, s := range segments {
+		if _, err := strconv.Atoi(s); err == nil {
+			b.WriteString("[" + s + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s)
+	}
+	return b.String()
 }
 
 func orBody(field string) string {

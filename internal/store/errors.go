@@ -56,7 +56,9 @@ func classify(what string, err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	wrap := func(k Kind, msg string) *Error { return &Error{Kind: k, Message: msg, Err: fmt.Errorf("%s: %w", what, err)} }
+	wrap := func(k Kind, msg string) *Error {
+		return &Error{Kind: k, Message: msg, Err: fmt.Errorf("%s: %w", what, err)}
+	}
 	switch {
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		e := wrap(KindInvalid, "the cluster refused the container")

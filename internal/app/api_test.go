@@ -1,0 +1,362 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/harness"
+	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+)
+
+const containers = "/api/v1alpha1/containers"
+
+// countObjects counts what the provider owns in ns: Deployments, Services and id
+// reservations.
+func countObjects(t *testing.T, ns string) (deps, svcs, leases int) {
+	t.Helper()
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	sel := metav1.ListOptions{LabelSelector: container.LabelManagedBy + "=dcm"}
+	d, err := cs.AppsV1().Deployments(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cs.CoreV1().Services(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := cs.CoordinationV1().Leases(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(d.Items), len(s.Items), len(l.Items)
+}
+
+func expectNothing(t *testing.T, ns string) {
+	t.Helper()
+	if d, s, l := countObjects(t, ns); d+s+l != 0 {
+		t.Fatalf("left behind: %d Deployments, %d Services, %d reservations", d, s, l)
+	}
+}
+
+// The whole life of one container through the API, checked against the cluster.
+func TestContainerLifecycle(t *testing.T) {
+	ns := testenv.Namespace(t)
+	p := startProvider(t, ns)
+	p.waitSynced(t)
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+
+	body := spec("web-app", "quay.io/myapp:v1.2", withPorts(port(8080, "external"), port(9090, "internal"), port(9100, "none")),
+		func(s map[string]any) {
+			s["metadata"].(map[string]any)["labels"] = map[string]any{"team": "payments"}
+			s["resources"].(map[string]any)["cpu"] = map[string]any{"min": "500m", "max": 2}
+			s["process"] = map[string]any{"command": []string{"/app/start"}, "args": []string{"--config", "/etc/c.yaml"},
+				"env": []any{map[string]any{"name": "ENV", "value": "production"}}}
+			s["provider_hints"] = map[string]any{"anything": []int{1, 2}}
+		})
+	r := do(t, http.MethodPost, p.URL+containers+"?id=web-1", body)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("POST: %d %s", r.Status, r.Body)
+	}
+	j := r.JSON
+	if j["id"] != "web-1" || j["path"] != "containers/web-1" || j["status"] != "PENDING" || j["create_time"] != j["update_time"] {
+		t.Errorf("create envelope: %s", r.Body)
+	}
+	rs := j["spec"].(map[string]any)
+	if rs["metadata"].(map[string]any)["namespace"] != ns || rs["resources"].(map[string]any)["cpu"].(map[string]any)["min"] != "500m" {
+		t.Errorf("create spec: %s", r.Body)
+	}
+	svc := j["service"].(map[string]any)
+	if svc["type"] != "LoadBalancer" || svc["cluster_ip"] == "" || len(svc["ports"].([]any)) != 2 {
+		t.Errorf("create service: %v", svc)
+	}
+
+	// The cluster holds exactly what the design says.
+	deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=web-1"})
+	if err != nil || len(deps.Items) != 1 {
+		t.Fatalf("deployments: %v %v", deps, err)
+	}
+	d := deps.Items[0]
+	if !strings.HasPrefix(d.Name, "web-app-") || *d.Spec.Replicas != 1 || d.Labels["team"] != "payments" ||
+		d.Labels[container.LabelManagedBy] != "dcm" || d.Labels[container.LabelServiceType] != "container" ||
+		d.Spec.Template.Labels[container.LabelInstanceID] != "web-1" {
+		t.Errorf("deployment meta: %+v", d.ObjectMeta)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.Resources.Requests.Cpu().String() != "500m" || c.Resources.Limits.Memory().String() != "128M" ||
+		c.Args[1] != "/etc/c.yaml" || *d.Spec.Template.Spec.AutomountServiceAccountToken {
+		t.Errorf("deployment container: %+v", c)
+	}
+	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=web-1"})
+	if err != nil || len(svcs.Items) != 1 || svcs.Items[0].Name != svc["name"] || svcs.Items[0].Labels["team"] != "payments" {
+		t.Fatalf("services: %+v %v", svcs, err)
+	}
+
+	// GET is served at once (read-your-writes), then turns RUNNING with the Pod IP.
+	var got response
+	testenv.Eventually(t, 30*time.Second, "RUNNING with an IP", func() error {
+		got = do(t, http.MethodGet, p.URL+containers+"/web-1", nil)
+		if got.Status != http.StatusOK {
+			return fmt.Errorf("GET %d %s", got.Status, got.Body)
+		}
+		net := got.JSON["spec"].(map[string]any)["network"].(map[string]any)
+		if got.JSON["status"] != "RUNNING" || net["ip"] == nil {
+			return fmt.Errorf("%v %v", got.JSON["status"], net["ip"])
+		}
+		return nil
+	})
+	ports := got.JSON["spec"].(map[string]any)["network"].(map[string]any)["ports"].([]any)
+	for i, want := range []string{"external", "external", "none"} { // inferred from the LoadBalancer
+		if v := ports[i].(map[string]any)["visibility"]; v != want {
+			t.Errorf("port %d visibility %v, want %s", i, v, want)
+		}
+	}
+	if sp := got.JSON["service"].(map[string]any)["ports"].([]any)[0].(map[string]any); sp["node_port"] == nil {
+		t.Errorf("LoadBalancer port without node_port: %v", sp)
+	}
+
+	// The cloud gives the LoadBalancer an address: GET shows it.
+	if err := harness.SetLoadBalancerIngress(ctx, cs, ns, svc["name"].(string), "203.0.113.10", ""); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "external_ip", func() error {
+		got = do(t, http.MethodGet, p.URL+containers+"/web-1", nil)
+		if ip := got.JSON["service"].(map[string]any)["external_ip"]; ip != "203.0.113.10" {
+			return fmt.Errorf("external_ip %v", ip)
+		}
+		return nil
+	})
+
+	list := do(t, http.MethodGet, p.URL+containers, nil)
+	if list.Status != http.StatusOK || len(list.JSON["containers"].([]any)) != 1 || list.JSON["next_page_token"] != nil {
+		t.Errorf("LIST: %s", list.Body)
+	}
+
+	if r := do(t, http.MethodDelete, p.URL+containers+"/web-1", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+	}
+	expectProblem(t, do(t, http.MethodGet, p.URL+containers+"/web-1", nil), http.StatusNotFound, "not-found")
+	expectProblem(t, do(t, http.MethodDelete, p.URL+containers+"/web-1", nil), http.StatusNotFound, "not-found")
+	expectNothing(t, ns)
+	// Pods go by cascade.
+	testenv.Eventually(t, 30*time.Second, "pods gone", func() error {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err == nil && len(pods.Items) > 0 {
+			err = fmt.Errorf("%d pods left", len(pods.Items))
+		}
+		return err
+	})
+}
+
+func TestCreateWithoutIDGeneratesOne(t *testing.T) {
+	ns := testenv.Namespace(t)
+	p := startProvider(t, ns)
+	p.waitSynced(t)
+	r := do(t, http.MethodPost, p.URL+containers, spec("worker", "nginx"))
+	if r.Status != http.StatusCreated {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	id, _ := r.JSON["id"].(string)
+	if len(id) != 36 || r.JSON["service"] != nil {
+		t.Errorf("id %q service %v", id, r.JSON["service"])
+	}
+	if g := do(t, http.MethodGet, p.URL+containers+"/"+id, nil); g.Status != http.StatusOK {
+		t.Errorf("GET generated id: %d %s", g.Status, g.Body)
+	}
+}
+
+// Bad input gets a 400 listing every problem, and nothing is created.
+func TestCreateRejectsBadInput(t *testing.T) {
+	ns := testenv.Namespace(t)
+	p := startProvider(t, ns)
+	p.waitSynced(t)
+	cases := []struct {
+		name   string
+		url    string
+		body   any
+		status int
+		fields []string
+	}{
+		{"reserved id", "?id=health", spec("web", "nginx"), 400, []string{"id"}},
+		{"bad id", "?id=Web_1", spec("web", "nginx"), 400, []string{"id"}},
+		{"bare spec without wrapper", "?id=a1", spec("web", "nginx")["spec"], 400, []string{"spec"}},
+		{"not json", "?id=a1", "{nope", 400, nil},
+		{"many problems at once", "?id=a1", spec("Web", "quay.io/My App", func(s map[string]any) {
+			s["service_type"] = "vm"
+			s["resources"] = map[string]any{"cpu": map[string]any{"min": 4, "max": "2"}, "memory": map[string]any{"min": "1GB", "max": "1XB"}}
+			s["metadata"].(map[string]any)["labels"] = map[string]any{"dcm.project/managed-by": "me"}
+			s["process"] = map[string]any{"env": []any{map[string]any{"name": "A", "value": ""}, map[string]any{"name": "A", "value": ""}}}
+			s["network"] = map[string]any{"ports": []any{port(80, "internal"), port(80, "public"), port(0, "none")}}
+		}), 400, []string{"spec.service_type", "spec.metadata.name", "spec.resources.memory.max",
+			"spec.network.ports[1].visibility", "spec.network.ports[2].container_port", `spec.metadata.labels["dcm.project/managed-by"]`,
+			"spec.image.reference", "spec.resources.cpu", "spec.process.env[1].name", "spec.network.ports[1].container_port"}},
+		{"name starting with a digit cannot name a Service", "?id=a1", spec("1web", "nginx", withPorts(port(80, "internal"))), 400, []string{"spec.metadata.name"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, http.MethodPost, p.URL+containers+tc.url, tc.body)
+			expectProblem(t, r, tc.status, "invalid-argument")
+			got := r.problemFields()
+			for _, f := range tc.fields {
+				found := false
+				for _, g := range got {
+					found = found || g == f
+				}
+				if !found {
+					t.Errorf("no violation for %s in %s", f, r.Body)
+				}
+			}
+		})
+	}
+	expectNothing(t, ns)
+}
+
+func TestDuplicateIDConflictsAndChangesNothing(t *testing.T) {
+	ns := testenv.Namespace(t)
+	p := startProvider(t, ns)
+	p.waitSynced(t)
+	if r := do(t, http.MethodPost, p.URL+containers+"?id=dup", spec("first", "nginx:1")); r.Status != 201 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	cs := testenv.Cluster(t).Client
+	before, _ := cs.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{})
+	r := do(t, http.MethodPost, p.URL+containers+"?id=dup", spec("second", "nginx:2", withPorts(port(80, "internal"))))
+	expectProblem(t, r, http.StatusConflict, "already-exists")
+	after, _ := cs.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{})
+	if len(after.Items) != 1 || after.Items[0].UID != before.Items[0].UID || after.Items[0].Spec.Template.Spec.Containers[0].Image != "nginx:1" {
+		t.Errorf("existing container changed: %+v", after.Items)
+	}
+	if d, s, l := countObjects(t, ns); d != 1 || s != 0 || l != 1 {
+		t.Errorf("objects: %d %d %d", d, s, l)
+	}
+}
+
+// 50 concurrent creates with one id, spread over two instances of the service: exactly
+// one wins, and the losers leave nothing behind.
+func TestConcurrentCreatesOneWinner(t *testing.T) {
+	ns := testenv.Namespace(t)
+	a, b := startProvider(t, ns), startProvider(t, ns)
+	a.waitSynced(t)
+	b.waitSynced(t)
+	const n = 50
+	codes := make(chan int, n)
+	start := make(chan struct{})
+	for i := range n {
+		url := a.URL
+		if i%2 == 1 {
+			url = b.URL
+		}
+		go func() {
+			<-start
+			r := do(t, http.MethodPost, url+containers+"?id=race", spec(fmt.Sprintf("c%d", i), "nginx", withPorts(port(80, "internal"))))
+			codes <- r.Status
+		}()
+	}
+	close(start)
+	count := map[int]int{}
+	for range n {
+		count[<-codes]++
+	}
+	if count[201] != 1 || count[409] != n-1 {
+		t.Errorf("answers = %v, want one 201 and %d 409", count, n-1)
+	}
+	if d, s, l := countObjects(t, ns); d != 1 || s != 1 || l != 1 {
+		t.Errorf("objects: %d Deployments, %d Services, %d reservations; want 1 each", d, s, l)
+	}
+}
+
+// A failure after the Deployment exists (a quota refuses the Service) rolls everything
+// back.
+func TestCreateRollsBackWhenServiceFails(t *testing.T) {
+	ns := testenv.Namespace(t)
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	_, err := cs.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-services"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resourceZero()}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The quota controller must have computed usage before the quota is enforced.
+	testenv.Eventually(t, 20*time.Second, "quota status", func() error {
+		q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "no-services", metav1.GetOptions{})
+		if err == nil && q.Status.Hard == nil {
+			err = fmt.Errorf("not yet")
+		}
+		return err
+	})
+	p := startProvider(t, ns)
+	p.waitSynced(t)
+	r := do(t, http.MethodPost, p.URL+containers+"?id=rb", spec("web", "nginx", withPorts(port(80, "internal"))))
+	expectProblem(t, r, http.StatusForbidden, "permission-denied")
+	expectNothing(t, ns)
+	// The id is free again.
+	if r := do(t, http.MethodPost, p.URL+containers+"?id=rb", spec("web", "nginx")); r.Status != 201 {
+		t.Errorf("retry without ports: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestMalformedRequests(t *testing.T) {
+	ns := testenv.Namespace(t)
+	p := startProvider(t, ns)
+	p.waitSynced(t)
+	big := `{"spec":{"x":"` + strings.Repeat("a", 2<<20) + `"}}`
+	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=big", big), http.StatusRequestEntityTooLarge, "invalid-argument")
+	expectProblem(t, do(t, http.MethodPut, p.URL+containers+"/x", nil), http.StatusMethodNotAllowed, "invalid-argument")
+	expectProblem(t, do(t, http.MethodGet, p.URL+"/api/v1alpha1/nothing", nil), http.StatusNotFound, "not-found")
+	expectProblem(t, do(t, http.MethodGet, p.URL+containers+"/Not_An_Id", nil), http.StatusBadRequest, "invalid-argument")
+	for _, q := range []string{"max_page_size=0", "max_page_size=1001", "max_page_size=abc", "page_token=garbage", "page_token=" + strings.Repeat("x", 600)} {
+		expectProblem(t, do(t, http.MethodGet, p.URL+containers+"?"+q, nil), http.StatusBadRequest, "invalid-argument")
+	}
+	expectNothing(t, ns)
+}
+
+func TestHealth(t *testing.T) {
+	ns := testenv.Namespace(t)
+	p := startProvider(t, ns)
+	for _, path := range []string{"/health", containers + "/health"} {
+		r := do(t, http.MethodGet, p.URL+path, nil)
+		if r.Status != 200 || r.JSON["status"] != "healthy" || r.JSON["type"] != "k8s-container-service-provider.dcm.io/health" ||
+			r.JSON["path"] != "health" || r.JSON["version"] != "test" || r.JSON["uptime"] == nil {
+			t.Errorf("%s: %d %s", path, r.Status, r.Body)
+		}
+	}
+}
+
+// Reads after the caches synced cost no apiserver request.
+func TestReadsServedFromCache(t *testing.T) {
+	ns := testenv.Namespace(t)
+	p := startProvider(t, ns)
+	p.waitSynced(t)
+	for i := range 5 {
+		if r := do(t, http.MethodPost, p.URL+containers+fmt.Sprintf("?id=c%d", i), spec("c", "nginx")); r.Status != 201 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	}
+	before := p.Requests.Load()
+	for i := range 5 {
+		if r := do(t, http.MethodGet, p.URL+containers+fmt.Sprintf("/c%d", i), nil); r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		if r := do(t, http.MethodGet, p.URL+containers+"?max_page_size=2", nil); r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	}
+	// Watches stay open (they are not new requests); nothing else may be sent.
+	if n := p.Requests.Load() - before; n != 0 {
+		t.Errorf("%d apiserver requests during reads, want 0", n)
+	}
+}
+
+func resourceZero() resource.Quantity { return resource.MustParse("0") }

@@ -1,0 +1,240 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/dcm-project/k8s-container-sp/internal/app"
+	"github.com/dcm-project/k8s-container-sp/internal/config"
+	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// provider is one running instance of the service, serving on a loopback port.
+type provider struct {
+	URL string
+	App *app.App
+	// Requests counts the requests this instance sent to the apiserver.
+	Requests *atomic.Int64
+	logs     *testWriter
+}
+
+// Logs is everything the provider logged (warnings and errors).
+func (p *provider) Logs() string {
+	p.logs.mu.Lock()
+	defer p.logs.mu.Unlock()
+	return p.logs.buf.String()
+}
+
+type providerOpt func(*config.Config, *rest.Config)
+
+// startProvider runs the real service (app.New + Run, as the binary does) against the
+// test cluster, in namespace ns, and stops it when the test ends.
+func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
+	t.Helper()
+	env := testenv.Cluster(t)
+	cfg, err := config.Load([]string{
+		"SP_NAME=k8s-container-sp", "SP_ENDPOINT=http://127.0.0.1:8080",
+		"DCM_REGISTRATION_URL=http://127.0.0.1:1/api/v1alpha1", "SP_NATS_URL=nats://127.0.0.1:4222",
+		"SP_K8S_NAMESPACE=" + ns, "SP_K8S_KUBECONFIG=" + env.Kubeconfig,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := app.RESTConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := &atomic.Int64{}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, n: count} })
+	for _, o := range opts {
+		o(cfg, rc)
+	}
+	logs := &testWriter{t: t}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := app.New(cfg, rc, "test", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		defer logs.stop()
+		if err := <-done; err != nil {
+			t.Errorf("provider stopped with %v", err)
+		}
+	})
+	p := &provider{URL: "http://" + ln.Addr().String(), App: a, Requests: count, logs: logs}
+	return p
+}
+
+// waitSynced waits until the provider's caches are loaded.
+func (p *provider) waitSynced(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !p.App.Store().WaitForSync(ctx) {
+		t.Fatal("informer caches did not sync")
+	}
+}
+
+// countingTransport counts requests to the apiserver.
+type countingTransport struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
+
+// WrappedRoundTripper lets client-go reach the transport underneath (to cancel requests).
+func (c *countingTransport) WrappedRoundTripper() http.RoundTripper { return c.rt }
+
+// testWriter keeps the provider's log lines and copies them to the test log (shown on
+// failure) until the test ends.
+type testWriter struct {
+	t       *testing.T
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	stopped bool
+}
+
+func (w *testWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(b)
+	if !w.stopped {
+		w.t.Log(strings.TrimRight(string(b), "\n"))
+	}
+	return len(b), nil
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+}
+
+// response is a decoded HTTP answer.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	JSON   map[string]any
+}
+
+func (r response) problemFields() []string {
+	var out []string
+	errs, _ := r.JSON["errors"].([]any)
+	for _, e := range errs {
+		out = append(out, e.(map[string]any)["field"].(string))
+	}
+	return out
+}
+
+func do(t *testing.T, method, url string, body any) response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	if len(b) > 0 && (strings.Contains(resp.Header.Get("Content-Type"), "json")) {
+		if err := json.Unmarshal(b, &out.JSON); err != nil {
+			t.Fatalf("%s %s: body is not JSON: %v: %s", method, url, err, b)
+		}
+	}
+	return out
+}
+
+// expectProblem checks a problem+json answer.
+func expectProblem(t *testing.T, r response, status int, code string) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("content type %q, want application/problem+json: %s", ct, r.Body)
+	}
+	if r.JSON["type"] != "https://dcm-project.github.io/problems/"+code || r.JSON["status"] != float64(status) || r.JSON["title"] == "" {
+		t.Fatalf("problem = %s, want type .../%s", r.Body, code)
+	}
+}
+
+// spec builds a container create body; edit may change the spec map.
+func spec(name, image string, edit ...func(s map[string]any)) map[string]any {
+	s := map[string]any{
+		"service_type": "container",
+		"metadata":     map[string]any{"name": name},
+		"image":        map[string]any{"reference": image},
+		"resources": map[string]any{
+			"cpu":    map[string]any{"min": 1, "max": 2},
+			"memory": map[string]any{"min": "64MB", "max": "128MB"},
+		},
+	}
+	for _, e := range edit {
+		e(s)
+	}
+	return map[string]any{"spec": s}
+}
+
+func withPorts(ports ...map[string]any) func(s map[string]any) {
+	return func(s map[string]any) {
+		list := make([]any, len(ports))
+		for i, p := range ports {
+			list[i] = p
+		}
+		s["network"] = map[string]any{"ports": list}
+	}
+}
+
+func port(n int, visibility string) map[string]any {
+	return map[string]any{"container_port": n, "visibility": visibility}
+}

@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/store"
+)
+
+// panicStore stands in for the cluster only where the HTTP layer's own behaviour is under
+// test (the store itself is tested against the real control plane).
+type panicStore struct{}
+
+func (panicStore) Create(context.Context, string, container.Objects) (container.Observed, error) {
+	panic("boom")
+}
+func (panicStore) Get(string) (container.Observed, error) {
+	return container.Observed{}, store.ErrNotFound
+}
+func (panicStore) List(string, int) ([]container.Observed, bool, error) {
+	return nil, false, nil
+}
+func (panicStore) Delete(context.Context, string) error { return store.ErrNotFound }
+
+func newTestHandler(t *testing.T) http.Handler {
+	t.Helper()
+	h, err := NewHandler(Options{
+		Store:  panicStore{},
+		Health: func(context.Context) error { return nil },
+		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+const goodBody = `{"spec":{"service_type":"container","metadata":{"name":"web"},"image":{"reference":"nginx"},
+ "resources":{"cpu":{"min":1,"max":1},"memory":{"min":"1MB","max":"1MB"}}}}`
+
+// A panic in a handler is a 500 problem without internals, and the server keeps going.
+func TestPanicBecomesProblem(t *testing.T) {
+	h := newTestHandler(t)
+	for range 2 {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/api/v1alpha1/containers?id=a", strings.NewReader(goodBody))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
+		if rec.Code != 500 || rec.Header().Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%d %s %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+		}
+		if strings.Contains(rec.Body.String(), "boom") {
+			t.Errorf("500 leaks the panic: %s", rec.Body)
+		}
+		if rec.Header().Get("X-Request-Id") == "" {
+			t.Error("no request id")
+		}
+	}
+}
+
+func TestRequestIDEchoed(t *testing.T) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/api/v1alpha1/containers/abc", nil)
+	req.Header.Set("X-Request-Id", "req-42")
+	newTestHandler(t).ServeHTTP(rec, req)
+	var p map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &p)
+	if rec.Code != 404 || rec.Header().Get("X-Request-Id") != "req-42" || p["instance"] != "/api/v1alpha1/containers/abc" {
+		t.Errorf("%d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+}
+
+func TestUnsupportedMediaType(t *testing.T) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/api/v1alpha1/containers", strings.NewReader("spec: {}"))
+	req.Header.Set("Content-Type", "application/yaml")
+	newTestHandler(t).ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnsupportedMediaType {
+		t.Errorf("%d %s", rec.Code, rec.Body)
+	}
+	if rec.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("not a problem: %s", rec.Body)
+	}
+}
+
+func TestPageToken(t *testing.T) {
+	for _, id := range []string{"a", "web-1", "123e4567-e89b-12d3-a456-426614174000"} {
+		got, ok := decodePageToken(encodePageToken(id))
+		if !ok || got != id {
+			t.Errorf("round trip %q -> %q %v", id, got, ok)
+		}
+	}
+	for _, tok := range []string{"", "!!", "YWJj", encodePageToken("Bad_ID")} {
+		if _, ok := decodePageToken(tok); ok {
+			t.Errorf("token %q accepted", tok)
+		}
+	}
+}
+
+func TestFieldPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"spec/network/ports/1/visibility": "spec.network.ports[1].visibility",
+		"spec":                            "spec",
+		"":                                "",
+	} {
+		var segs []string
+		if in != "" {
+			segs = strings.Split(in, "/")
+		}
+		if got := fieldPath(segs); got != want {
+			t.Errorf("fieldPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -189,6 +189,7 @@ func TestCreateRejectsBadInput(t *testing.T) {
 	}{
 		{"reserved id", "?id=health", spec("web", "nginx"), 400, []string{"id"}},
 		{"bad id", "?id=Web_1", spec("web", "nginx"), 400, []string{"id"}},
+		{"reserved id beside schema problems", "?id=health", spec("Web", "nginx"), 400, []string{"id", "spec.metadata.name"}},
 		{"bare spec without wrapper", "?id=a1", spec("web", "nginx")["spec"], 400, []string{"spec"}},
 		{"not json", "?id=a1", "{nope", 400, nil},
 		{"many problems at once", "?id=a1", spec("Web", "quay.io/My App", func(s map[string]any) {

@@ -68,9 +68,14 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 		var c struct {
 			Spec *v1alpha1.ContainerSpec `json:"spec"`
 		}
-		if json.NewDecoder(r.Body).Decode(&c) == nil && c.Spec != nil {
-			vs = mergeViolations(vs, container.Validate(c.Spec))
+		var domain []container.Violation
+		if q := r.URL.Query(); q.Has("id") {
+			domain = container.ValidateID("id", q.Get("id"))
 		}
+		if json.NewDecoder(r.Body).Decode(&c) == nil && c.Spec != nil {
+			domain = append(domain, container.Validate(c.Spec)...)
+		}
+		vs = mergeViolations(vs, domain)
 	}
 	writeProblem(w, r, invalid(fmt.Sprintf("The request has %d problem(s); nothing was changed.", len(vs)), vs...))
 }

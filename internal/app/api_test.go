@@ -41,11 +41,16 @@ func countObjects(t *testing.T, ns string) (deps, svcs, leases int) {
 	return len(d.Items), len(s.Items), len(l.Items)
 }
 
+// expectNothing waits until the provider has nothing left in ns. A deleted Deployment
+// stays (terminating) until its DELETED status event is delivered, so allow a moment.
 func expectNothing(t *testing.T, ns string) {
 	t.Helper()
-	if d, s, l := countObjects(t, ns); d+s+l != 0 {
-		t.Fatalf("left behind: %d Deployments, %d Services, %d reservations", d, s, l)
-	}
+	testenv.Eventually(t, 15*time.Second, "nothing left behind", func() error {
+		if d, s, l := countObjects(t, ns); d+s+l != 0 {
+			return fmt.Errorf("%d Deployments, %d Services, %d reservations", d, s, l)
+		}
+		return nil
+	})
 }
 
 // The whole life of one container through the API, checked against the cluster.

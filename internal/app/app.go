@@ -1,6 +1,7 @@
 // Package app assembles the provider from its configuration: Kubernetes client, store
-// (informer caches), HTTP API; and runs it until its context ends, then stops gracefully.
-// The binary and the integration tests both use it, so tests run what ships.
+// (informer caches), HTTP API, NATS and the status reporter (run by the elected
+// replica); and runs it until its context ends, then stops gracefully. The binary and
+// the integration tests both use it, so tests run what ships.
 package app
 
 import (
@@ -10,7 +11,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -20,16 +27,22 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
+	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
 // App is one running provider.
 type App struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	store   *store.Store
-	handler http.Handler
-	server  *http.Server
+	cfg      *config.Config
+	log      *slog.Logger
+	client   kubernetes.Interface
+	store    *store.Store
+	handler  http.Handler
+	server   *http.Server
+	nats     *nats.Conn
+	reporter *status.Reporter
+	identity string
+	leading  atomic.Bool
 }
 
 // RESTConfig loads the Kubernetes client configuration: the kubeconfig file when set,
@@ -78,7 +91,41 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, log: log, store: st, handler: handler, server: &http.Server{
+	a := &App{cfg: cfg, log: log, client: client, store: st, handler: handler, identity: cfg.Monitor.Identity}
+	if a.identity == "" {
+		host, _ := os.Hostname()
+		a.identity = host + "_" + uuid.NewString()[:8]
+	}
+	pub := status.NewNATSPublisher(cfg.Name)
+	rep := status.NewReporter(st, client, pub, status.Options{
+		Debounce:     time.Duration(cfg.Monitor.DebounceMS) * time.Millisecond,
+		MaxWait:      cfg.Monitor.DebounceMaxWait,
+		Resync:       cfg.Monitor.ResyncPeriod,
+		DrainTimeout: cfg.Server.ShutdownTimeout / 2,
+	}, log)
+	a.reporter = rep
+	// The service starts and serves while NATS is down; events wait for it. Whatever
+	// a (re)connected server's consumers missed is published again.
+	a.nats, err = nats.Connect(cfg.NATSURL,
+		nats.Name(cfg.Name+"/"+a.identity),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.ConnectHandler(func(*nats.Conn) { rep.RepublishAll() }),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			log.Info("NATS reconnected; republishing every status")
+			rep.RepublishAll()
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("NATS: %w", err)
+	}
+	if err := pub.Attach(a.nats); err != nil {
+		a.nats.Close()
+		return nil, err
+	}
+	a.server = &http.Server{
 		Addr:              cfg.Server.Address,
 		Handler:           handler,
 		ReadTimeout:       cfg.Server.ReadTimeout,
@@ -86,8 +133,15 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		WriteTimeout:      cfg.Server.WriteTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}}, nil
+	}
+	return a, nil
 }
+
+// Leading reports whether this replica currently runs the status reporter.
+func (a *App) Leading() bool { return a.leading.Load() }
+
+// Reporter is the status reporter.
+func (a *App) Reporter() *status.Reporter { return a.reporter }
 
 // Handler is the HTTP API, for tests that serve it themselves.
 func (a *App) Handler() http.Handler { return a.handler }
@@ -112,9 +166,25 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		}
 	}()
 
+	// The status reporter runs on the elected replica only. leadMu is held while it
+	// runs, so shutdown can wait for its flush before releasing the Lease.
+	var leadMu sync.Mutex
+	leCtx, stopElection := context.WithCancel(context.Background())
+	electionDone := make(chan struct{})
+	go func() {
+		defer close(electionDone)
+		status.LeaderLoop(leCtx, a.client, a.cfg.Kubernetes.Namespace, a.cfg.Monitor.LeaderLease, a.identity,
+			func(ctx context.Context) {
+				leadMu.Lock()
+				defer leadMu.Unlock()
+				a.reporter.Run(ctx)
+			},
+			a.leading.Store, a.log)
+	}()
+
 	errc := make(chan error, 1)
 	go func() { errc <- a.server.Serve(ln) }()
-	a.log.Info("serving", "address", ln.Addr().String(), "namespace", a.cfg.Kubernetes.Namespace)
+	a.log.Info("serving", "address", ln.Addr().String(), "namespace", a.cfg.Kubernetes.Namespace, "identity", a.identity)
 
 	var err error
 	select {
@@ -125,6 +195,13 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		err = a.server.Shutdown(sctx)
 		cancel()
 	}
+	// Flush pending status events, then hand the Lease over at once.
+	a.reporter.Stop()
+	leadMu.Lock()
+	leadMu.Unlock()
+	stopElection()
+	<-electionDone
+	a.nats.Close()
 	stopInformers()
 	a.store.Shutdown()
 	if errors.Is(err, http.ErrServerClosed) {

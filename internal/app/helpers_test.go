@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,9 @@ type provider struct {
 	App *app.App
 	// Requests counts the requests this instance sent to the apiserver.
 	Requests *atomic.Int64
-	logs     *testWriter
+	// Stop shuts the provider down gracefully (also done when the test ends).
+	Stop func()
+	logs *testWriter
 }
 
 // Logs is everything the provider logged (warnings and errors).
@@ -41,6 +44,29 @@ func (p *provider) Logs() string {
 
 type providerOpt func(*config.Config, *rest.Config)
 
+// noNATS marks a provider for which no option chose a NATS server: it gets its own.
+const noNATS = "nats://unset.invalid:4222"
+
+// withNATS points the provider at a given NATS server.
+func withNATS(url string) providerOpt {
+	return func(c *config.Config, _ *rest.Config) { c.NATSURL = url }
+}
+
+// withEnv applies environment-style settings on top of the defaults.
+func withEnv(kv ...string) providerOpt {
+	return func(c *config.Config, _ *rest.Config) {
+		loaded, err := config.Load(append([]string{
+			"SP_NAME=" + c.Name, "SP_ENDPOINT=" + c.Endpoint, "DCM_REGISTRATION_URL=" + c.RegistrationURL,
+			"SP_NATS_URL=" + c.NATSURL, "SP_K8S_NAMESPACE=" + c.Kubernetes.Namespace,
+			"SP_K8S_KUBECONFIG=" + c.Kubernetes.Kubeconfig,
+		}, kv...))
+		if err != nil {
+			panic(err)
+		}
+		*c = *loaded
+	}
+}
+
 // startProvider runs the real service (app.New + Run, as the binary does) against the
 // test cluster, in namespace ns, and stops it when the test ends.
 func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
@@ -48,7 +74,7 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 	env := testenv.Cluster(t)
 	cfg, err := config.Load([]string{
 		"SP_NAME=k8s-container-sp", "SP_ENDPOINT=http://127.0.0.1:8080",
-		"DCM_REGISTRATION_URL=http://127.0.0.1:1/api/v1alpha1", "SP_NATS_URL=nats://127.0.0.1:4222",
+		"DCM_REGISTRATION_URL=http://127.0.0.1:1/api/v1alpha1", "SP_NATS_URL=" + noNATS,
 		"SP_K8S_NAMESPACE=" + ns, "SP_K8S_KUBECONFIG=" + env.Kubeconfig,
 	})
 	if err != nil {
@@ -63,8 +89,11 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 	for _, o := range opts {
 		o(cfg, rc)
 	}
+	if cfg.NATSURL == noNATS {
+		cfg.NATSURL = testenv.NATS(t).URL
+	}
 	logs := &testWriter{t: t}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: testLogLevel()}))
 	a, err := app.New(cfg, rc, "test", log)
 	if err != nil {
 		t.Fatal(err)
@@ -76,14 +105,15 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, ln) }()
-	t.Cleanup(func() {
+	p := &provider{URL: "http://" + ln.Addr().String(), App: a, Requests: count, logs: logs}
+	p.Stop = sync.OnceFunc(func() {
 		cancel()
-		defer logs.stop()
 		if err := <-done; err != nil {
 			t.Errorf("provider stopped with %v", err)
 		}
+		logs.stop()
 	})
-	p := &provider{URL: "http://" + ln.Addr().String(), App: a, Requests: count, logs: logs}
+	t.Cleanup(p.Stop)
 	return p
 }
 
@@ -237,4 +267,12 @@ func withPorts(ports ...map[string]any) func(s map[string]any) {
 
 func port(n int, visibility string) map[string]any {
 	return map[string]any{"container_port": n, "visibility": visibility}
+}
+
+// testLogLevel: warnings and errors, or everything with SP_TEST_LOG=debug.
+func testLogLevel() slog.Level {
+	if os.Getenv("SP_TEST_LOG") == "debug" {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }

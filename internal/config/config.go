@@ -41,8 +41,16 @@ type Kubernetes struct {
 
 // Monitor settings (status reporting).
 type Monitor struct {
-	DebounceMS   int           `env:"SP_MONITOR_DEBOUNCE_MS" envDefault:"500"`
-	ResyncPeriod time.Duration `env:"SP_MONITOR_RESYNC_PERIOD" envDefault:"10m"`
+	DebounceMS int `env:"SP_MONITOR_DEBOUNCE_MS" envDefault:"500"`
+	// DebounceMaxWait caps the debounce: a container that keeps changing is still
+	// reported at least this often.
+	DebounceMaxWait time.Duration `env:"SP_MONITOR_DEBOUNCE_MAX_WAIT" envDefault:"5s"`
+	ResyncPeriod    time.Duration `env:"SP_MONITOR_RESYNC_PERIOD" envDefault:"10m"`
+	// LeaderLease names the Lease the replicas elect the status reporter with; default
+	// "<SP_NAME>-status".
+	LeaderLease string `env:"SP_MONITOR_LEADER_LEASE"`
+	// Identity of this replica in the election; default: host name plus a random suffix.
+	Identity string `env:"SP_MONITOR_IDENTITY"`
 }
 
 // Server settings.
@@ -78,6 +86,9 @@ func Load(environ []string) (*Config, error) {
 	if cfg.DisplayName == "" {
 		cfg.DisplayName = cfg.Name
 	}
+	if cfg.Monitor.LeaderLease == "" {
+		cfg.Monitor.LeaderLease = cfg.Name + "-status"
+	}
 	if problems := cfg.validate(); len(problems) > 0 {
 		return nil, fmt.Errorf("invalid configuration: %s", strings.Join(problems, "; "))
 	}
@@ -105,6 +116,12 @@ func (c *Config) validate() []string {
 	}
 	if c.Monitor.DebounceMS < 0 {
 		p = append(p, "SP_MONITOR_DEBOUNCE_MS: must be 0 or more")
+	}
+	if c.Monitor.DebounceMaxWait < 0 {
+		p = append(p, "SP_MONITOR_DEBOUNCE_MAX_WAIT: must be 0 or more")
+	}
+	if msgs := validation.IsDNS1123Subdomain(c.Monitor.LeaderLease); len(msgs) > 0 {
+		p = append(p, fmt.Sprintf("SP_MONITOR_LEADER_LEASE: %q: %s", c.Monitor.LeaderLease, strings.Join(msgs, ", ")))
 	}
 	if c.Monitor.ResyncPeriod < 0 {
 		p = append(p, "SP_MONITOR_RESYNC_PERIOD: must be 0 (off) or more")

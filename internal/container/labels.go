@@ -20,6 +20,11 @@ const (
 	// AnnotationResources keeps spec.resources exactly as sent (cpu as integer or string,
 	// memory with its unit) so GET echoes what the client sent.
 	AnnotationResources = "dcm.project/requested-resources"
+
+	// Finalizer holds a deleted container's Deployment until its DELETED status has been
+	// delivered, so DCM learns of every deletion, including ones made with kubectl or
+	// while the provider was down. The status reporter removes it.
+	Finalizer = "dcm.project/status-reported"
 )
 
 // Selector is the label selector of everything this provider manages.

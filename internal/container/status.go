@@ -18,14 +18,16 @@ type Status struct {
 }
 
 // Reconcile computes a container's status from its Deployment (nil when gone) and its
-// Pods, following the seed's precedence: the pod first (its phase decides), then the
-// Deployment, and DELETED when neither exists.
+// Pods, following the design's precedence: the pod first (its phase decides), then the
+// Deployment. A container whose Deployment is gone or being deleted is DELETED: its
+// pods are only waiting for the garbage collector, and reporting them (RUNNING) after
+// DELETED would tell DCM the container came back.
 func Reconcile(dep *appsv1.Deployment, pods []*corev1.Pod) Status {
+	if dep == nil || dep.DeletionTimestamp != nil {
+		return Status{v1alpha1.DELETED, "Container deleted."}
+	}
 	if pod := PickPod(pods); pod != nil {
 		return podStatus(pod)
-	}
-	if dep == nil {
-		return Status{v1alpha1.DELETED, "Container deleted."}
 	}
 	return deploymentStatus(dep)
 }
@@ -114,8 +116,6 @@ func deploymentStatus(d *appsv1.Deployment) Status {
 		}
 	}
 	switch {
-	case d.DeletionTimestamp != nil:
-		return Status{v1alpha1.PENDING, "Container is being deleted."}
 	case replicaFailure != nil && replicaFailure.Status == corev1.ConditionTrue:
 		return Status{v1alpha1.FAILED, joinReason(replicaFailure.Reason, replicaFailure.Message)}
 	case progressing != nil && progressing.Status == corev1.ConditionFalse:

@@ -90,7 +90,13 @@ func TestReconcile(t *testing.T) {
 		{"progress deadline exceeded", deployment(cond(appsv1.DeploymentProgressing, corev1.ConditionFalse, "ProgressDeadlineExceeded", "timed out")),
 			nil, v1alpha1.FAILED, "ProgressDeadlineExceeded"},
 		{"neither", nil, nil, v1alpha1.DELETED, "deleted"},
-		{"pods outlive the deployment briefly", nil, []*corev1.Pod{pod("a", 0, corev1.PodRunning, terminating)}, v1alpha1.RUNNING, ""},
+		{"pods outlive the deployment briefly", nil, []*corev1.Pod{pod("a", 0, corev1.PodRunning, terminating)}, v1alpha1.DELETED, "deleted"},
+		{"deployment being deleted (held by the finalizer)", func() *appsv1.Deployment {
+			d := deployment()
+			now := metav1.NewTime(t0)
+			d.DeletionTimestamp = &now
+			return d
+		}(), []*corev1.Pod{pod("a", 0, corev1.PodRunning)}, v1alpha1.DELETED, "deleted"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,7 +37,7 @@ func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (
 	}
 	// Containers made before this provider (e.g. by the reference provider) have no
 	// reservation: the cache still knows their Deployment.
-	if len(byIndex[*appsv1.Deployment](s.deployments, id)) > 0 {
+	if s.Snapshot(id).Live != nil {
 		s.rollback(id, lease, nil)
 		return container.Observed{}, &Error{Kind: KindConflict, Message: "a container with this id already exists"}
 	}
@@ -68,9 +68,10 @@ func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (
 	// objects exist; the cache is only late).
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
-	if err := waitCached(wctx, s.deployments, s.namespace+"/"+created.Name, true); err == nil && out.Service != nil {
-		_ = waitCached(wctx, s.services, s.namespace+"/"+out.Service.Name, true)
-	}
+	_ = waitCached(wctx, func() bool {
+		return cached(s.deployments, s.namespace+"/"+created.Name) &&
+			(out.Service == nil || cached(s.services, s.namespace+"/"+out.Service.Name))
+	})
 	return out, nil
 }
 
@@ -153,6 +154,12 @@ func (s *Store) rollback(id string, lease *coordinationv1.Lease, dep *appsv1.Dep
 		s.log.Error("rollback: deleting reservation", "id", id, "err", err)
 	}
 	if dep != nil {
+		// DCM never saw this container, so there is no DELETED to report: drop the
+		// status finalizer, or the Deployment would wait for the status reporter.
+		patch := []byte(`{"metadata":{"finalizers":null}}`)
+		if _, err := s.client.AppsV1().Deployments(s.namespace).Patch(ctx, dep.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			s.log.Error("rollback: removing the status finalizer", "id", id, "err", err)
+		}
 		if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, dep.Name, opts(dep.UID)); err != nil && !apierrors.IsNotFound(err) {
 			s.log.Error("rollback: deleting Deployment (the garbage collector will finish it)", "id", id, "err", err)
 		}

@@ -14,7 +14,9 @@ import (
 // Delete removes a container: its Deployment (pods follow by cascade), its Service and
 // its id reservation. It asks the apiserver which objects exist rather than the cache, so
 // a container created a moment ago on another replica is still found. It returns once
-// this replica's caches no longer hold the Deployment, so a GET that follows is a 404.
+// this replica's caches show the Deployment gone or being deleted, so a GET that follows
+// is a 404. The Deployment itself stays (terminating) until the status reporter has
+// delivered DELETED and removed the status finalizer.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	sel := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{
 		container.LabelManagedBy: container.ManagedByValue, container.LabelInstanceID: id,
@@ -27,7 +29,13 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return classify("listing Services", err)
 	}
-	if len(deps.Items) == 0 && len(svcs.Items) == 0 {
+	live := 0
+	for _, d := range deps.Items {
+		if d.DeletionTimestamp == nil {
+			live++
+		}
+	}
+	if live == 0 && len(svcs.Items) == 0 {
 		return ErrNotFound
 	}
 	bg := metav1.DeletePropagationBackground
@@ -48,8 +56,6 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	for _, d := range deps.Items {
-		_ = waitCached(wctx, s.deployments, s.namespace+"/"+d.Name, false)
-	}
+	_ = waitCached(wctx, func() bool { return s.Snapshot(id).Live == nil })
 	return nil
 }

@@ -121,20 +121,52 @@ func (s *Store) Get(id string) (container.Observed, error) {
 	return o, nil
 }
 
-// observed gathers a container's objects from the caches; false when it has no Deployment.
+// observed gathers a container's objects from the caches; false when it has no live
+// Deployment. A Deployment being deleted (held by the status finalizer until DCM has
+// been told) no longer counts as the container.
 func (s *Store) observed(id string) (container.Observed, bool) {
-	deps := byIndex[*appsv1.Deployment](s.deployments, id)
-	if len(deps) == 0 {
+	snap := s.Snapshot(id)
+	if snap.Live == nil {
 		return container.Observed{}, false
 	}
-	// One Deployment per id is the invariant; should there ever be more, the oldest is
-	// the container and the answer stays stable.
-	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	o := container.Observed{Deployment: deps[0], Pods: byIndex[*corev1.Pod](s.pods, id)}
+	o := container.Observed{Deployment: snap.Live, Pods: snap.Pods}
 	if svcs := byIndex[*corev1.Service](s.services, id); len(svcs) > 0 {
 		o.Service = svcs[0]
 	}
 	return o, true
+}
+
+// Snapshot is everything the caches hold for one container id.
+type Snapshot struct {
+	// Live is the container's Deployment; nil when it is gone or being deleted. One
+	// Deployment per id is the invariant; should there ever be more, the oldest is the
+	// container and the answer stays stable.
+	Live *appsv1.Deployment
+	// Deleting are Deployments with this id that are being deleted.
+	Deleting []*appsv1.Deployment
+	Pods     []*corev1.Pod
+}
+
+// Snapshot reads one container's objects from the caches.
+func (s *Store) Snapshot(id string) Snapshot {
+	var snap Snapshot
+	deps := byIndex[*appsv1.Deployment](s.deployments, id)
+	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	for _, d := range deps {
+		switch {
+		case d.DeletionTimestamp != nil:
+			snap.Deleting = append(snap.Deleting, d)
+		case snap.Live == nil:
+			snap.Live = d
+		}
+	}
+	snap.Pods = byIndex[*corev1.Pod](s.pods, id)
+	return snap
+}
+
+// IDs lists every container id the caches know, including ones being deleted.
+func (s *Store) IDs() []string {
+	return s.deployments.GetIndexer().ListIndexFuncValues(IndexByInstance)
 }
 
 // List returns up to limit containers whose ids sort after `after`, in id order, and
@@ -201,16 +233,11 @@ func metaOf(obj any) (metav1.Object, error) {
 	return m, nil
 }
 
-// waitCached waits (bounded by ctx) until each informer has seen the object with the
-// given key present (want=true) or gone, so a read right after a write answers from the
-// caches consistently with it.
-func waitCached(ctx context.Context, inf cache.SharedIndexInformer, key string, want bool) error {
+// waitCached waits (bounded by ctx) until done() holds for what the informer caches
+// show, so a read right after a write answers consistently with it.
+func waitCached(ctx context.Context, done func() bool) error {
 	for delay := time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
-		_, exists, err := inf.GetStore().GetByKey(key)
-		if err != nil {
-			return err
-		}
-		if exists == want {
+		if done() {
 			return nil
 		}
 		select {
@@ -219,4 +246,10 @@ func waitCached(ctx context.Context, inf cache.SharedIndexInformer, key string, 
 		case <-time.After(delay):
 		}
 	}
+}
+
+// cached reports whether an informer's cache holds the object with this key.
+func cached(inf cache.SharedIndexInformer, key string) bool {
+	_, exists, _ := inf.GetStore().GetByKey(key)
+	return exists
 }

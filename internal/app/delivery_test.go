@@ -1,0 +1,178 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+)
+
+// NATS goes down while a container changes state; when it is back, the new state
+// arrives, and the stream holds it.
+func TestStatusSurvivesNATSOutage(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	p.waitSynced(t)
+	create(t, p, "keep", spec("keep", "nginx"))
+	create(t, p, "gone", spec("gone", "nginx"))
+	events.waitStatus("keep", "RUNNING", "", 30*time.Second)
+	events.waitStatus("gone", "RUNNING", "", 30*time.Second)
+
+	srv.Stop()
+	// The API keeps serving while NATS is down.
+	if r := do(t, http.MethodDelete, p.URL+containers+"/gone", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("delete during the outage: %d %s", r.Status, r.Body)
+	}
+	create(t, p, "new", spec("new", "nginx"))
+	time.Sleep(time.Second) // the reporter tries, fails, and keeps the latest state
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	events.waitStatus("gone", "DELETED", "", 30*time.Second)
+	events.waitStatus("new", "RUNNING", "", 30*time.Second)
+	// The Deployment was held until DELETED was delivered, then released.
+	testenv.Eventually(t, 20*time.Second, "deleted Deployment released", func() error {
+		d, err := testenv.Cluster(t).Client.AppsV1().Deployments(ns).List(context.Background(),
+			metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=gone"})
+		if err == nil && len(d.Items) > 0 {
+			err = fmt.Errorf("still there")
+		}
+		return err
+	})
+	info, err := stream.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs < 5 {
+		t.Errorf("stream holds %d events after the outage", info.State.Msgs)
+	}
+}
+
+// A restarted provider publishes every container's current status again, and a
+// container deleted while it was down is reported DELETED when it is back.
+func TestStatusAfterRestart(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	first := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	first.waitSynced(t)
+	create(t, first, "stays", spec("stays", "nginx"))
+	create(t, first, "dies", spec("dies", "nginx"))
+	events.waitStatus("stays", "RUNNING", "", 30*time.Second)
+	events.waitStatus("dies", "RUNNING", "", 30*time.Second)
+	first.Stop()
+
+	// Deleted with kubectl while no provider runs: the finalizer keeps it.
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=dies"})
+	if err != nil || len(deps.Items) != 1 {
+		t.Fatalf("%v %v", deps, err)
+	}
+	if err := cs.AppsV1().Deployments(ns).Delete(ctx, deps.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stays := len(events.events("stays"))
+
+	second := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	second.waitSynced(t)
+	events.waitStatus("dies", "DELETED", "", 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "current status republished", func() error {
+		if n := len(events.events("stays")); n == stays {
+			return fmt.Errorf("no new event for a container that did not change")
+		}
+		return nil
+	})
+	if ev := events.last("stays"); ev.Data.Status != "RUNNING" {
+		t.Errorf("republished %+v", ev.Data)
+	}
+}
+
+// Two replicas: both serve the API, one publishes. When it stops, the other takes over
+// within 20 s and republishes the current state.
+func TestStatusTwoReplicasFailover(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	a := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	b := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	a.waitSynced(t)
+	b.waitSynced(t)
+	var leader, follower *provider
+	testenv.Eventually(t, 30*time.Second, "one leader", func() error {
+		switch {
+		case a.App.Leading() && !b.App.Leading():
+			leader, follower = a, b
+		case b.App.Leading() && !a.App.Leading():
+			leader, follower = b, a
+		default:
+			return fmt.Errorf("leading: a=%v b=%v", a.App.Leading(), b.App.Leading())
+		}
+		return nil
+	})
+	// Creates through both replicas; one event stream.
+	create(t, a, "via-a", spec("via-a", "nginx"))
+	create(t, b, "via-b", spec("via-b", "nginx"))
+	events.waitStatus("via-a", "RUNNING", "", 30*time.Second)
+	events.waitStatus("via-b", "RUNNING", "", 30*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	for _, id := range []string{"via-a", "via-b"} {
+		events.noRepeats(id)
+		if n := len(events.events(id)); n > 2 { // PENDING, RUNNING
+			t.Errorf("%s: %d events, want one per change: %+v", id, n, events.events(id))
+		}
+	}
+	if r := do(t, http.MethodGet, follower.URL+containers+"/via-a", nil); r.Status != 200 {
+		t.Errorf("the follower does not serve reads: %d", r.Status)
+	}
+
+	before := len(events.events("via-a"))
+	stopped := time.Now()
+	leader.Stop()
+	testenv.Eventually(t, 20*time.Second, "the follower takes over", func() error {
+		if !follower.App.Leading() {
+			return fmt.Errorf("not leading yet")
+		}
+		return nil
+	})
+	testenv.Eventually(t, 20*time.Second-time.Since(stopped), "current state republished by the new leader", func() error {
+		if len(events.events("via-a")) == before {
+			return fmt.Errorf("nothing yet")
+		}
+		return nil
+	})
+	t.Logf("failover and republish took %s", time.Since(stopped).Round(time.Millisecond))
+	// And it reports new changes.
+	if r := do(t, http.MethodDelete, follower.URL+containers+"/via-b", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	events.waitStatus("via-b", "DELETED", "", 30*time.Second)
+}
+
+// A graceful stop delivers what the debounce was still holding.
+func TestStatusFlushedOnStop(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=10000", "SP_MONITOR_DEBOUNCE_MAX_WAIT=20s"))
+	p.waitSynced(t)
+	create(t, p, "late", spec("late", "nginx"))
+	time.Sleep(300 * time.Millisecond)
+	if n := len(events.events("late")); n != 0 {
+		t.Fatalf("%d events before the 10 s debounce ended", n)
+	}
+	start := time.Now()
+	p.Stop()
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("stop took %s", d)
+	}
+	events.waitStatus("late", "RUNNING", "", 5*time.Second)
+}

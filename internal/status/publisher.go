@@ -1,0 +1,131 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// The event contract DCM consumes (dcm-contracts: "Status events").
+const (
+	Subject   = "dcm.container"
+	EventType = "dcm.status.container"
+)
+
+// EventData is the data of every status event.
+type EventData struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// Publisher sends status events to DCM.
+type Publisher interface {
+	Publish(ctx context.Context, id string, st container.Status) error
+}
+
+// NATSPublisher publishes CloudEvents 1.0 in structured JSON mode on subject
+// dcm.container. When a JetStream stream captures the subject (the registry creates
+// one), an event counts as sent only once the stream acknowledged it; with no stream,
+// it is a plain NATS publish, flushed to the server.
+type NATSPublisher struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	source string
+
+	mu          sync.Mutex
+	streamSeen  bool
+	streamCheck time.Time
+}
+
+// streamRecheck is how long the answer to "does a stream capture dcm.container?" is kept.
+const streamRecheck = 5 * time.Second
+
+// NewNATSPublisher makes a publisher whose event source is "dcm/providers/<name>". It
+// publishes once Attach gave it a connection (before the reporter runs).
+func NewNATSPublisher(providerName string) *NATSPublisher {
+	return &NATSPublisher{source: "dcm/providers/" + providerName}
+}
+
+// Attach sets the NATS connection to publish on.
+func (p *NATSPublisher) Attach(nc *nats.Conn) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	p.nc, p.js = nc, js
+	return nil
+}
+
+// NewEvent builds the CloudEvent for one status.
+func NewEvent(source, id string, st container.Status, now time.Time) (cloudevents.Event, error) {
+	ev := cloudevents.NewEvent(cloudevents.VersionV1)
+	ev.SetID(uuid.NewString())
+	ev.SetSource(source)
+	ev.SetType(EventType)
+	ev.SetSubject(Subject)
+	ev.SetTime(now)
+	if err := ev.SetData(cloudevents.ApplicationJSON, EventData{ID: id, Status: string(st.Status), Message: st.Message}); err != nil {
+		return ev, err
+	}
+	return ev, ev.Validate()
+}
+
+// captured reports whether a JetStream stream captures the subject, asking the server at
+// most every streamRecheck.
+func (p *NATSPublisher) captured(ctx context.Context) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.streamCheck) < streamRecheck {
+		return p.streamSeen
+	}
+	_, err := p.js.StreamNameBySubject(ctx, Subject)
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return p.streamSeen // unknown: keep the last answer, check again next time
+	}
+	p.streamSeen, p.streamCheck = err == nil, time.Now()
+	return p.streamSeen
+}
+
+// Publish sends one status event and returns nil only when it was delivered.
+func (p *NATSPublisher) Publish(ctx context.Context, id string, st container.Status) error {
+	ev, err := NewEvent(p.source, id, st, time.Now().UTC())
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if p.nc == nil || !p.nc.IsConnected() {
+		return fmt.Errorf("NATS is not connected (%s)", p.nc.Status())
+	}
+	if p.captured(ctx) {
+		msg := &nats.Msg{Subject: Subject, Data: body, Header: nats.Header{}}
+		// The event id doubles as JetStream's de-duplication id: a retry after a lost
+		// ack is stored once.
+		msg.Header.Set(jetstream.MsgIDHeader, ev.ID())
+		_, err = p.js.PublishMsg(ctx, msg)
+	} else {
+		// No stream captures the subject (yet): core NATS, flushed to the server. The
+		// republish after sync, reconnect and every resync covers consumers that were
+		// not there.
+		if err = p.nc.Publish(Subject, body); err == nil {
+			err = p.nc.FlushWithContext(ctx)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("publishing %s for %s: %w", st.Status, id, err)
+	}
+	return nil
+}

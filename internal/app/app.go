@@ -166,9 +166,13 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		}
 	}()
 
-	// The status reporter runs on the elected replica only. leadMu is held while it
-	// runs, so shutdown can wait for its flush before releasing the Lease.
-	var leadMu sync.Mutex
+	// The status reporter runs on the elected replica only. Shutdown waits for its flush
+	// (leading) before releasing the Lease; once stopping, it is not started again.
+	var (
+		leadMu   sync.Mutex
+		stopping bool
+		leading  sync.WaitGroup
+	)
 	leCtx, stopElection := context.WithCancel(context.Background())
 	electionDone := make(chan struct{})
 	go func() {
@@ -176,7 +180,13 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		status.LeaderLoop(leCtx, a.client, a.cfg.Kubernetes.Namespace, a.cfg.Monitor.LeaderLease, a.identity,
 			func(ctx context.Context) {
 				leadMu.Lock()
-				defer leadMu.Unlock()
+				if stopping {
+					leadMu.Unlock()
+					return
+				}
+				leading.Add(1)
+				leadMu.Unlock()
+				defer leading.Done()
 				a.reporter.Run(ctx)
 			},
 			a.leading.Store, a.log)
@@ -198,7 +208,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	// Flush pending status events, then hand the Lease over at once.
 	a.reporter.Stop()
 	leadMu.Lock()
+	stopping = true
 	leadMu.Unlock()
+	leading.Wait()
 	stopElection()
 	<-electionDone
 	a.nats.Close()

@@ -104,6 +104,27 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for RegistrationStateStatus.
+const (
+	Pending    RegistrationStateStatus = "pending"
+	Registered RegistrationStateStatus = "registered"
+	Rejected   RegistrationStateStatus = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationStateStatus enum.
+func (e RegistrationStateStatus) Valid() bool {
+	switch e {
+	case Pending:
+		return true
+	case Registered:
+		return true
+	case Rejected:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ServiceInfoType.
 const (
 	ClusterIP    ServiceInfoType = "ClusterIP"
@@ -246,8 +267,11 @@ type FieldViolation struct {
 // Health defines model for Health.
 type Health struct {
 	// Path Example: health
-	Path   string       `json:"path"`
-	Status HealthStatus `json:"status"`
+	Path string `json:"path"`
+
+	// Registration Where the provider stands with the DCM registry.
+	Registration *RegistrationState `json:"registration,omitempty"`
+	Status       HealthStatus       `json:"status"`
 
 	// Type Example: k8s-container-service-provider.dcm.io/health
 	Type string `json:"type"`
@@ -283,6 +307,16 @@ type Problem struct {
 	// Type https://dcm-project.github.io/problems/<code>
 	Type string `json:"type"`
 }
+
+// RegistrationState Where the provider stands with the DCM registry.
+type RegistrationState struct {
+	LastError  *string                 `json:"last_error,omitempty"`
+	ProviderId *string                 `json:"provider_id,omitempty"`
+	Status     RegistrationStateStatus `json:"status"`
+}
+
+// RegistrationStateStatus defines model for RegistrationState.Status.
+type RegistrationStateStatus string
 
 // ServiceInfo defines model for ServiceInfo.
 type ServiceInfo struct {
@@ -1364,49 +1398,50 @@ func (sh *strictHandler) GetRootHealth(w http.ResponseWriter, r *http.Request) {
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
 	"3Fprc9s21v4rZ/B25rW31C22sxt5Oru+JdU2trVO0n6wXA9EHImoSYABQMeqq/++A4CkKJG6JNumO/uN",
-	"InGAc33OBXomoUxSKVAYTfrPRKFOpdDofpxSdoMfM9TG/gqlMCjcI03TmIfUcCk6qZLjGJNvf9FS2G86",
-	"jDCh9ukbhRPSJ//XWRzR8V91Z+ipyHw+DwhDHSqe2u1In7yPEJQ/FrgGLh5pzNkxCGkiLqbwiWoIIyqm",
-	"yNpkHpAzKSYxD78qjydgT6JcoIJP3ERgIssqAxorpGwG+MS10cfAjeNXSLPE80AYVILGX5PnDwKfUgwN",
-	"MtCoHlEBKiXVMZgIYSzZDATatyFViqNVvOdRO46vpHktM8G+JsdXsqLmiOpCy46h91K+pWqKf5ZrOo1x",
-	"DbFlQoGJqIAeXPJTx90HQR8pj+k4/uoM/pCNUQk0qOFkOLAsZkIhDSPLDEgFhifIQGbmGBQaNQM6Majg",
-	"xj63TtyzxlAKptskIBFShsrhQWXFMrdmliLpE+sxU1SWMctazq9dcFaY0f5IlUxRGe5BJlRIDd5bpuzP",
-	"iVQJNaRPGDXYcm8DYmPqWsQz0jcqw6A4TxvFxdSqmzMPXluWpdREduGy0kof051nzua7nGcDiIe4zVLv",
-	"/LKBmEhHlWK4jaTU1Du72BIZajK9O5lfXhLeJ6g19WGyLPb3WUJFy4rqHEMh1VLAxDpIhOCpYQ/b0zYM",
-	"EjrFYRbHpzR8uJ5M9tu7KClL2X9q2bld8THjChnp33oF3pWr5PgXDE2eA7z4jtO6kymcoEIRNqjh+mwA",
-	"5ec+3Cqccm3UrHOnMJWaG6lmt31Dp3e3/2B8itrckYAk9Oktiql1p8Puq5cBSbgoXvS2ibHgZqMsb7lP",
-	"vCvxUnqr/cUNJrs7h90+P48qRWf2t8Anc5/SKd4b+YCirqCTsUZhQArnFzHVBuxy6wKbxaxwulHOSzSU",
-	"UUPrssZ0jLF7ooxxyw+Nh0srak5XO0ZQ734Vi708WLVXSo1NdqRPfr6lrV+7rVd3e7et/Okvxav9v39D",
-	"GvzcnqBT6p3r8xzaMbdROVdoPkn1UNcNT+umsvA/lAwGw50CNJXKfIEXDaUydU+ab5LCkax35fs0/15i",
-	"BBfm4IWPM55kCem/PDo6OHJm878XQVZmnYA8cs3HPOZmZjdDYRfeEiGFhZqiniEBwaf88W5nH/YsLh2x",
-	"0W5DJUPUui40VdNlna9z4TJCQ5kk1FdeuxOheNzZshfi8UeqPtOkN6hlpkJsEDFMs63OlGY3thy2WyaY",
-	"SDXbRnHpVuVEq1ZKM1Lus9Es7/IUvBJLRdbYyf99jnGML4BrJ8oS6RzuloG9E20BBDZuF761W8Dm6z3p",
-	"I2eo7iOed3zNyOoRYyURhCGmtn2gggGfCqlsN9OgbVV1jZ04XDjTori69/su4riMxe1hu7RFxVBBbuoq",
-	"j5v9pay+Ci6GF1fng6s3JCA3H66u/NPrk8Hbi3MSkA9XP1xd/3RFAnJ+8fbi/cW53X0rDp+l2b8yKkyO",
-	"W8taP5MKNVANVEAOdbA3yrrdA/wOevuBregp+M1ATiB06/dG5MWI7NuPCY9jXr496naTEdk/BgwjiQzG",
-	"NHywu9scb40pBV5PSP/2eTPUPi+lzF7r1d2tS5VJU4q88zL62K0FX0KfdkCLUkFzlwQ+i2LFOSy5yyyN",
-	"ps/BsMZmWUdsKvQC8kjjDBsQuinxF6ub2HjNMWY/chlT7wer7Ezs97q3/PPd9RXYNse6gq3X5GSCglnf",
-	"cBQBuILeFtLtMgTaYZq1Ey7aTdVNpX/YLJLnaEHQJNX3SGPfgi1LUzRm+EST1LbMtu20K5t6r1pI+rUz",
-	"EpBMFM93wbocWT3l4W+6VcJKK0eNVgGSbRYmbS4763nJ0qK7WTbDO98/g+YiRGeHYk/bWCnjgbNa7bw8",
-	"JI0VDSqd23+z9nOky5WTt7oL+pLVJqv41Loegs4x5AmNIRPc6GPoXZ7Cd9Dr/vwSxjNjYaUychiR3uWI",
-	"uAaxihAWHL7duzz97c3pb+9P9xvr6GqG/xKUWBFjN6BYJfosrCgmMTWN3bw+g1eHR3+FfMIDDA3lsRuo",
-	"LMvlPzSWdG48t3t9voIYDTUhF9rQvAneEFZ1LzTcxLih7FwVPzIm1f1Oh4WJDSarrvaUmygb23DKdaI7",
-	"LouFoWTo89nWjjJ3cs9OyXKTZaqTl3p9GmfaoLr3LVRd73l3cN/UYr2VlJ3S2KpRARdThVrDYAh7UkEk",
-	"tbHAvg+yCPswlhkDqjWfCmQgBbbXtZCNvHxei5ZL3dygVfAvx80zr4fBkATkSjJPFyyJuK7UWq5oGjJb",
-	"birP/wYLNXeGQjIsm8LVoTBDsJ8CN6sq+HZF6ZJx8gP0KtK6vrLu42tb0IalShoZyuaoNVRN0dzvvN2K",
-	"i+dtZnWXyoF1Rc5dXHsvX0Hts0vIM9oi+5iIGlCZcKlpGmOrco8h1UMsKdMgRWWI3IYLGkYjsVjI7QqE",
-	"c0xjOUtQGNhT6IbaGnr71hABfIpQAHV2AqoftLMVN4GjzC3THokLB3FAFcI6yIS9dRPz/fZIlGjQJ5Uk",
-	"VJbvxVEwLBRwMhxU0mKfPPZonEa0Z00nUxQ05aRPDtrd9kGeRZ1DdmjKO8XazvIMborO0tZ/HZMDZnGC",
-	"a3O2WGa3UjRB42huV2116cccILJkjMqX8QUtcOG0ltIpwl6v1et2uwEwnNAsNnDUdbnWJjryMUNlqyCP",
-	"JjZr+cGe5r86uCzn9Tkx6R91gw0zF3fSxj7ANgIr49SUfswQ3CwRJkom1gsUPnKZaSfC/2tYGTmu478y",
-	"lKwyXxnkHfVe1OHJdVyVW8wX3e6GK5jPu3pZns02XMBcF4ZaMmEASMMIJlkczyCVaRZTk98EHnrumg4t",
-	"pehULmLngW3htpOUN4yO4GA7QfXGyt3eZElC1Sx35SVhuHAyOmQ1dKpXh70OTXVDUJy5u57FOHpLVJzF",
-	"HIVphZHUKIAz2Du5GLZ6L17st+EnbiKZGeDGX1f4G80pCnuebZjhw4fBeXskRnl7MCIWuBS6lcxDR5PX",
-	"cbbkbY2TYf/QunvuBi97843jYe+Oznanks1+f0/0XrhIITYjz2sh0PujDl6xmDMwOy6uj7iGfF7ypc5+",
-	"2H21naT8C4Al6O3g7OXl8Z8QTl5HQBchtTaO5sHaxFM0pevyzxs03xdt6x8Gh/kJay6iy6KDCv0JlS69",
-	"QtOZthWCiWw1YcDdTqOuFh0rOvMHFTONcuO9VMYxMhjP3Htb8RTXd/tVpea62qzQ58Wsn7O5T5MxGqzr",
-	"9ty9r8LYioYPm3poS8O+PAwOt5OU/9H4E7zay1f1atjjRleqxABSybSr0/OqbH9DAlnn1Bu03v06GGdd",
-	"u2Q2+L2S+n+9gd+gcWXodtSqZXWXZvOBVJ5lq7FGVtPX75t/bcxvB8sbKf+XAPMdTRCohi3poxkk8zuY",
-	"wnyZikmfdIgtZfLFzzU7ancpkL/Nt5rfzf8dAAD//w==",
+	"FHGAc3nOFXomoUxSKVAYTfrPRKFOpdDoXk4pu8GPGWpj30IpDAr3SNM05iE1XIpOquQ4xuTbX7QU9psO",
+	"I0yoffpG4YT0yf91Fkd0/FfdGXoqMp/PA8JQh4qndjvSJ+8jBOWPBa6Bi0cac3YMQpqIiyl8ohrCiIop",
+	"sjaZB+RMiknMw6/K4wnYkygXqOATNxGYyLLKgMYKKZsBPnFt9DFw4/gV0izxPBAGlaDx1+T5g8CnFEOD",
+	"DDSqR1SASkl1DCZCGEs2A4H215AqxdEq3vOoHcdX0ryWmWBfk+MrWVFzRHWhZcfQeynfUjXFPwuaTmNc",
+	"Q2yZUGAiKqAHl/zUcfdB0EfKYzqOvzqDP2RjVAINajgZDiyLmVBIw8gyA1KB4QkykJk5BoVGzYBODCq4",
+	"sc+tE/esMZSC6TYJSISUoXLxoLJimVszS5H0iUXMFJVlzLKW82sXnBVmtC+pkikqw32QCRVSg/eWKfs6",
+	"kSqhhvQJowZb7teAWJ+6FvGM9I3KMCjO00ZxMbXq5swHry3LUmoiu3BZaSXGdOeZs/ku51kH4iFus9Q7",
+	"v2wgJtJRpRhuIyk19c4utkSGmkzvTuaXl4T3CWpNvZssi/19llDRsqI6YCikWgqYWIBECJ4a9rA9bcMg",
+	"oVMcZnF8SsOH68lkv72LkrKU/aeWndsVHzOukJH+rVfgXblKjn/B0OQ5wIvvOK2DTOEEFYqwQQ3XZwMo",
+	"P/fhVuGUa6NmnTuFqdTcSDW77Rs6vbv9B+NT1OaOBCShT29RTC2cDruvXgYk4aL4obdNjAU3G2V5y33i",
+	"XfGXEq32jRtMdgeH3T4/jypFZ/Zd4JO5T+kU7418QFFX0MlYozAghcNFTLUBu9xCYLOYFU43ynmJhjJq",
+	"aF3WmI4xdk+UMW75ofFwaUUNdLVjBPXwq1js5cGqvVJqbLIjffLzLW392m29utu7beVPfyl+2v/7N6QB",
+	"5/YEnVIPrs8DtGNuo3Ku0HyS6qGuG57WTWXD/1AyGAx3ctBUKvMFKBpKZepImm+SwpGsh/J9mn8vYwQX",
+	"5uCF9zOeZAnpvzw6OjhyZvPvCycrs05AHrnmYx5zM7ObobALb4mQwoaaop4hAcGn/PFuZwx7FpeO2Gi3",
+	"oZIhal0Xmqrpss7XQbj00FAmCfWV1+5EKB53tuyFePyRqs806Q1qmakQG0QM02wrmNLsxpbDdssEE6lm",
+	"2ygu3aqcaNVKaUbKfTaa5V2egld8qcgaO+Hf5xjH+CJw7URZRjoXd0vH3om2CATWbxfY2s1h8/We9JEz",
+	"VPcRzzu+5sjqI8ZKIghDTG37QAUDPhVS2W6mQduqCo2dOFyAaVFc3ft9F35c+uJ2t13aomKoIDd1lcfN",
+	"eCmrr4KL4cXV+eDqDQnIzYerK//0+mTw9uKcBOTD1Q9X1z9dkYCcX7y9eH9xbnffGofP0uxfGRUmj1vL",
+	"Wj+TCjVQDVRAHupgb5R1uwf4HfT2A1vRU/CbgZxA6NbvjciLEdm3HxMex7z89ajbTUZk/xgwjCQyGNPw",
+	"we5uc7w1phR4PSH92+fNofZ5KWX2Wq/ubl2qTJpS5J2X0ftuzfkS+rRDtCgVNHdJ4LMoVsBhyV1maTR9",
+	"HgxrbJZ1xKZCLyCPNM6wIUI3Jf5idRMbrznG7EcuY+pxsMrOxH6vo+Wf766vwLY5Fgq2XpOTCQpmseEo",
+	"AnAFvS2k26ULtMM0aydctJuqm0r/sFkkz9GCoEmq75HGvgVblqZozPCJJqltmW3baVc2MJQX6KVeNsHg",
+	"prLWujIud1SFT/vDZiQgmSie74J1SbbK5sPfdKuMS6087LSKKNtmYdLmsrNemCwt2qNlO77zDThoLkJ0",
+	"hiz2tJ2ZMj7yVsull4eksSRCpXNFbTZfHipz5eS98oK+ZLXJrD43r49h5xjyhMaQCW70MfQuT+E76HV/",
+	"fgnjmbFxqTKzGJHe5Yi4DrMaYmx0+Xbv8vS3N6e/vT/dbyzEqyXCl4SZFTF2izSrRJ8VbIpRTk1jN6/P",
+	"4NXh0V8hHxEBQ0N57CYyy3L5D401oZvv7V7gr4SchqKSC21o3kXXZyKlW9VRaLiJcUPduip+ZEyq+50O",
+	"CxPrTFZd7Sk3UTa27pTrRHdcGgxDydAnxK0taQ5yz07JcpNl6pGjxuRPEaq6b1qvzUfCCOdnl1AMFOqm",
+	"s730vTNSo2rKWs1PtzYovIhjqQ/1pAiSaMW2L7+4ue8OddN6hVRnWfWKP87safe+Ka0DMe+37pua1reS",
+	"slMaW1wp4GKqUGsYDGFPKoikNjZV7oMs4mAYy4wB1ZpPBTKQAtvrmvJmrX5W05tL3dzyVhJCboAzr4fB",
+	"kATkSjJPFyyJuM4IyzViQ62QY9fzv8FCzb22kAzLNnt1zM4Q7KfATf8Kvl2Zv2Sc/AC9mnpcp153+rVN",
+	"fcNSJY0MZXMYM1RN0dzvvN0KpvPGvbpL5cC6Iucu0HmUr6Sxs0vIU/zC5U1EDahMuFw9jbFVuRmS6iGW",
+	"lGmQojKWb8MFDaORWCzkdgXCOaaxnCUoDOwpdNcEGnr71hABfIpQAHV2AqoftLMVN4GjzC3THokLF/OB",
+	"KoR1OQT21t1B7LdHogyPfVLJymVDVBwFw0IBJ8NBpU7ok8cejdOI9qzpZIqCppz0yUG72z7IywoHyA5N",
+	"eadY21meak7RWdri1zE5YDZOcG3OFsvsVoomaBzN7aqtLv3gCESWjFH5xqigBS6c1lI6RdjrtXrdbjcA",
+	"hhOaxQaOuq74sJmffMxQ2bLQRxObxv2oVPNfXf4ob0ByYtI/6gYbpljupI2dlW2tVgbUKf2YIbjpLEyU",
+	"TCwKFD5ymWknwv9rWBniruO/MuatMl8ZjR71XtTDk+thK/fCL7rdDZdan3eZtTztbrjSui4MtWTCAJCG",
+	"EUyyOJ5BKtMspia/Wz303DUdWkrRqVxtzwPbFG8nKe9sHcHBdoLqHaC7D8uShKpZDuUlYbhwMrrIauhU",
+	"r47PXTTVDU5x5m7PFgP+LV5xFnMUphVGUqMAzmDv5GLY6r14sd+Gn7iJZGaAG38B5O+IpyjseaiBwocP",
+	"g/P2SIzyfmlEbOBS6FYyHzqaUMfZEtoaZ+3+oXX33A1e9uYbB+4ejs52p5LNfn8kehQuUojNyPOaC/T+",
+	"qINXLOYMzI6LCzmuIZ9AfSnYD7uvtpOUf6qwBL0dwF5ex/8J7uR1BHThUmv9aB6sTTxFl74u/7xB833R",
+	"x/9h4TA/Yc3Vfll0UKE/odIlKjSdaVshmMhWEwbcfT/qatGxojN/UDElKjfeS2UcI4PxrNa/7FeVmutq",
+	"s0KfF7cnnM19mozRt1LLuj13v1fD2IqGD5uGCpaGfbkbHG4nKf/18ieg2stXRTXscaMrVWIAqWTa1el5",
+	"Vba/IYGsA/UGrXe/Toyz0C6ZDX6vpP5fb+A3aFwZuj1q1bK6S7P5hC7PslVfI6vp6/fNv9bntwfLGyn/",
+	"lwLmO5ogUA1b0kdzkMxvtQrzZSomfdIhtpTJFz/X7KjdNUv+a77V/G7+7wAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

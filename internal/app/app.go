@@ -24,25 +24,28 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
+	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
 // App is one running provider.
 type App struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	client   kubernetes.Interface
-	store    *store.Store
-	handler  http.Handler
-	server   *http.Server
-	nats     *nats.Conn
-	reporter *status.Reporter
-	identity string
-	leading  atomic.Bool
+	cfg       *config.Config
+	log       *slog.Logger
+	client    kubernetes.Interface
+	store     *store.Store
+	handler   http.Handler
+	server    *http.Server
+	nats      *nats.Conn
+	reporter  *status.Reporter
+	registrar *registration.Registrar
+	identity  string
+	leading   atomic.Bool
 }
 
 // RESTConfig loads the Kubernetes client configuration: the kubeconfig file when set,
@@ -75,6 +78,22 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	registrar, err := registration.New(registration.Options{
+		RegistryURL: cfg.RegistrationURL,
+		Name:        cfg.Name,
+		DisplayName: cfg.DisplayName,
+		Endpoint:    cfg.Endpoint,
+		Region:      cfg.Region,
+		Zone:        cfg.Zone,
+		Capacity: registration.Capacity{
+			TotalCPU: cfg.Registration.TotalCPU, TotalMemory: cfg.Registration.TotalMemory,
+			TotalStorage: cfg.Registration.TotalStorage, TotalNodes: cfg.Registration.TotalNodes,
+		},
+		Interval: cfg.Registration.Interval,
+	}, log)
+	if err != nil {
+		return nil, err
+	}
 	handler, err := httpapi.NewHandler(httpapi.Options{
 		Store: st,
 		Objects: container.Options{
@@ -84,6 +103,17 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Health: func(ctx context.Context) error {
 			return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 		},
+		Registration: func() *v1alpha1.RegistrationState {
+			st := registrar.State()
+			out := &v1alpha1.RegistrationState{Status: v1alpha1.RegistrationStateStatus(st.Phase)}
+			if st.ProviderID != "" {
+				out.ProviderId = &st.ProviderID
+			}
+			if st.LastError != "" {
+				out.LastError = &st.LastError
+			}
+			return out
+		},
 		Version:        version,
 		RequestTimeout: cfg.Server.RequestTimeout,
 		Log:            log,
@@ -91,7 +121,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, client: client, store: st, handler: handler, identity: cfg.Monitor.Identity}
+	a := &App{cfg: cfg, log: log, client: client, store: st, handler: handler, registrar: registrar, identity: cfg.Monitor.Identity}
 	if a.identity == "" {
 		host, _ := os.Hostname()
 		a.identity = host + "_" + uuid.NewString()[:8]
@@ -139,6 +169,9 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 
 // Leading reports whether this replica currently runs the status reporter.
 func (a *App) Leading() bool { return a.leading.Load() }
+
+// Registrar keeps the provider registered with DCM.
+func (a *App) Registrar() *registration.Registrar { return a.registrar }
 
 // Reporter is the status reporter.
 func (a *App) Reporter() *status.Reporter { return a.reporter }
@@ -194,6 +227,25 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- a.server.Serve(ln) }()
+	// Register in the background once our own server answers.
+	regCtx, stopRegistration := context.WithCancel(context.Background())
+	regDone := make(chan struct{})
+	self := "http://" + ln.Addr().String() + "/health"
+	go func() {
+		defer close(regDone)
+		a.registrar.Run(regCtx, func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, self, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			return nil
+		})
+	}()
 	a.log.Info("serving", "address", ln.Addr().String(), "namespace", a.cfg.Kubernetes.Namespace, "identity", a.identity)
 
 	var err error
@@ -205,6 +257,8 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		err = a.server.Shutdown(sctx)
 		cancel()
 	}
+	stopRegistration()
+	<-regDone
 	// Flush pending status events, then hand the Lease over at once.
 	a.reporter.Stop()
 	leadMu.Lock()

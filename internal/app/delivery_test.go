@@ -116,6 +116,9 @@ func TestStatusTwoReplicasFailover(t *testing.T) {
 		default:
 			return fmt.Errorf("leading: a=%v b=%v", a.App.Leading(), b.App.Leading())
 		}
+		if !leader.App.Reporter().Active() {
+			return fmt.Errorf("leader not reporting yet")
+		}
 		return nil
 	})
 	// Creates through both replicas; one event stream.
@@ -164,6 +167,13 @@ func TestStatusFlushedOnStop(t *testing.T) {
 	events := newStreamSink(t, stream)
 	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=10000", "SP_MONITOR_DEBOUNCE_MAX_WAIT=20s"))
 	p.waitSynced(t)
+	// Let the start-up republish (of nothing) pass, or it would send the container.
+	testenv.Eventually(t, 30*time.Second, "reporter active", func() error {
+		if !p.App.Reporter().Active() {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
 	create(t, p, "late", spec("late", "nginx"))
 	time.Sleep(300 * time.Millisecond)
 	if n := len(events.events("late")); n != 0 {

@@ -44,6 +44,10 @@ func (p *provider) Logs() string {
 
 type providerOpt func(*config.Config, *rest.Config)
 
+// defaultEndpoint marks a provider whose SP_ENDPOINT no option chose: it becomes the
+// provider's own URL.
+const defaultEndpoint = "http://endpoint.unset.invalid:8080"
+
 // noNATS marks a provider for which no option chose a NATS server: it gets its own.
 const noNATS = "nats://unset.invalid:4222"
 
@@ -58,7 +62,7 @@ func withEnv(kv ...string) providerOpt {
 		loaded, err := config.Load(append([]string{
 			"SP_NAME=" + c.Name, "SP_ENDPOINT=" + c.Endpoint, "DCM_REGISTRATION_URL=" + c.RegistrationURL,
 			"SP_NATS_URL=" + c.NATSURL, "SP_K8S_NAMESPACE=" + c.Kubernetes.Namespace,
-			"SP_K8S_KUBECONFIG=" + c.Kubernetes.Kubeconfig,
+			"SP_K8S_KUBECONFIG=" + c.Kubernetes.Kubeconfig, "SP_SERVER_ADDRESS=" + c.Server.Address,
 		}, kv...))
 		if err != nil {
 			panic(err)
@@ -73,7 +77,7 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 	t.Helper()
 	env := testenv.Cluster(t)
 	cfg, err := config.Load([]string{
-		"SP_NAME=k8s-container-sp", "SP_ENDPOINT=http://127.0.0.1:8080",
+		"SP_NAME=k8s-container-sp", "SP_ENDPOINT=" + defaultEndpoint,
 		"DCM_REGISTRATION_URL=http://127.0.0.1:1/api/v1alpha1", "SP_NATS_URL=" + noNATS,
 		"SP_K8S_NAMESPACE=" + ns, "SP_K8S_KUBECONFIG=" + env.Kubeconfig,
 	})
@@ -93,12 +97,21 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 		cfg.NATSURL = testenv.NATS(t).URL
 	}
 	logs := &testWriter{t: t}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: testLogLevel()}))
-	a, err := app.New(cfg, rc, "test", log)
+	// Listen where the configuration says when a test chose an address (a restarted
+	// provider keeps its registered endpoint), else on a free loopback port.
+	addr := "127.0.0.1:0"
+	if cfg.Server.Address != ":8080" {
+		addr = cfg.Server.Address
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if cfg.Endpoint == defaultEndpoint {
+		cfg.Endpoint = "http://" + ln.Addr().String()
+	}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: testLogLevel()}))
+	a, err := app.New(cfg, rc, "test", log)
 	if err != nil {
 		t.Fatal(err)
 	}

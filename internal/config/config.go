@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
@@ -25,9 +26,22 @@ type Config struct {
 	RegistrationURL string `env:"DCM_REGISTRATION_URL,required"`
 	NATSURL         string `env:"SP_NATS_URL,required"`
 
-	Kubernetes Kubernetes
-	Monitor    Monitor
-	Server     Server
+	Kubernetes   Kubernetes
+	Monitor      Monitor
+	Server       Server
+	Registration Registration
+}
+
+// Registration settings.
+type Registration struct {
+	// Interval between re-registrations, so a registry that lost its data learns us
+	// again; 0 registers once.
+	Interval time.Duration `env:"SP_REGISTRATION_INTERVAL" envDefault:"5m"`
+	// Capacity sent with the registration, only when set.
+	TotalCPU     int    `env:"SP_TOTAL_CPU"`
+	TotalMemory  string `env:"SP_TOTAL_MEMORY"`
+	TotalStorage string `env:"SP_TOTAL_STORAGE"`
+	TotalNodes   int    `env:"SP_TOTAL_NODES"`
 }
 
 // Kubernetes settings.
@@ -138,6 +152,18 @@ func (c *Config) validate() []string {
 			p = append(p, d.name+": must be more than 0")
 		}
 	}
+	if c.Registration.Interval < 0 {
+		p = append(p, "SP_REGISTRATION_INTERVAL: must be 0 (once) or more")
+	}
+	if c.Registration.TotalCPU < 0 || c.Registration.TotalNodes < 0 {
+		p = append(p, "SP_TOTAL_CPU / SP_TOTAL_NODES: must not be negative")
+	}
+	if m := c.Registration.TotalMemory; m != "" && !sizePattern.MatchString(m) {
+		p = append(p, fmt.Sprintf("SP_TOTAL_MEMORY: %q must look like 2TB or 512GB", m))
+	}
+	if m := c.Registration.TotalStorage; m != "" && !sizePattern.MatchString(m) {
+		p = append(p, fmt.Sprintf("SP_TOTAL_STORAGE: %q must look like 10TB or 512GB", m))
+	}
 	if c.Server.Address == "" {
 		p = append(p, "SP_SERVER_ADDRESS: must not be empty")
 	}
@@ -162,6 +188,8 @@ func envKey(t reflect.Type, field string) string {
 	}
 	return field
 }
+
+var sizePattern = regexp.MustCompile(`^[0-9]+(MB|GB|TB|PB)$`)
 
 func checkURL(raw string, schemes ...string) error {
 	u, err := url.Parse(raw)

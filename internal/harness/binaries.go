@@ -22,11 +22,15 @@ const (
 	KubernetesVersion = "v1.37.2"
 	EtcdVersion       = "v3.6.16"
 	KwokVersion       = "v0.8.0"
+	// RegistryVersion is DCM's service-provider-manager, the registry providers talk to.
+	RegistryVersion = "v0.1.0-rc.1"
 )
 
 // Binaries are the paths of the built control-plane programs.
 type Binaries struct {
 	Etcd, APIServer, ControllerManager, Scheduler, Kwok string
+	// Registry is DCM's service-provider-manager.
+	Registry string
 	// KwokStages holds kwok's own default stage YAML copied from the module it was built
 	// from, so the stages always match the binary.
 	KwokStages string
@@ -38,6 +42,7 @@ type tool struct {
 	version string
 	pkgs    []string
 	ldflags string
+	cgo     bool // the registry needs cgo for SQLite
 }
 
 // binName is the file a package builds to: its last path element, skipping a major
@@ -60,6 +65,8 @@ var tools = []tool{
 		" -X k8s.io/component-base/version.gitTreeState=clean"},
 	{module: "kwok", version: KwokVersion, pkgs: []string{"sigs.k8s.io/kwok/cmd/kwok"},
 		ldflags: "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=" + KwokVersion},
+	{module: "registry", version: RegistryVersion, cgo: true, ldflags: "-s -w",
+		pkgs: []string{"github.com/dcm-project/service-provider-manager/cmd/service-provider-manager"}},
 }
 
 // CacheDir is where built binaries live: a per-user folder shared by every checkout, so a
@@ -155,6 +162,7 @@ func EnsureBinaries(ctx context.Context, out io.Writer) (*Binaries, error) {
 		Scheduler:         filepath.Join(k8s, "kube-scheduler"),
 		Kwok:              filepath.Join(kwokDir, "kwok"),
 		KwokStages:        stages,
+		Registry:          filepath.Join(binDir, "registry-"+RegistryVersion, "service-provider-manager"),
 	}, nil
 }
 
@@ -190,7 +198,11 @@ func build(ctx context.Context, out io.Writer, modDir, dest string, t tool) erro
 	args := append([]string{"build", "-v", "-trimpath", "-ldflags", t.ldflags, "-o", o}, t.pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = modDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOFLAGS=-mod=readonly", "GOWORK=off")
+	cgo := "CGO_ENABLED=0"
+	if t.cgo {
+		cgo = "CGO_ENABLED=1"
+	}
+	cmd.Env = append(os.Environ(), cgo, "GOTOOLCHAIN=local", "GOFLAGS=-mod=readonly", "GOWORK=off")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err

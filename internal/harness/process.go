@@ -28,7 +28,7 @@ type process struct {
 // kills it if the harness process dies (PR_SET_PDEATHSIG), so a test binary that is
 // killed never leaves a control plane behind; detached processes (make cluster-up)
 // outlive the command that started them and are stopped by PID later.
-func startProcess(name, bin string, args []string, dir string, detached bool) (*process, error) {
+func startProcess(name, bin string, args []string, dir string, detached bool, env ...string) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -37,6 +37,9 @@ func startProcess(name, bin string, args []string, dir string, detached bool) (*
 	defer logf.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -34,12 +34,13 @@ const (
 
 // handlers implements the generated strict server interface.
 type handlers struct {
-	store   Store
-	objects container.Options
-	health  HealthCheck
-	version string
-	started time.Time
-	log     *slog.Logger
+	store        Store
+	objects      container.Options
+	health       HealthCheck
+	registration func() *v1alpha1.RegistrationState
+	version      string
+	started      time.Time
+	log          *slog.Logger
 }
 
 var _ v1alpha1.StrictServerInterface = (*handlers)(nil)
@@ -137,10 +138,14 @@ func (h *handlers) healthBody(ctx context.Context) v1alpha1.Health {
 		h.log.Warn("health: Kubernetes API unreachable", "err", err)
 		status = v1alpha1.Unhealthy
 	}
-	return v1alpha1.Health{
+	out := v1alpha1.Health{
 		Type: healthType, Status: status, Path: "health", Version: h.version,
 		Uptime: int64(time.Since(h.started).Seconds()),
 	}
+	if h.registration != nil {
+		out.Registration = h.registration()
+	}
+	return out
 }
 
 // fromStore turns a store error into the answer a client can act on.

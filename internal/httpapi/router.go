@@ -17,6 +17,7 @@ type Options struct {
 	Store          Store
 	Objects        container.Options
 	Health         HealthCheck
+	Registration   func() *v1alpha1.RegistrationState // nil: not shown
 	Version        string
 	RequestTimeout time.Duration
 	Log            *slog.Logger
@@ -28,7 +29,8 @@ func NewHandler(o Options) (http.Handler, error) {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 30 * time.Second
 	}
-	h := &handlers{store: o.Store, objects: o.Objects, health: o.Health, version: o.Version, started: time.Now(), log: o.Log}
+	h := &handlers{store: o.Store, objects: o.Objects, health: o.Health, registration: o.Registration,
+		version: o.Version, started: time.Now(), log: o.Log}
 	strict := v1alpha1.NewStrictHandlerWithOptions(h, nil, v1alpha1.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeProblem(w, r, bodyProblem(err))

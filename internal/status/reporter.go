@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -47,6 +48,7 @@ type Reporter struct {
 	deb      *debouncer
 	stopping chan struct{}
 	stopOnce sync.Once
+	active   atomic.Bool
 }
 
 // NewReporter builds a reporter over the store's informers.
@@ -105,7 +107,9 @@ func (r *Reporter) Run(ctx context.Context) {
 	if r.store.WaitForSync(ctx) {
 		r.log.Info("status: reporting; publishing every container's current status")
 		r.RepublishAll()
+		r.active.Store(true)
 	}
+	defer r.active.Store(false)
 
 	var tick <-chan time.Time
 	if r.opts.Resync > 0 {
@@ -145,6 +149,9 @@ func (r *Reporter) drain(queue workqueue.TypedRateLimitingInterface[string], deb
 	queue.ShutDownWithDrain()
 	cancelWork()
 }
+
+// Active reports whether the reporter runs and has queued its start-up republish.
+func (r *Reporter) Active() bool { return r.active.Load() }
 
 // Stop flushes pending events (bounded by DrainTimeout) and ends Run.
 func (r *Reporter) Stop() { r.stopOnce.Do(func() { close(r.stopping) }) }

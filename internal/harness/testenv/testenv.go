@@ -172,3 +172,47 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Registry starts DCM's registry (built once into the cache) against natsURL, with its
+// own database, and stops it when the test ends.
+func Registry(t testing.TB, natsURL string) *harness.Registry {
+	t.Helper()
+	r := UnstartedRegistry(t, natsURL)
+	if err := r.Start(); err != nil {
+		t.Fatalf("starting the registry: %v", err)
+	}
+	return r
+}
+
+// UnstartedRegistry is Registry without the start: its URL is known, Start it later.
+func UnstartedRegistry(t testing.TB, natsURL string) *harness.Registry {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the DCM registry (skipped with -short)")
+	}
+	bins, err := harness.EnsureBinaries(context.Background(), os.Stderr)
+	if err != nil {
+		t.Fatalf("building the registry: %v", err)
+	}
+	r, err := harness.NewRegistry(bins.Registry, t.TempDir(), natsURL, false)
+	if err != nil {
+		t.Fatalf("preparing the registry: %v", err)
+	}
+	t.Cleanup(func() {
+		r.Stop()
+		if t.Failed() {
+			if b, err := os.ReadFile(r.Log()); err == nil {
+				t.Logf("registry log:\n%s", tail(string(b), 60))
+			}
+		}
+	})
+	return r
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -257,4 +257,3 @@ func TestDCMLoopThroughTheRegistry(t *testing.T) {
 		t.Errorf("GET after delete: %d", g.Status)
 	}
 }
-

@@ -92,4 +92,3 @@ func (r *Registry) PID() int {
 
 // Log is the registry's log file.
 func (r *Registry) Log() string { return filepath.Join(r.dir, "registry.log") }
-

@@ -28,6 +28,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
+	"github.com/dcm-project/k8s-container-sp/internal/metrics"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
@@ -44,6 +45,7 @@ type App struct {
 	nats      *nats.Conn
 	reporter  *status.Reporter
 	registrar *registration.Registrar
+	metrics   *metrics.Metrics
 	identity  string
 	leading   atomic.Bool
 }
@@ -70,6 +72,15 @@ func RESTConfig(cfg *config.Config) (*rest.Config, error) {
 
 // New builds the provider. version is reported by the health endpoint.
 func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) (*App, error) {
+	a := &App{cfg: cfg, log: log, identity: cfg.Monitor.Identity}
+	a.metrics = metrics.New(metrics.Gauges{
+		EventsPending:     func() float64 { return float64(a.reporter.Pending()) },
+		InformersSynced:   func() bool { return a.store.Synced() },
+		Leader:            a.Leading,
+		RegistrationState: func() string { return string(a.registrar.State().Phase) },
+	})
+	rc = rest.CopyConfig(rc)
+	rc.Wrap(a.metrics.Transport)
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -89,7 +100,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 			TotalCPU: cfg.Registration.TotalCPU, TotalMemory: cfg.Registration.TotalMemory,
 			TotalStorage: cfg.Registration.TotalStorage, TotalNodes: cfg.Registration.TotalNodes,
 		},
-		Interval: cfg.Registration.Interval,
+		Interval:  cfg.Registration.Interval,
+		Attempted: a.metrics.RegistrationAttempt,
 	}, log)
 	if err != nil {
 		return nil, err
@@ -121,7 +133,12 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, client: client, store: st, handler: handler, registrar: registrar, identity: cfg.Monitor.Identity}
+	a.client, a.store, a.registrar = client, st, registrar
+	// /metrics beside the API, outside its OpenAPI validation.
+	top := http.NewServeMux()
+	top.Handle("/metrics", a.metrics.Handler())
+	top.Handle("/", a.metrics.Middleware(handler))
+	a.handler = top
 	if a.identity == "" {
 		host, _ := os.Hostname()
 		a.identity = host + "_" + uuid.NewString()[:8]
@@ -132,6 +149,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		MaxWait:      cfg.Monitor.DebounceMaxWait,
 		Resync:       cfg.Monitor.ResyncPeriod,
 		DrainTimeout: cfg.Server.ShutdownTimeout / 2,
+		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },
+		Failed:       a.metrics.EventFailed,
 	}, log)
 	a.reporter = rep
 	// The service starts and serves while NATS is down; events wait for it. Whatever
@@ -157,7 +176,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	}
 	a.server = &http.Server{
 		Addr:              cfg.Server.Address,
-		Handler:           handler,
+		Handler:           a.handler,
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		ReadHeaderTimeout: cfg.Server.ReadTimeout,
 		WriteTimeout:      cfg.Server.WriteTimeout,

@@ -59,6 +59,8 @@ type Options struct {
 	Interval time.Duration
 	// Backoff of retries: first wait, doubling with jitter up to Cap.
 	RetryBase, RetryCap time.Duration
+	// Attempted is told the registry's answer to every attempt (0: none); optional.
+	Attempted func(code int)
 }
 
 // Registrar keeps the provider registered.
@@ -216,9 +218,15 @@ func (e *permanentError) Error() string {
 func (r *Registrar) registerOnce(ctx context.Context) error {
 	resp, err := r.client.CreateProviderWithResponse(ctx, nil, r.Payload())
 	if err != nil {
+		if r.opts.Attempted != nil {
+			r.opts.Attempted(0)
+		}
 		return err // transport: retry
 	}
 	code := resp.StatusCode()
+	if r.opts.Attempted != nil {
+		r.opts.Attempted(code)
+	}
 	r.mu.Lock()
 	r.state.LastHTTPStatus = code
 	r.mu.Unlock()

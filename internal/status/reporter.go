@@ -30,6 +30,9 @@ type Options struct {
 	// DrainTimeout bounds the flush of pending events on Stop.
 	DrainTimeout time.Duration
 	Workers      int
+	// Published and Failed are told about every delivery attempt (metrics); optional.
+	Published func(container.Status)
+	Failed    func()
 }
 
 // Reporter turns informer events into status events. Only one replica's reporter runs
@@ -236,7 +239,13 @@ func (r *Reporter) process(ctx context.Context, id string) error {
 		err := r.pub.Publish(pctx, id, st)
 		cancel()
 		if err != nil {
+			if r.opts.Failed != nil {
+				r.opts.Failed()
+			}
 			return err
+		}
+		if r.opts.Published != nil {
+			r.opts.Published(st)
 		}
 		r.log.Debug("status: published", "id", id, "status", st.Status, "message", st.Message)
 		r.mu.Lock()

@@ -1,0 +1,176 @@
+// Package metrics defines the provider's Prometheus metrics (served on /metrics):
+// HTTP requests, Kubernetes calls, status events, informer sync, leadership and
+// registration. Components report through small hooks so they do not depend on it.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the collectors of one provider process.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	httpRequests  *prometheus.CounterVec
+	httpDuration  *prometheus.HistogramVec
+	kubeRequests  *prometheus.CounterVec
+	eventsSent    *prometheus.CounterVec
+	eventsFailed  prometheus.Counter
+	registrations *prometheus.CounterVec
+}
+
+// Gauges are read when scraped.
+type Gauges struct {
+	EventsPending   func() float64
+	InformersSynced func() bool
+	Leader          func() bool
+	// RegistrationState is pending, registered or rejected.
+	RegistrationState func() string
+}
+
+// New registers every collector, plus the Go and process collectors.
+func New(g Gauges) *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sp_http_requests_total", Help: "HTTP requests answered, by route, method and status code.",
+		}, []string{"route", "method", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sp_http_request_duration_seconds", Help: "HTTP request latency, by route and method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"route", "method"}),
+		kubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sp_kubernetes_requests_total",
+			Help: "Requests to the Kubernetes API, by method and status code (error when no answer came).",
+		}, []string{"method", "code"}),
+		eventsSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sp_status_events_published_total", Help: "Status events delivered, by status.",
+		}, []string{"status"}),
+		eventsFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sp_status_events_failed_total", Help: "Status event deliveries that failed (each is retried).",
+		}),
+		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sp_registration_attempts_total", Help: "Registration attempts, by the registry answer (error when none).",
+		}, []string{"code"}),
+	}
+	r.MustRegister(m.httpRequests, m.httpDuration, m.kubeRequests, m.eventsSent, m.eventsFailed, m.registrations,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	boolGauge := func(name, help string, f func() bool) {
+		if f == nil {
+			return
+		}
+		r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			if f() {
+				return 1
+			}
+			return 0
+		}))
+	}
+	boolGauge("sp_informers_synced", "1 when the Deployment, Pod and Service caches are synced.", g.InformersSynced)
+	boolGauge("sp_leader", "1 when this replica is the elected status publisher.", g.Leader)
+	if g.EventsPending != nil {
+		r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sp_status_events_pending", Help: "Containers with a status change not delivered yet.",
+		}, g.EventsPending))
+	}
+	if g.RegistrationState != nil {
+		for _, state := range []string{"pending", "registered", "rejected"} {
+			r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "sp_registration_state", Help: "1 for the current registration state with the DCM registry.",
+				ConstLabels: prometheus.Labels{"state": state},
+			}, func() float64 {
+				if g.RegistrationState() == state {
+					return 1
+				}
+				return 0
+			}))
+		}
+	}
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// EventPublished and EventFailed are the status reporter's hooks.
+func (m *Metrics) EventPublished(status string) { m.eventsSent.WithLabelValues(status).Inc() }
+func (m *Metrics) EventFailed()                 { m.eventsFailed.Inc() }
+
+// RegistrationAttempt counts one registration call (code 0: no answer).
+func (m *Metrics) RegistrationAttempt(code int) {
+	m.registrations.WithLabelValues(codeLabel(code)).Inc()
+}
+
+// Route names an API path with bounded cardinality (ids are not labels).
+func Route(path string) string {
+	switch p := strings.TrimSuffix(path, "/"); {
+	case p == "/metrics":
+		return "metrics"
+	case p == "/health" || p == "/api/v1alpha1/containers/health":
+		return "health"
+	case p == "/api/v1alpha1/containers":
+		return "containers"
+	case strings.HasPrefix(p, "/api/v1alpha1/containers/") && !strings.Contains(p[len("/api/v1alpha1/containers/"):], "/"):
+		return "container"
+	}
+	return "other"
+}
+
+// Middleware records every HTTP request.
+func (m *Metrics) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		route := Route(r.URL.Path)
+		m.httpRequests.WithLabelValues(route, r.Method, strconv.Itoa(rec.code)).Inc()
+		m.httpDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+	})
+}
+
+type recorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *recorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
+
+// Transport counts requests to the Kubernetes API (wrap a rest.Config with it).
+func (m *Metrics) Transport(rt http.RoundTripper) http.RoundTripper {
+	return &countingTransport{rt: rt, m: m}
+}
+
+type countingTransport struct {
+	rt http.RoundTripper
+	m  *Metrics
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.rt.RoundTrip(r)
+	code := 0
+	if err == nil {
+		code = resp.StatusCode
+	}
+	c.m.kubeRequests.WithLabelValues(r.Method, codeLabel(code)).Inc()
+	return resp, err
+}
+
+// WrappedRoundTripper lets client-go reach the transport underneath.
+func (c *countingTransport) WrappedRoundTripper() http.RoundTripper { return c.rt }
+
+func codeLabel(code int) string {
+	if code == 0 {
+		return "error"
+	}
+	return strconv.Itoa(code)
+}

@@ -1,0 +1,171 @@
+package app_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/dcm-project/k8s-container-sp/internal/config"
+	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+)
+
+const deployDir = "../../deploy/base"
+
+func manifest[T runtime.Object](t *testing.T, file string) T {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(deployDir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	typed, ok := obj.(T)
+	if !ok {
+		t.Fatalf("%s holds a %T", file, obj)
+	}
+	return typed
+}
+
+// The service runs with exactly the RBAC of deploy/base (ServiceAccount token, namespaced
+// Role): every API operation and status event works, and the same identity cannot
+// touch another namespace.
+func TestDeployRBACIsEnough(t *testing.T) {
+	ns := testenv.Namespace(t)
+	env := testenv.Cluster(t)
+	cs := env.Client
+	ctx := context.Background()
+
+	sa := manifest[*corev1.ServiceAccount](t, "serviceaccount.yaml")
+	role := manifest[*rbacv1.Role](t, "role.yaml")
+	binding := manifest[*rbacv1.RoleBinding](t, "rolebinding.yaml")
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrTo(int64(3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asSA := func(rc *rest.Config) { rc.BearerToken, rc.BearerTokenFile = tok.Status.Token, "" }
+
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"),
+		func(_ *config.Config, rc *rest.Config) { asSA(rc) })
+	p.waitSynced(t)
+	testenv.Eventually(t, 30*time.Second, "leading with the Role's Lease rights", func() error {
+		if !p.App.Leading() {
+			return fmt.Errorf("not leading")
+		}
+		return nil
+	})
+
+	create(t, p, "rbac-1", spec("web", "nginx", withPorts(port(80, "internal"), port(443, "external"))))
+	events.waitStatus("rbac-1", "RUNNING", "", 30*time.Second)
+	if r := do(t, http.MethodGet, p.URL+containers+"/rbac-1", nil); r.Status != 200 || r.JSON["service"] == nil {
+		t.Errorf("GET: %d %s", r.Status, r.Body)
+	}
+	if r := do(t, http.MethodGet, p.URL+containers, nil); r.Status != 200 || len(r.JSON["containers"].([]any)) != 1 {
+		t.Errorf("LIST: %d %s", r.Status, r.Body)
+	}
+	if r := do(t, http.MethodPost, p.URL+containers+"?id=rbac-1", spec("web", "nginx")); r.Status != http.StatusConflict {
+		t.Errorf("duplicate: %d %s", r.Status, r.Body)
+	}
+	if r := do(t, http.MethodGet, p.URL+"/health", nil); r.JSON["status"] != "healthy" {
+		t.Errorf("health: %s", r.Body)
+	}
+	if r := do(t, http.MethodDelete, p.URL+containers+"/rbac-1", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+	}
+	events.waitStatus("rbac-1", "DELETED", "", 30*time.Second)
+	expectNothing(t, ns) // the finalizer was removed with the Role's rights
+	if logs := p.Logs(); strings.Contains(logs, "forbidden") {
+		t.Errorf("the provider hit a forbidden call:\n%s", logs)
+	}
+
+	// The same identity has no rights anywhere else.
+	other := testenv.Namespace(t)
+	rc := rest.CopyConfig(env.Config)
+	asSA(rc)
+	saClient, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := saClient.AppsV1().Deployments(other).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list in another namespace: %v, want forbidden", err)
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{GenerateName: "x-"}}
+	if _, err := saClient.AppsV1().Deployments(other).Create(ctx, dep, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("create in another namespace: %v, want forbidden", err)
+	}
+	if _, err := saClient.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("create a pod: %v, want forbidden (pods are read-only)", err)
+	}
+	if _, err := saClient.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("read secrets: %v, want forbidden", err)
+	}
+}
+
+// The Deployment and Service of deploy/base are valid for the apiserver (server-side dry
+// run) and the shipped configuration loads.
+func TestDeployManifestsAreValid(t *testing.T) {
+	ns := testenv.Namespace(t)
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	dep := manifest[*appsv1.Deployment](t, "deployment.yaml")
+	if *dep.Spec.Replicas != 2 || dep.Spec.Template.Spec.Containers[0].ReadinessProbe == nil ||
+		!*dep.Spec.Template.Spec.SecurityContext.RunAsNonRoot || !*dep.Spec.Template.Spec.Containers[0].SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("deployment: %+v", dep.Spec)
+	}
+	// kustomize fills the ConfigMap name and image; the apiserver needs them concrete.
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, dry); err != nil {
+		t.Errorf("deployment.yaml: %v", err)
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, manifest[*corev1.Service](t, "service.yaml"), dry); err != nil {
+		t.Errorf("service.yaml: %v", err)
+	}
+	f, err := os.Open(filepath.Join(deployDir, "config.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var environ []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			environ = append(environ, line)
+		}
+	}
+	if _, err := config.Load(append(environ, "SP_K8S_NAMESPACE=dcm-containers")); err != nil {
+		t.Errorf("config.env: %v", err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

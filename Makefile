@@ -52,8 +52,12 @@ cluster-up: $(HARNESS)
 cluster-down: $(HARNESS)
 	@$(HARNESS) down
 
+# The whole stack on this machine: control plane + kwok, NATS, the DCM registry and the
+# service on http://127.0.0.1:8080, registered. Prints a banner; Ctrl-C stops it all.
+# SP_K8S_KUBECONFIG / SP_NATS_URL / DCM_REGISTRATION_URL use existing parts instead.
 run:
-	@echo "make run: not implemented yet (issue 6)"; exit 1
+	@go build -o $(BIN)/sp-local ./cmd/sp-local
+	@$(BIN)/sp-local
 
 bench:
 	@echo "make bench: not implemented yet (issue 7)"; exit 1

@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"k8s.io/klog/v2"
+
 	"github.com/dcm-project/k8s-container-sp/internal/app"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 )
@@ -19,6 +21,8 @@ var version = "dev"
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// client-go logs (leader election, reflectors) go to the same JSON log.
+	klog.SetSlogLogger(log)
 	cfg, err := config.Load(os.Environ())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "k8s-container-sp:", err)

@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	"github.com/dcm-project/k8s-container-sp/internal/app"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
@@ -136,7 +137,9 @@ func Start(ctx context.Context, dir string, environ []string, progress io.Writer
 	if err != nil {
 		return nil, err
 	}
-	a, err := app.New(cfg, rc, "local", slog.New(slog.NewJSONHandler(logf, nil)))
+	log := slog.New(slog.NewJSONHandler(logf, nil))
+	klog.SetSlogLogger(log) // client-go's logs too go to the log file, not the terminal
+	a, err := app.New(cfg, rc, "local", log)
 	if err != nil {
 		return nil, err
 	}

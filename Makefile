@@ -73,8 +73,12 @@ run:
 	@go build -o $(BIN)/sp-local ./cmd/sp-local
 	@$(BIN)/sp-local
 
-bench:
-	@echo "make bench: not implemented yet (issue 7)"; exit 1
+# Measures the service against the Kubernetes API in one fresh environment; prints a
+# table and writes docs/benchmarks.md and docs/benchmarks.json. BENCH_FLAGS=-sizes=1000,5000,10000
+BENCH_FLAGS ?=
+bench: $(HARNESS)
+	$(HARNESS) build
+	go run ./cmd/sp-bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BIN) .harness

@@ -86,7 +86,7 @@ func TestStatusEvents(t *testing.T) {
 	}))
 	create(t, p, "lost", spec("lost", "nginx"))
 	create(t, p, "apidel", spec("apidel", "nginx"))
-	create(t, p, "kubedel", spec("kubedel", "nginx"))
+	create(t, p, "kubedel", spec("kubedel", "nginx", withPorts(port(80, "internal"))))
 
 	ev := events.waitStatus("run", "RUNNING", "Container is running.", 30*time.Second)
 	if ev.SpecVersion != "1.0" || ev.Source != "dcm/providers/k8s-container-sp" || ev.Type != "dcm.status.container" ||
@@ -127,10 +127,20 @@ func TestStatusEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	events.waitStatus("kubedel", "DELETED", "", 30*time.Second)
-	testenv.Eventually(t, 20*time.Second, "deleted Deployments released", func() error {
-		d, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: container.LabelInstanceID + " in (kubedel,apidel)"})
+	testenv.Eventually(t, 20*time.Second, "deleted containers released", func() error {
+		sel := metav1.ListOptions{LabelSelector: container.LabelInstanceID + " in (kubedel,apidel)"}
+		d, err := cs.AppsV1().Deployments(ns).List(ctx, sel)
 		if err == nil && len(d.Items) > 0 {
-			err = fmt.Errorf("%d still there (finalizers %v)", len(d.Items), d.Items[0].Finalizers)
+			return fmt.Errorf("%d Deployments still there (finalizers %v)", len(d.Items), d.Items[0].Finalizers)
+		}
+		// The hand-deleted container's reservation is released, and with it its Service.
+		l, err := cs.CoordinationV1().Leases(ns).List(ctx, sel)
+		if err == nil && len(l.Items) > 0 {
+			return fmt.Errorf("%d reservations still there", len(l.Items))
+		}
+		sv, err := cs.CoreV1().Services(ns).List(ctx, sel)
+		if err == nil && len(sv.Items) > 0 {
+			return fmt.Errorf("%d Services still there", len(sv.Items))
 		}
 		return err
 	})

@@ -166,12 +166,18 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
 		"--service-account-private-key-file="+p.SAPrivate, "--root-ca-file="+p.CACert,
 		"--use-service-account-credentials=false",
+		// The defaults (20 QPS, 5 workers) make the controller-manager, not the
+		// apiserver, the bottleneck when tests and benchmarks create hundreds of
+		// Deployments at once.
+		"--kube-api-qps=300", "--kube-api-burst=600",
+		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
 		// Node IPAM needs a cluster CIDR; kwok hands out pod IPs itself.
 		"--controllers=*,-nodeipam"); err != nil {
 		return nil, err
 	}
 	if _, err := run("kube-scheduler", bins.Scheduler,
-		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0"); err != nil {
+		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--kube-api-qps=300", "--kube-api-burst=600"); err != nil {
 		return nil, err
 	}
 	kwokConfig, err := writeKwokConfig(c.Dir, bins.KwokStages)

@@ -263,6 +263,11 @@ func (r *Reporter) process(ctx context.Context, id string) error {
 			if err := r.setFinalizer(ctx, d, false); err != nil {
 				return err
 			}
+			// A Deployment deleted by hand leaves its reservation (and the Service it
+			// owns): the container is gone, so release them.
+			if err := r.store.ReleaseReservation(ctx, d); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

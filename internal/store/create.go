@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,8 +23,9 @@ import (
 func ReservationName(id string) string { return "dcm-container-" + id }
 
 // Ownership ties the objects together so the garbage collector cleans up whatever a
-// crash or a hand-made deletion leaves: the Deployment is owned by the reservation and
-// the Service by the Deployment.
+// crash or a failure leaves: the Deployment and the Service are owned by the
+// reservation. Deleting the reservation removes the container; the status reporter does
+// that after a Deployment deleted by hand has been reported DELETED.
 
 // Create reserves the id, then creates the Deployment and the Service. Any failure
 // removes what was created (see rollback). It returns once the informer caches hold the
@@ -38,32 +41,42 @@ func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (
 	// Containers made before this provider (e.g. by the reference provider) have no
 	// reservation: the cache still knows their Deployment.
 	if s.Snapshot(id).Live != nil {
-		s.rollback(id, lease, nil)
+		s.rollback(id, lease, nil, nil)
 		return container.Observed{}, &Error{Kind: KindConflict, Message: "a container with this id already exists"}
 	}
 
-	dep := objs.Deployment.DeepCopy()
-	dep.Namespace = s.namespace
-	dep.OwnerReferences = []metav1.OwnerReference{{
+	// Both objects are owned by the reservation, so they can be created at once: a
+	// create costs the reservation plus the slower of the two, not their sum.
+	owner := []metav1.OwnerReference{{
 		APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: lease.Name, UID: lease.UID,
 	}}
-	created, err := s.client.AppsV1().Deployments(s.namespace).Create(ctx, dep, metav1.CreateOptions{})
-	if err != nil {
-		s.rollback(id, lease, nil)
-		return container.Observed{}, classify("creating Deployment", err)
-	}
-	out := container.Observed{Deployment: created}
+	dep := objs.Deployment.DeepCopy()
+	dep.Namespace, dep.OwnerReferences = s.namespace, owner
+	var svc *corev1.Service
 	if objs.Service != nil {
-		svc := objs.Service.DeepCopy()
-		svc.Namespace = s.namespace
-		svc.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: "apps/v1", Kind: "Deployment", Name: created.Name, UID: created.UID,
-		}}
-		if out.Service, err = s.client.CoreV1().Services(s.namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			s.rollback(id, lease, created)
-			return container.Observed{}, classify("creating Service", err)
-		}
+		svc = objs.Service.DeepCopy()
+		svc.Namespace, svc.OwnerReferences = s.namespace, owner
 	}
+	var out container.Observed
+	var depErr, svcErr error
+	var wg sync.WaitGroup
+	if svc != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out.Service, svcErr = s.client.CoreV1().Services(s.namespace).Create(ctx, svc, metav1.CreateOptions{})
+		}()
+	}
+	out.Deployment, depErr = s.client.AppsV1().Deployments(s.namespace).Create(ctx, dep, metav1.CreateOptions{})
+	wg.Wait()
+	if depErr != nil || svcErr != nil {
+		s.rollback(id, lease, out.Deployment, out.Service)
+		if depErr != nil {
+			return container.Observed{}, classify("creating Deployment", depErr)
+		}
+		return container.Observed{}, classify("creating Service", svcErr)
+	}
+	created := out.Deployment
 	// Read-your-writes on this replica: bounded, and harmless if it times out (the
 	// objects exist; the cache is only late).
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -143,7 +156,7 @@ func (s *Store) abandoned(ctx context.Context, id string, lease *coordinationv1.
 // context (a client that hung up must not leave objects behind). The reservation goes
 // first: the garbage collector then removes the Deployment and the Service even if the
 // explicit deletes below fail.
-func (s *Store) rollback(id string, lease *coordinationv1.Lease, dep *appsv1.Deployment) {
+func (s *Store) rollback(id string, lease *coordinationv1.Lease, dep *appsv1.Deployment, svc *corev1.Service) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	bg := metav1.DeletePropagationBackground
@@ -164,4 +177,27 @@ func (s *Store) rollback(id string, lease *coordinationv1.Lease, dep *appsv1.Dep
 			s.log.Error("rollback: deleting Deployment (the garbage collector will finish it)", "id", id, "err", err)
 		}
 	}
+	if svc != nil {
+		if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, svc.Name, opts(svc.UID)); err != nil && !apierrors.IsNotFound(err) {
+			s.log.Error("rollback: deleting Service (the garbage collector will finish it)", "id", id, "err", err)
+		}
+	}
+}
+
+// ReleaseReservation deletes the id reservation that owns dep (if it still exists and is
+// the same one), and with it, through the garbage collector, the container's Service.
+func (s *Store) ReleaseReservation(ctx context.Context, dep *appsv1.Deployment) error {
+	for _, ref := range dep.OwnerReferences {
+		if ref.Kind != "Lease" || ref.APIVersion != "coordination.k8s.io/v1" {
+			continue
+		}
+		bg := metav1.DeletePropagationBackground
+		err := s.client.CoordinationV1().Leases(s.namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{
+			PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &ref.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return classify("releasing reservation", err)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,57 @@
+// Command sp-bench measures the service against the Kubernetes API on this machine and
+// writes docs/benchmarks.md and docs/benchmarks.json (`make bench`).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/dcm-project/k8s-container-sp/internal/bench"
+)
+
+func main() {
+	sizes := flag.String("sizes", "1000,5000", "container counts for the read benchmark (the first is also the bulk size)")
+	createN := flag.Int("create", 200, "POST / raw create pairs")
+	latency := flag.Int("latency", 40, "status latency samples per debounce setting")
+	out := flag.String("out", "docs", "folder for benchmarks.md and benchmarks.json")
+	flag.Parse()
+	var ns []int
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintln(os.Stderr, "sp-bench: bad -sizes")
+			os.Exit(2)
+		}
+		ns = append(ns, n)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dir, err := os.MkdirTemp("", "sp-bench-")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(dir)
+	res, err := bench.Run(ctx, bench.Options{Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, LatencyRuns: *latency, Log: os.Stderr})
+	if err != nil {
+		fail(err)
+	}
+	md := bench.Markdown(res, "")
+	fmt.Println(md)
+	if err := bench.Write(res, filepath.Join(*out, "benchmarks.md"), filepath.Join(*out, "benchmarks.json"),
+		filepath.Join(*out, "benchmarks-analysis.md")); err != nil {
+		fail(err)
+	}
+	fmt.Fprintf(os.Stderr, "sp-bench: wrote %s/benchmarks.md and benchmarks.json\n", *out)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "sp-bench:", err)
+	os.Exit(1)
+}

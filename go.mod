@@ -8,6 +8,7 @@ require (
 	github.com/dcm-project/service-provider-manager v0.1.0-rc.1
 	github.com/distribution/reference v0.6.0
 	github.com/getkin/kin-openapi v0.153.0
+	github.com/google/btree v1.1.3
 	github.com/google/uuid v1.6.0
 	github.com/mattn/go-sqlite3 v1.14.33
 	github.com/nats-io/nats-server/v2 v2.15.2

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -80,20 +78,6 @@ func (e *Env) Close() {
 	if e.Cluster != nil {
 		e.Cluster.Stop()
 	}
-}
-
-// Namespace creates a namespace and waits for its default ServiceAccount.
-func (e *Env) Namespace(ctx context.Context, name string) error {
-	if _, err := e.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	for range 200 {
-		if _, err := e.Admin.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("namespace %s: no default ServiceAccount", name)
 }
 
 // Service is one k8s-container-sp process.

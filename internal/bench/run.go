@@ -53,7 +53,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	defer e.Close()
 	for _, ns := range []string{"bench", "bench-raw", "bench-raw-bulk", "bench-lat0"} {
-		if err := e.Namespace(ctx, ns); err != nil {
+		if err := harness.EnsureNamespace(ctx, e.Admin, ns); err != nil {
 			return nil, err
 		}
 	}

@@ -7,7 +7,6 @@ package localstack
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,9 +17,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -214,8 +210,7 @@ func (s *Stack) Stop() {
 }
 
 func ensureNamespace(ctx context.Context, kubeconfig, ns string) error {
-	c := &harness.Cluster{Kubeconfig: kubeconfig}
-	rc, err := c.RESTConfig()
+	rc, err := (&harness.Cluster{Kubeconfig: kubeconfig}).RESTConfig()
 	if err != nil {
 		return err
 	}
@@ -223,18 +218,7 @@ func ensureNamespace(ctx context.Context, kubeconfig, ns string) error {
 	if err != nil {
 		return err
 	}
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
-		return fmt.Errorf("namespace %s: %w", ns, err)
-	}
-	// Pods can only be created once the namespace's default ServiceAccount exists.
-	for range 100 {
-		if _, err = cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return errors.Join(fmt.Errorf("namespace %s has no default ServiceAccount", ns), err)
+	return harness.EnsureNamespace(ctx, cs, ns)
 }
 
 func orDefault(s, def string) string {

@@ -82,7 +82,7 @@ func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
 	_ = waitCached(wctx, func() bool {
-		return cached(s.deployments, s.namespace+"/"+created.Name) &&
+		return cached(s.deployments, s.namespace+"/"+created.Name) && s.ids.contains(id) &&
 			(out.Service == nil || cached(s.services, s.namespace+"/"+out.Service.Name))
 	})
 	return out, nil

@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -36,6 +34,8 @@ type Store struct {
 	deployments cache.SharedIndexInformer
 	pods        cache.SharedIndexInformer
 	services    cache.SharedIndexInformer
+	ids         *idSet
+	idsSynced   func() bool
 
 	// CreateTimeout bounds one create, reservation to Service. A reservation older than
 	// twice this with no Deployment is abandoned (its creator died) and may be taken over.
@@ -76,6 +76,12 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 			return nil, err
 		}
 	}
+	s.ids = newIDSet(func(id string) bool { return len(byIndex[*appsv1.Deployment](s.deployments, id)) > 0 })
+	reg, err := s.deployments.AddEventHandler(s.ids.handler())
+	if err != nil {
+		return nil, err
+	}
+	s.idsSynced = reg.HasSynced
 	return s, nil
 }
 
@@ -96,12 +102,12 @@ func (s *Store) Start(ctx context.Context) { s.factory.Start(ctx.Done()) }
 
 // Synced reports whether every cache has completed its first list.
 func (s *Store) Synced() bool {
-	return s.deployments.HasSynced() && s.pods.HasSynced() && s.services.HasSynced()
+	return s.deployments.HasSynced() && s.pods.HasSynced() && s.services.HasSynced() && s.idsSynced()
 }
 
 // WaitForSync blocks until the caches are synced or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), s.deployments.HasSynced, s.pods.HasSynced, s.services.HasSynced)
+	return cache.WaitForCacheSync(ctx.Done(), s.deployments.HasSynced, s.pods.HasSynced, s.services.HasSynced, s.idsSynced)
 }
 
 // Shutdown stops the informers (after the Start context is cancelled) and waits.
@@ -176,24 +182,21 @@ func (s *Store) List(after string, limit int) ([]container.Observed, bool, error
 	if !s.Synced() {
 		return nil, false, errNotSynced
 	}
-	ids := s.deployments.GetIndexer().ListIndexFuncValues(IndexByInstance)
-	sort.Strings(ids)
-	start := sort.SearchStrings(ids, after)
-	if start < len(ids) && ids[start] == after {
-		start++
-	}
 	var out []container.Observed
-	for i := start; i < len(ids); i++ {
-		o, ok := s.observed(ids[i])
+	more := false
+	s.ids.after(after, func(id string) bool {
+		o, ok := s.observed(id)
 		if !ok {
-			continue // deleted since ListIndexFuncValues
+			return true // being deleted, or gone since the id was listed
 		}
 		if len(out) == limit {
-			return out, true, nil
+			more = true
+			return false
 		}
 		out = append(out, o)
-	}
-	return out, false, nil
+		return true
+	})
+	return out, more, nil
 }
 
 func byIndex[T any](inf cache.SharedIndexInformer, id string) []T {
@@ -208,18 +211,6 @@ func byIndex[T any](inf cache.SharedIndexInformer, id string) []T {
 		}
 	}
 	return out
-}
-
-// stripForCache drops what no reader of the caches needs and what can be large:
-// managedFields and kubectl's last-applied annotation.
-func stripForCache(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-		if a := m.GetAnnotations(); a != nil {
-			delete(a, "kubectl.kubernetes.io/last-applied-configuration")
-		}
-	}
-	return obj, nil
 }
 
 func metaOf(obj any) (metav1.Object, error) {

@@ -23,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -116,27 +115,14 @@ func Namespace(t testing.TB) string {
 		prefix = prefix[:40]
 	}
 	prefix = strings.Trim(prefix, "-")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ns, err := e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + randSuffix()},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
+	name := prefix + "-" + randSuffix()
 	t.Cleanup(func() {
-		_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	for {
-		_, err := e.Client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
-		if err == nil {
-			return ns.Name
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("namespace %s: default ServiceAccount never appeared: %v", ns.Name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := harness.EnsureNamespace(context.Background(), e.Client, name); err != nil {
+		t.Fatal(err)
 	}
+	return name
 }
 
 // NATS starts an embedded NATS server with JetStream for this test and stops it at the end.

@@ -249,7 +249,7 @@ type ReadResult struct {
 // apiserver requests the phase caused.
 func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, error) {
 	res := ReadResult{Containers: len(ids)}
-	time.Sleep(2 * time.Second) // let the creates' aftermath (events, pods) settle
+	time.Sleep(5 * time.Second) // let the creates' aftermath (events, pods) settle
 	before, err := e.APIServerMetrics(ctx)
 	if err != nil {
 		return res, err
@@ -258,6 +258,8 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 	if err != nil {
 		return res, err
 	}
+	res.IdleRSSBytes, _ = s.RSS()
+	res.IdleHeapBytes = sm0["go_memstats_heap_inuse_bytes"]
 	phase := time.Now()
 
 	var gets []time.Duration

@@ -38,12 +38,13 @@ func Markdown(r *Results, analysis string) string {
 	w("POST p50 / raw p50 = **%.2f** (target ≤ 1.5: %s).\n\n", ratio, verdict(ratio <= 1.5))
 
 	w("## 2. Reads\n\n")
-	w("| containers | GET p50 ms | GET p99 ms | LIST page p50/p99 ms: start | middle | end | GET/s, 8 clients | apiserver reads | RSS MB | Go heap MB |\n")
+	w("| containers | GET p50 ms | GET p99 ms | LIST page p50/p99 ms: start | middle | end | GET/s, 8 clients | apiserver reads | RSS MB idle / after reads | Go heap MB idle / after reads |\n")
 	w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, rd := range r.Reads {
-		w("| %d | %.3f | %.3f | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.0f | %.0f | %.0f | %.0f |\n",
+		w("| %d | %.3f | %.3f | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.0f | %.0f | %.0f / %.0f | %.0f / %.0f |\n",
 			rd.Containers, rd.Get.P50, rd.Get.P99, rd.ListStart.P50, rd.ListStart.P99, rd.ListMiddle.P50, rd.ListMiddle.P99,
-			rd.ListEnd.P50, rd.ListEnd.P99, rd.RPS, rd.APIServerReads, float64(rd.RSSBytes)/(1<<20), rd.HeapInuseBytes/(1<<20))
+			rd.ListEnd.P50, rd.ListEnd.P99, rd.RPS, rd.APIServerReads,
+			float64(rd.IdleRSSBytes)/(1<<20), float64(rd.RSSBytes)/(1<<20), rd.IdleHeapBytes/(1<<20), rd.HeapInuseBytes/(1<<20))
 	}
 	w("\n\"apiserver reads\" is the apiserver's own `apiserver_request_total` for GET and LIST of\n")
 	w("deployments, pods and services during the read phase (2000 GETs, 3 full LIST walks in\n")
@@ -65,7 +66,8 @@ func Markdown(r *Results, analysis string) string {
 			last.Containers, first.Containers, pageRatio, verdict(pageRatio <= 1.3))
 		for _, rd := range r.Reads {
 			if rd.Containers == 5000 {
-				w("- Memory at 5000: RSS %.0f MB (target ≤ 150 MB: %s).\n", float64(rd.RSSBytes)/(1<<20), verdict(rd.RSSBytes <= 150<<20))
+				w("- Memory at 5000: RSS %.0f MB idle, %.0f MB right after the read load (target ≤ 150 MB: %s idle, %s after reads).\n",
+					float64(rd.IdleRSSBytes)/(1<<20), float64(rd.RSSBytes)/(1<<20), verdict(rd.IdleRSSBytes <= 150<<20), verdict(rd.RSSBytes <= 150<<20))
 			}
 		}
 		w("\n")

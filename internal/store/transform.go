@@ -1,18 +1,27 @@
 package store
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
 // stripForCache keeps in the caches only what readers use, since they hold every
-// container's objects: no managedFields or kubectl's last-applied annotation anywhere,
-// and of a Pod only its identity, labels and the status fields the status mapping and
-// the API read (about a third of a Pod's size; its spec is never read).
+// container's objects (5000 containers are 15000 objects): of each kind, its identity,
+// labels and the fields the API resource and the status mapping are made from. No
+// managedFields, no pod spec, no ReplicaSet bookkeeping. What is kept is listed field by
+// field below; a reader needing more must add it here.
 func stripForCache(obj any) (any, error) {
-	if p, ok := obj.(*corev1.Pod); ok {
-		return slimPod(p), nil
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return slimPod(o), nil
+	case *appsv1.Deployment:
+		return slimDeployment(o), nil
+	case *corev1.Service:
+		return slimService(o), nil
 	}
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
@@ -23,12 +32,45 @@ func stripForCache(obj any) (any, error) {
 	return obj, nil
 }
 
+func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace, UID: m.UID,
+		ResourceVersion: m.ResourceVersion, Generation: m.Generation, Labels: m.Labels,
+		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
+		OwnerReferences: m.OwnerReferences, Finalizers: m.Finalizers,
+	}
+}
+
+func slimDeployment(d *appsv1.Deployment) *appsv1.Deployment {
+	out := &appsv1.Deployment{ObjectMeta: slimMeta(d.ObjectMeta)}
+	if a, ok := d.Annotations[container.AnnotationResources]; ok {
+		out.Annotations = map[string]string{container.AnnotationResources: a}
+	}
+	out.Spec.Replicas = d.Spec.Replicas
+	for _, c := range d.Spec.Template.Spec.Containers {
+		out.Spec.Template.Spec.Containers = append(out.Spec.Template.Spec.Containers, corev1.Container{
+			Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Env: c.Env, Ports: c.Ports, Resources: c.Resources,
+		})
+	}
+	out.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Status.ObservedGeneration, Replicas: d.Status.Replicas,
+		AvailableReplicas: d.Status.AvailableReplicas, Conditions: d.Status.Conditions,
+	}
+	return out
+}
+
+func slimService(s *corev1.Service) *corev1.Service {
+	out := &corev1.Service{ObjectMeta: slimMeta(s.ObjectMeta)}
+	out.Spec = corev1.ServiceSpec{Type: s.Spec.Type, ClusterIP: s.Spec.ClusterIP, Ports: s.Spec.Ports}
+	out.Status.LoadBalancer = s.Status.LoadBalancer
+	return out
+}
+
 func slimPod(p *corev1.Pod) *corev1.Pod {
+	m := slimMeta(p.ObjectMeta)
+	m.OwnerReferences = nil
 	out := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Labels: p.Labels, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-		},
+		ObjectMeta: m,
 		Status: corev1.PodStatus{
 			Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message, PodIP: p.Status.PodIP,
 			Conditions: p.Status.Conditions,

@@ -240,8 +240,10 @@ type ReadResult struct {
 	APIServerReads   float64 `json:"apiserver_reads_during_phase"`
 	ServiceKubeCalls float64 `json:"service_kubernetes_requests_during_phase"`
 	PhaseSeconds     float64 `json:"phase_s"`
-	RSSBytes         int64   `json:"rss_bytes"`
-	HeapInuseBytes   float64 `json:"go_heap_inuse_bytes"`
+	RSSBytes         int64   `json:"rss_bytes_after_reads"`
+	HeapInuseBytes   float64 `json:"go_heap_inuse_bytes_after_reads"`
+	IdleRSSBytes     int64   `json:"rss_bytes_idle"`
+	IdleHeapBytes    float64 `json:"go_heap_inuse_bytes_idle"`
 	ListedPerWalk    int     `json:"listed_per_walk"`
 }
 

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -21,6 +22,8 @@ func main() {
 	createN := flag.Int("create", 200, "POST / raw create pairs")
 	latency := flag.Int("latency", 40, "status latency samples per debounce setting")
 	out := flag.String("out", "docs", "folder for benchmarks.md and benchmarks.json")
+	render := flag.Bool("render", false, "only rewrite benchmarks.md from benchmarks.json (e.g. after editing benchmarks-analysis.md)")
+	serviceEnv := flag.String("service-env", "", "extra environment for the service, comma-separated (e.g. GOMEMLIMIT=120MiB)")
 	flag.Parse()
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
@@ -31,6 +34,21 @@ func main() {
 		}
 		ns = append(ns, n)
 	}
+	if *render {
+		b, err := os.ReadFile(filepath.Join(*out, "benchmarks.json"))
+		if err != nil {
+			fail(err)
+		}
+		var res bench.Results
+		if err := json.Unmarshal(b, &res); err != nil {
+			fail(err)
+		}
+		if err := bench.Write(&res, filepath.Join(*out, "benchmarks.md"), filepath.Join(*out, "benchmarks.json"),
+			filepath.Join(*out, "benchmarks-analysis.md")); err != nil {
+			fail(err)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dir, err := os.MkdirTemp("", "sp-bench-")
@@ -38,7 +56,12 @@ func main() {
 		fail(err)
 	}
 	defer os.RemoveAll(dir)
-	res, err := bench.Run(ctx, bench.Options{Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, LatencyRuns: *latency, Log: os.Stderr})
+	var extra []string
+	if *serviceEnv != "" {
+		extra = strings.Split(*serviceEnv, ",")
+	}
+	res, err := bench.Run(ctx, bench.Options{Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, LatencyRuns: *latency,
+		ServiceEnv: extra, Log: os.Stderr})
 	if err != nil {
 		fail(err)
 	}

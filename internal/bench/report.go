@@ -25,6 +25,9 @@ func Markdown(r *Results, analysis string) string {
 	w("runs as its own process (the real binary), against the harness control plane\n")
 	w("(etcd, kube-apiserver, controller-manager, scheduler, kwok) on loopback; the\n")
 	w("benchmark driver, the control plane and the service share the machine's CPUs.\n\n")
+	if len(r.ServiceEnv) > 0 {
+		w("Service environment: `%s`.\n\n", strings.Join(r.ServiceEnv, " "))
+	}
 	w("Machine: %d CPUs (%s), %d GiB, %s. Kubernetes %s, etcd %s, kwok %s.\n\n",
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryGB, r.Machine.GoVersion,
 		r.Versions["kubernetes"], r.Versions["etcd"], r.Versions["kwok"])

@@ -19,20 +19,22 @@ type Options struct {
 	CreateN     int   // POST / raw create pairs
 	BulkClients int
 	LatencyRuns int
+	ServiceEnv  []string // extra environment for the service process
 	Log         io.Writer
 }
 
 // Results of one run.
 type Results struct {
-	When     time.Time         `json:"when"`
-	Machine  Machine           `json:"machine"`
-	Versions map[string]string `json:"versions"`
-	Command  string            `json:"command"`
-	Create   CreateResult      `json:"create"`
-	Bulk     BulkResult        `json:"bulk"`
-	Reads    []ReadResult      `json:"reads"`
-	Latency  map[string]Dist   `json:"status_latency"`
-	Duration float64           `json:"duration_s"`
+	When       time.Time         `json:"when"`
+	Machine    Machine           `json:"machine"`
+	Versions   map[string]string `json:"versions"`
+	Command    string            `json:"command"`
+	ServiceEnv []string          `json:"service_env,omitempty"`
+	Create     CreateResult      `json:"create"`
+	Bulk       BulkResult        `json:"bulk"`
+	Reads      []ReadResult      `json:"reads"`
+	Latency    map[string]Dist   `json:"status_latency"`
+	Duration   float64           `json:"duration_s"`
 }
 
 // Machine describes where the numbers come from.
@@ -60,7 +62,8 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	res := &Results{When: start.UTC(), Machine: machine(), Command: "make bench", Latency: map[string]Dist{},
 		Versions: map[string]string{"kubernetes": harness.KubernetesVersion, "etcd": harness.EtcdVersion, "kwok": harness.KwokVersion}}
 
-	svc, err := e.StartService(ctx, "bench")
+	res.ServiceEnv = o.ServiceEnv
+	svc, err := e.StartService(ctx, "bench", o.ServiceEnv...)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +115,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if res.Latency["debounce_500ms"], err = e.StatusLatency(ctx, svc, "bench", o.LatencyRuns); err != nil {
 		return nil, fmt.Errorf("latency: %w", err)
 	}
-	svc0, err := e.StartService(ctx, "bench-lat0", "SP_MONITOR_DEBOUNCE_MS=0")
+	svc0, err := e.StartService(ctx, "bench-lat0", append([]string{"SP_MONITOR_DEBOUNCE_MS=0"}, o.ServiceEnv...)...)
 	if err != nil {
 		return nil, err
 	}

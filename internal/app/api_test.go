@@ -41,6 +41,27 @@ func countObjects(t *testing.T, ns string) (deps, svcs, leases int) {
 	return len(d.Items), len(s.Items), len(l.Items)
 }
 
+// objectsOf counts the Deployments, Services and reservations carrying these ids.
+func objectsOf(t *testing.T, ns string, ids ...string) (deps, svcs, leases int) {
+	t.Helper()
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	sel := metav1.ListOptions{LabelSelector: container.LabelInstanceID + " in (" + strings.Join(ids, ",") + ")"}
+	d, err := cs.AppsV1().Deployments(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cs.CoreV1().Services(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := cs.CoordinationV1().Leases(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(d.Items), len(s.Items), len(l.Items)
+}
+
 // expectNothing waits until the provider has nothing left in ns. A deleted Deployment
 // stays (terminating) until its DELETED status event is delivered, so allow a moment.
 func expectNothing(t *testing.T, ns string) {

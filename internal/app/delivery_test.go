@@ -40,12 +40,10 @@ func TestStatusSurvivesNATSOutage(t *testing.T) {
 	events.waitStatus("new", "RUNNING", "", 30*time.Second)
 	// The Deployment was held until DELETED was delivered, then released.
 	testenv.Eventually(t, 20*time.Second, "deleted Deployment released", func() error {
-		d, err := testenv.Cluster(t).Client.AppsV1().Deployments(ns).List(context.Background(),
-			metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=gone"})
-		if err == nil && len(d.Items) > 0 {
-			err = fmt.Errorf("still there")
+		if d, _, _ := objectsOf(t, ns, "gone"); d > 0 {
+			return fmt.Errorf("still there")
 		}
-		return err
+		return nil
 	})
 	info, err := stream.Info(context.Background())
 	if err != nil {

@@ -127,22 +127,13 @@ func TestStatusEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	events.waitStatus("kubedel", "DELETED", "", 30*time.Second)
+	// The Deployments are released once DELETED is delivered; the hand-deleted
+	// container's reservation too, and with it its Service.
 	testenv.Eventually(t, 20*time.Second, "deleted containers released", func() error {
-		sel := metav1.ListOptions{LabelSelector: container.LabelInstanceID + " in (kubedel,apidel)"}
-		d, err := cs.AppsV1().Deployments(ns).List(ctx, sel)
-		if err == nil && len(d.Items) > 0 {
-			return fmt.Errorf("%d Deployments still there (finalizers %v)", len(d.Items), d.Items[0].Finalizers)
+		if d, s, l := objectsOf(t, ns, "kubedel", "apidel"); d+s+l > 0 {
+			return fmt.Errorf("%d Deployments, %d Services, %d reservations left", d, s, l)
 		}
-		// The hand-deleted container's reservation is released, and with it its Service.
-		l, err := cs.CoordinationV1().Leases(ns).List(ctx, sel)
-		if err == nil && len(l.Items) > 0 {
-			return fmt.Errorf("%d reservations still there", len(l.Items))
-		}
-		sv, err := cs.CoreV1().Services(ns).List(ctx, sel)
-		if err == nil && len(sv.Items) > 0 {
-			return fmt.Errorf("%d Services still there", len(sv.Items))
-		}
-		return err
+		return nil
 	})
 
 	for _, id := range []string{"run", "pull", "crash", "huge", "lost", "apidel", "kubedel"} {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
@@ -103,28 +104,25 @@ func validateImage(ref string) []Violation {
 }
 
 func validateResources(r *v1alpha1.ContainerResources) []Violation {
-	var vs []Violation
 	cpuMin, errMin := parseCPU(r.Cpu.Min)
 	cpuMax, errMax := parseCPU(r.Cpu.Max)
-	if errMin != nil {
-		vs = append(vs, violation("spec.resources.cpu.min", "%v", errMin))
-	}
-	if errMax != nil {
-		vs = append(vs, violation("spec.resources.cpu.max", "%v", errMax))
-	}
-	if errMin == nil && errMax == nil && cpuMin.Cmp(cpuMax) > 0 {
-		vs = append(vs, violation("spec.resources.cpu", "min (%s) is more than max (%s)", cpuMin.String(), cpuMax.String()))
-	}
+	vs := validateRange("spec.resources.cpu", cpuMin, cpuMax, errMin, errMax, cpuMin.String(), cpuMax.String())
 	memMin, errMin := parseMemory(r.Memory.Min)
 	memMax, errMax := parseMemory(r.Memory.Max)
-	if errMin != nil {
-		vs = append(vs, violation("spec.resources.memory.min", "%v", errMin))
+	return append(vs, validateRange("spec.resources.memory", memMin, memMax, errMin, errMax, r.Memory.Min, r.Memory.Max)...)
+}
+
+// validateRange reports a bad min or max, or min above max (shown as minText/maxText).
+func validateRange(field string, lo, hi resource.Quantity, errLo, errHi error, minText, maxText string) []Violation {
+	var vs []Violation
+	if errLo != nil {
+		vs = append(vs, violation(field+".min", "%v", errLo))
 	}
-	if errMax != nil {
-		vs = append(vs, violation("spec.resources.memory.max", "%v", errMax))
+	if errHi != nil {
+		vs = append(vs, violation(field+".max", "%v", errHi))
 	}
-	if errMin == nil && errMax == nil && memMin.Cmp(memMax) > 0 {
-		vs = append(vs, violation("spec.resources.memory", "min (%s) is more than max (%s)", r.Memory.Min, r.Memory.Max))
+	if errLo == nil && errHi == nil && lo.Cmp(hi) > 0 {
+		vs = append(vs, violation(field, "min (%s) is more than max (%s)", minText, maxText))
 	}
 	return vs
 }

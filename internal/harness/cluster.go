@@ -192,7 +192,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := AddNode(ctx, cs, NodeName); err != nil {
+	if err := addNode(ctx, cs, NodeName, false); err != nil {
 		return nil, err
 	}
 	if err := waitFor("node "+NodeName+" Ready and the default ServiceAccount", 60*time.Second, c.Processes, func() error {
@@ -222,8 +222,18 @@ func clusterReady(ctx context.Context, cs kubernetes.Interface) error {
 	return err
 }
 
-// AddNode creates a fake node that kwok manages.
+// DedicatedTaint keeps the scheduler off nodes made with AddNode: only pods bound to
+// them by name run there, so a test that loses such a node never touches the pods of
+// other tests sharing the cluster.
+const DedicatedTaint = "harness.k8s-container-sp/dedicated"
+
+// AddNode creates an extra fake node that kwok manages, tainted NoSchedule: bind pods to
+// it with spec.nodeName.
 func AddNode(ctx context.Context, cs kubernetes.Interface, name string) error {
+	return addNode(ctx, cs, name, true)
+}
+
+func addNode(ctx context.Context, cs kubernetes.Interface, name string, dedicated bool) error {
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
@@ -235,6 +245,9 @@ func AddNode(ctx context.Context, cs kubernetes.Interface, name string) error {
 				"kubernetes.io/arch":     "amd64",
 			},
 		},
+	}
+	if dedicated {
+		node.Spec.Taints = []corev1.Taint{{Key: DedicatedTaint, Value: name, Effect: corev1.TaintEffectNoSchedule}}
 	}
 	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {

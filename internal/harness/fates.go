@@ -26,8 +26,9 @@ const (
 
 // LoseNode makes a node unreachable the way a dead kubelet would look: kwok stops
 // managing it (no more heartbeats or pod updates), its Ready condition turns Unknown, and
-// every pod on it is reported with phase Unknown. Use a node made with AddNode, not the
-// shared NodeName, or every other test in the run loses its pods too.
+// every pod on it is reported with phase Unknown. Use a node made with AddNode (tainted,
+// so only pods bound to it by name are there), not the shared NodeName, or every other
+// test in the run loses its pods too.
 func LoseNode(ctx context.Context, cs kubernetes.Interface, name string) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})

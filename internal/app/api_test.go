@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/harness"
 	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
 const containers = "/api/v1alpha1/containers"
@@ -387,3 +389,33 @@ func TestReadsServedFromCache(t *testing.T) {
 }
 
 func resourceZero() resource.Quantity { return resource.MustParse("0") }
+
+// A replica that died between reserving an id and creating the Deployment leaves a bare
+// reservation: once it is older than twice the create timeout, a create takes it over;
+// before that, and whenever a Deployment exists, the id stays taken.
+func TestAbandonedReservationIsTakenOver(t *testing.T) {
+	ns := testenv.Namespace(t)
+	p := startProvider(t, ns, withEnv("SP_K8S_CREATE_TIMEOUT=1s"))
+	p.waitSynced(t)
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	_, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Name: store.ReservationName("orphan"), Labels: map[string]string{container.LabelManagedBy: "dcm", container.LabelInstanceID: "orphan"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Young: another create may still be in flight.
+	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx")), http.StatusConflict, "already-exists")
+	time.Sleep(2500 * time.Millisecond)
+	r := do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx"))
+	if r.Status != http.StatusCreated {
+		t.Fatalf("abandoned reservation not taken over: %d %s", r.Status, r.Body)
+	}
+	if d, _, l := objectsOf(t, ns, "orphan"); d != 1 || l != 1 {
+		t.Errorf("%d Deployments, %d reservations", d, l)
+	}
+	// Old, but its container exists: still taken.
+	time.Sleep(2500 * time.Millisecond)
+	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx")), http.StatusConflict, "already-exists")
+}

@@ -89,6 +89,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	st.CreateTimeout = cfg.Kubernetes.CreateTimeout
 	registrar, err := registration.New(registration.Options{
 		RegistryURL: cfg.RegistrationURL,
 		Name:        cfg.Name,

@@ -51,6 +51,9 @@ type Kubernetes struct {
 	Kubeconfig string `env:"SP_K8S_KUBECONFIG"`
 	// ExternalServiceType is the Service type for external ports.
 	ExternalServiceType string `env:"SP_K8S_EXTERNAL_SVC_TYPE" envDefault:"LoadBalancer"`
+	// CreateTimeout bounds one create (reservation, Deployment, Service). A reservation
+	// older than twice this with no Deployment is taken over (its creator died).
+	CreateTimeout time.Duration `env:"SP_K8S_CREATE_TIMEOUT" envDefault:"20s"`
 }
 
 // Monitor settings (status reporting).
@@ -127,6 +130,9 @@ func (c *Config) validate() []string {
 	}
 	if t := c.Kubernetes.ExternalServiceType; t != "LoadBalancer" && t != "NodePort" {
 		p = append(p, fmt.Sprintf("SP_K8S_EXTERNAL_SVC_TYPE: %q must be LoadBalancer or NodePort", t))
+	}
+	if c.Kubernetes.CreateTimeout <= 0 {
+		p = append(p, "SP_K8S_CREATE_TIMEOUT: must be more than 0")
 	}
 	if c.Monitor.DebounceMS < 0 {
 		p = append(p, "SP_MONITOR_DEBOUNCE_MS: must be 0 or more")

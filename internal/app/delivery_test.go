@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -183,4 +186,57 @@ func TestStatusFlushedOnStop(t *testing.T) {
 		t.Errorf("stop took %s", d)
 	}
 	events.waitStatus("late", "RUNNING", "", 5*time.Second)
+}
+
+// A container made before this provider (by the reference provider: DCM labels, no
+// reservation, no finalizer, no annotation) is read, adopted (finalizer added), and its
+// deletion by hand is reported.
+func TestForeignContainerIsAdopted(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	one := int32(1)
+	labels := map[string]string{container.LabelManagedBy: "dcm", container.LabelInstanceID: "legacy", container.LabelServiceType: "container"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy-app", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "legacy", Image: "nginx:1",
+					Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1G")},
+						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2G")},
+					}}}},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	p.waitSynced(t)
+	events.waitStatus("legacy", "RUNNING", "", 30*time.Second)
+	r := do(t, http.MethodGet, p.URL+containers+"/legacy", nil)
+	res := r.JSON["spec"].(map[string]any)["resources"].(map[string]any)
+	if r.Status != 200 || r.JSON["spec"].(map[string]any)["metadata"].(map[string]any)["name"] != "legacy" ||
+		res["memory"].(map[string]any)["max"] != "2GB" {
+		t.Errorf("GET foreign container: %d %s", r.Status, r.Body)
+	}
+	testenv.Eventually(t, 20*time.Second, "adopted", func() error {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "legacy-app", metav1.GetOptions{})
+		if err == nil && len(d.Finalizers) != 1 {
+			err = fmt.Errorf("finalizers %v", d.Finalizers)
+		}
+		return err
+	})
+	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=legacy", spec("web", "nginx")), http.StatusConflict, "already-exists")
+	if err := cs.AppsV1().Deployments(ns).Delete(ctx, "legacy-app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events.waitStatus("legacy", "DELETED", "", 30*time.Second)
+	expectNothing(t, ns)
 }

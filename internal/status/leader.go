@@ -12,10 +12,10 @@ import (
 )
 
 // Election timings: a new leader takes over at most LeaseDuration + RetryPeriod after
-// the old one died without releasing (17 s), at once after a graceful release.
+// the old one died without releasing (about 14 s), at once after a graceful release.
 const (
-	LeaseDuration = 15 * time.Second
-	RenewDeadline = 10 * time.Second
+	LeaseDuration = 12 * time.Second
+	RenewDeadline = 8 * time.Second
 	RetryPeriod   = 2 * time.Second
 )
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -25,9 +26,20 @@ const containers = "/api/v1alpha1/containers"
 // reservations.
 func countObjects(t *testing.T, ns string) (deps, svcs, leases int) {
 	t.Helper()
+	return countBySelector(t, ns, container.LabelManagedBy+"=dcm")
+}
+
+// objectsOf counts the Deployments, Services and reservations carrying these ids.
+func objectsOf(t *testing.T, ns string, ids ...string) (deps, svcs, leases int) {
+	t.Helper()
+	return countBySelector(t, ns, container.LabelInstanceID+" in ("+strings.Join(ids, ",")+")")
+}
+
+func countBySelector(t *testing.T, ns, selector string) (deps, svcs, leases int) {
+	t.Helper()
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
-	sel := metav1.ListOptions{LabelSelector: container.LabelManagedBy + "=dcm"}
+	sel := metav1.ListOptions{LabelSelector: selector}
 	d, err := cs.AppsV1().Deployments(ns).List(ctx, sel)
 	if err != nil {
 		t.Fatal(err)
@@ -43,25 +55,24 @@ func countObjects(t *testing.T, ns string) (deps, svcs, leases int) {
 	return len(d.Items), len(s.Items), len(l.Items)
 }
 
-// objectsOf counts the Deployments, Services and reservations carrying these ids.
-func objectsOf(t *testing.T, ns string, ids ...string) (deps, svcs, leases int) {
+// deploymentOf is the one Deployment of a container, read from the apiserver.
+func deploymentOf(t *testing.T, ns, id string) *appsv1.Deployment {
 	t.Helper()
-	cs := testenv.Cluster(t).Client
-	ctx := context.Background()
-	sel := metav1.ListOptions{LabelSelector: container.LabelInstanceID + " in (" + strings.Join(ids, ",") + ")"}
-	d, err := cs.AppsV1().Deployments(ns).List(ctx, sel)
-	if err != nil {
+	deps, err := testenv.Cluster(t).Client.AppsV1().Deployments(ns).List(context.Background(),
+		metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=" + id})
+	if err != nil || len(deps.Items) != 1 {
+		t.Fatalf("Deployments of %s: %v %v", id, deps, err)
+	}
+	return &deps.Items[0]
+}
+
+// deleteByHand deletes a container's Deployment directly, as someone using kubectl would.
+func deleteByHand(t *testing.T, ns, id string) {
+	t.Helper()
+	d := deploymentOf(t, ns, id)
+	if err := testenv.Cluster(t).Client.AppsV1().Deployments(ns).Delete(context.Background(), d.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := cs.CoreV1().Services(ns).List(ctx, sel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := cs.CoordinationV1().Leases(ns).List(ctx, sel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(d.Items), len(s.Items), len(l.Items)
 }
 
 // expectNothing waits until the provider has nothing left in ns. A deleted Deployment
@@ -110,11 +121,7 @@ func TestContainerLifecycle(t *testing.T) {
 	}
 
 	// The cluster holds exactly what the design says.
-	deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=web-1"})
-	if err != nil || len(deps.Items) != 1 {
-		t.Fatalf("deployments: %v %v", deps, err)
-	}
-	d := deps.Items[0]
+	d := deploymentOf(t, ns, "web-1")
 	if !strings.HasPrefix(d.Name, "web-app-") || *d.Spec.Replicas != 1 || d.Labels["team"] != "payments" ||
 		d.Labels[container.LabelManagedBy] != "dcm" || d.Labels[container.LabelServiceType] != "container" ||
 		d.Spec.Template.Labels[container.LabelInstanceID] != "web-1" {

@@ -72,15 +72,7 @@ func TestStatusAfterRestart(t *testing.T) {
 	first.Stop()
 
 	// Deleted with kubectl while no provider runs: the finalizer keeps it.
-	cs := testenv.Cluster(t).Client
-	ctx := context.Background()
-	deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=dies"})
-	if err != nil || len(deps.Items) != 1 {
-		t.Fatalf("%v %v", deps, err)
-	}
-	if err := cs.AppsV1().Deployments(ns).Delete(ctx, deps.Items[0].Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteByHand(t, ns, "dies")
 	stays := len(events.events("stays"))
 
 	second := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))

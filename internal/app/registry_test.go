@@ -217,10 +217,7 @@ func TestDCMLoopThroughTheRegistry(t *testing.T) {
 	}
 
 	createVia("dcm-web-1", "quay.io/example/web:v1", port(8080, "internal"))
-	deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=dcm-web-1"})
-	if err != nil || len(deps.Items) != 1 {
-		t.Fatalf("our Deployment for DCM's id: %v %v", deps, err)
-	}
+	deploymentOf(t, ns, "dcm-web-1") // our Deployment, for DCM's id
 	registryStatus("dcm-web-1", "RUNNING", "Container is running.")
 
 	createVia("dcm-bad-image", harness.FateImagePullBackOff+":v1")

@@ -119,13 +119,7 @@ func TestStatusEvents(t *testing.T) {
 	// Deleted behind the provider's back: the finalizer holds the Deployment until
 	// DELETED is delivered, then the provider lets it go.
 	events.waitStatus("kubedel", "RUNNING", "", 30*time.Second)
-	deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=kubedel"})
-	if err != nil || len(deps.Items) != 1 {
-		t.Fatalf("%v %v", deps, err)
-	}
-	if err := cs.AppsV1().Deployments(ns).Delete(ctx, deps.Items[0].Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteByHand(t, ns, "kubedel")
 	events.waitStatus("kubedel", "DELETED", "", 30*time.Second)
 	// The Deployments are released once DELETED is delivered; the hand-deleted
 	// container's reservation too, and with it its Service.

@@ -82,13 +82,5 @@ func (r *Registry) Stop() {
 	}
 }
 
-// PID of the running registry (0 when stopped), for state files.
-func (r *Registry) PID() int {
-	if r.proc == nil || !r.proc.running() {
-		return 0
-	}
-	return r.proc.PID
-}
-
 // Log is the registry's log file.
 func (r *Registry) Log() string { return filepath.Join(r.dir, "registry.log") }

@@ -85,17 +85,9 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 	return s, nil
 }
 
-// Factory is the shared informer factory, for other readers (the status reporter) to
-// share the same caches.
-func (s *Store) Factory() informers.SharedInformerFactory { return s.factory }
-
-// Deployments, Pods and Services are the shared informers.
+// Deployments and Pods are the shared informers the status reporter watches.
 func (s *Store) Deployments() cache.SharedIndexInformer { return s.deployments }
 func (s *Store) Pods() cache.SharedIndexInformer        { return s.pods }
-func (s *Store) Services() cache.SharedIndexInformer    { return s.services }
-
-// Namespace is where every container lives.
-func (s *Store) Namespace() string { return s.namespace }
 
 // Start starts the informers; they stop when ctx ends.
 func (s *Store) Start(ctx context.Context) { s.factory.Start(ctx.Done()) }

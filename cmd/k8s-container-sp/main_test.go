@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/dcm-project/k8s-container-sp/internal/bench"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/bench"
 )
 
 func main() {

@@ -18,7 +18,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/dcm-project/k8s-container-sp/internal/harness"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness"
 )
 
 func main() {

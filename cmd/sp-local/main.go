@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/dcm-project/k8s-container-sp/internal/localstack"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/localstack"
 )
 
 func main() {

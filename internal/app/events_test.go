@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 )
 

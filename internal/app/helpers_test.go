@@ -19,7 +19,7 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/internal/app"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
-	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
-	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 )
 
 // An admission policy in the cluster refuses the Deployment: 400 with the cluster's

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 )
 
 // /metrics shows requests by route and code with latency, Kubernetes calls, status

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 )
 
 // Walking the list in pages returns every container that exists for the whole walk

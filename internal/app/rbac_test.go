@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
-	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 )
 
 const deployDir = "../../deploy/base"

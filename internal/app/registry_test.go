@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-	"github.com/dcm-project/k8s-container-sp/internal/harness"
-	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 )
 

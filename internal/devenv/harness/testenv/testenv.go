@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/dcm-project/k8s-container-sp/internal/harness"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness"
 )
 
 var (

@@ -22,7 +22,7 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/internal/app"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
-	"github.com/dcm-project/k8s-container-sp/internal/harness"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 )

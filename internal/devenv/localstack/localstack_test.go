@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
-	"github.com/dcm-project/k8s-container-sp/internal/localstack"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/localstack"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dcm-project/k8s-container-sp/internal/harness"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness"
 )
 
 // Options of one benchmark run.

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/dcm-project/k8s-container-sp/internal/harness"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness"
 )
 
 // Env is one benchmark run's world: a fresh control plane, NATS, and the service binary.

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/dcm-project/k8s-container-sp/internal/harness"
-	"github.com/dcm-project/k8s-container-sp/internal/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness"
+	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

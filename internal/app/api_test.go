@@ -59,7 +59,7 @@ func countBySelector(t *testing.T, ns, selector string) (deps, svcs, leases int)
 func deploymentOf(t *testing.T, ns, id string) *appsv1.Deployment {
 	t.Helper()
 	deps, err := testenv.Cluster(t).Client.AppsV1().Deployments(ns).List(context.Background(),
-		metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=" + id})
+		metav1.ListOptions{LabelSelector: container.InstanceSelector(id)})
 	if err != nil || len(deps.Items) != 1 {
 		t.Fatalf("Deployments of %s: %v %v", id, deps, err)
 	}
@@ -132,7 +132,7 @@ func TestContainerLifecycle(t *testing.T) {
 		c.Args[1] != "/etc/c.yaml" || *d.Spec.Template.Spec.AutomountServiceAccountToken {
 		t.Errorf("deployment container: %+v", c)
 	}
-	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=web-1"})
+	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: container.InstanceSelector("web-1")})
 	if err != nil || len(svcs.Items) != 1 || svcs.Items[0].Name != svc["name"] || svcs.Items[0].Labels["team"] != "payments" {
 		t.Fatalf("services: %+v %v", svcs, err)
 	}
@@ -414,15 +414,27 @@ func TestAbandonedReservationIsTakenOver(t *testing.T) {
 	}
 	// Young: another create may still be in flight.
 	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx")), http.StatusConflict, "already-exists")
-	time.Sleep(2500 * time.Millisecond)
-	r := do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx"))
-	if r.Status != http.StatusCreated {
-		t.Fatalf("abandoned reservation not taken over: %d %s", r.Status, r.Body)
-	}
+	// Old (twice the create timeout, by the apiserver's timestamps): taken over.
+	testenv.Eventually(t, 30*time.Second, "abandoned reservation taken over", func() error {
+		r := do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx"))
+		if r.Status != http.StatusCreated {
+			return fmt.Errorf("%d %s", r.Status, r.Body)
+		}
+		return nil
+	})
 	if d, _, l := objectsOf(t, ns, "orphan"); d != 1 || l != 1 {
 		t.Errorf("%d Deployments, %d reservations", d, l)
 	}
 	// Old, but its container exists: still taken.
-	time.Sleep(2500 * time.Millisecond)
+	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, store.ReservationName("orphan"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the new reservation old enough to be taken over", func() error {
+		if age := time.Since(lease.CreationTimestamp.Time); age < 2*time.Second+time.Second {
+			return fmt.Errorf("%s old", age)
+		}
+		return nil
+	})
 	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx")), http.StatusConflict, "already-exists")
 }

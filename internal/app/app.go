@@ -6,17 +6,13 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
@@ -44,9 +39,9 @@ type App struct {
 	server    *http.Server
 	nats      *nats.Conn
 	reporter  *status.Reporter
+	election  *status.Election
 	registrar *registration.Registrar
 	metrics   *metrics.Metrics
-	identity  string
 	leading   atomic.Bool
 }
 
@@ -72,7 +67,7 @@ func RESTConfig(cfg *config.Config) (*rest.Config, error) {
 
 // New builds the provider. version is reported by the health endpoint.
 func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) (*App, error) {
-	a := &App{cfg: cfg, log: log, identity: cfg.Monitor.Identity}
+	a := &App{cfg: cfg, log: log}
 	a.metrics = metrics.New(metrics.Gauges{
 		EventsPending:     func() float64 { return float64(a.reporter.Pending()) },
 		InformersSynced:   func() bool { return a.store.Synced() },
@@ -116,17 +111,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Health: func(ctx context.Context) error {
 			return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 		},
-		Registration: func() *v1alpha1.RegistrationState {
-			st := registrar.State()
-			out := &v1alpha1.RegistrationState{Status: v1alpha1.RegistrationStateStatus(st.Phase)}
-			if st.ProviderID != "" {
-				out.ProviderId = &st.ProviderID
-			}
-			if st.LastError != "" {
-				out.LastError = &st.LastError
-			}
-			return out
-		},
+		Registration:   registrar.State,
 		Version:        version,
 		RequestTimeout: cfg.Server.RequestTimeout,
 		Log:            log,
@@ -140,40 +125,47 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	top.Handle("/metrics", a.metrics.Handler())
 	top.Handle("/", a.metrics.Middleware(handler))
 	a.handler = top
-	if a.identity == "" {
-		host, _ := os.Hostname()
-		a.identity = host + "_" + uuid.NewString()[:8]
-	}
-	pub := status.NewNATSPublisher(cfg.Name)
-	rep := status.NewReporter(st, client, pub, status.Options{
-		Debounce:     time.Duration(cfg.Monitor.DebounceMS) * time.Millisecond,
-		MaxWait:      cfg.Monitor.DebounceMaxWait,
-		Resync:       cfg.Monitor.ResyncPeriod,
-		DrainTimeout: cfg.Server.ShutdownTimeout / 2,
-		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },
-		Failed:       a.metrics.EventFailed,
-	}, log)
-	a.reporter = rep
 	// The service starts and serves while NATS is down; events wait for it. Whatever
 	// a (re)connected server's consumers missed is published again.
+	republish := make(chan struct{}, 1)
+	askRepublish := func() {
+		select {
+		case republish <- struct{}{}:
+		default: // one is pending already
+		}
+	}
 	a.nats, err = nats.Connect(cfg.NATSURL,
-		nats.Name(cfg.Name+"/"+a.identity),
+		nats.Name(cfg.Name+"/"+cfg.Monitor.Identity),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
-		nats.ConnectHandler(func(*nats.Conn) { rep.RepublishAll() }),
+		nats.ConnectHandler(func(*nats.Conn) { askRepublish() }),
 		nats.ReconnectHandler(func(*nats.Conn) {
-			log.Info("NATS reconnected; republishing every status")
-			rep.RepublishAll()
+			log.Info("NATS reconnected")
+			askRepublish()
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("NATS: %w", err)
 	}
-	if err := pub.Attach(a.nats); err != nil {
+	pub, err := status.NewNATSPublisher(a.nats, cfg.Name)
+	if err != nil {
 		a.nats.Close()
 		return nil, err
+	}
+	a.reporter = status.NewReporter(st, pub, st, status.Options{
+		Debounce:     time.Duration(cfg.Monitor.DebounceMS) * time.Millisecond,
+		MaxWait:      cfg.Monitor.DebounceMaxWait,
+		Resync:       cfg.Monitor.ResyncPeriod,
+		DrainTimeout: cfg.Server.ShutdownTimeout / 2,
+		Republish:    republish,
+		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },
+		Failed:       a.metrics.EventFailed,
+	}, log)
+	a.election = &status.Election{
+		Client: client, Namespace: cfg.Kubernetes.Namespace, Name: cfg.Monitor.LeaderLease, ID: cfg.Monitor.Identity,
+		Reporter: a.reporter, OnChange: a.leading.Store, Log: log,
 	}
 	a.server = &http.Server{
 		Addr:              cfg.Server.Address,
@@ -202,8 +194,14 @@ func (a *App) Handler() http.Handler { return a.handler }
 // Store is the cluster store.
 func (a *App) Store() *store.Store { return a.store }
 
-// Run serves until ctx ends, then shuts down within the configured timeout. If ln is nil
-// it listens on the configured address.
+// Run serves until ctx ends, then stops gracefully. If ln is nil it listens on the
+// configured address.
+//
+// The components start in this order and stop in the reverse one: the informer caches
+// (everything reads them), the NATS connection, the HTTP server, registration (once the
+// server answers), and the status reporter on the elected replica. So on stop the
+// reporter delivers what is pending and releases its Lease first, while the API still
+// serves; the HTTP server then finishes its requests; informers stop last.
 func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		var err error
@@ -211,87 +209,69 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 	}
-	informerCtx, stopInformers := context.WithCancel(context.Background())
-	a.store.Start(informerCtx)
-	go func() {
-		if a.store.WaitForSync(ctx) {
-			a.log.Info("informer caches synced", "namespace", a.cfg.Kubernetes.Namespace)
-		}
-	}()
+	a.log.Info("serving", "address", ln.Addr().String(), "namespace", a.cfg.Kubernetes.Namespace,
+		"identity", a.cfg.Monitor.Identity)
+	return runInOrder(ctx, a.log, []component{
+		{"informers", a.runInformers},
+		{"nats", a.runNATS},
+		{"http", func(ctx context.Context) error { return a.serve(ctx, ln) }},
+		{"registration", func(ctx context.Context) error {
+			a.registrar.Run(ctx, selfProbe("http://"+ln.Addr().String()+"/health"))
+			return nil
+		}},
+		{"status", a.election.Run},
+	})
+}
 
-	// The status reporter runs on the elected replica only. Shutdown waits for its flush
-	// (leading) before releasing the Lease; once stopping, it is not started again.
-	var (
-		leadMu   sync.Mutex
-		stopping bool
-		leading  sync.WaitGroup
-	)
-	leCtx, stopElection := context.WithCancel(context.Background())
-	electionDone := make(chan struct{})
-	go func() {
-		defer close(electionDone)
-		status.LeaderLoop(leCtx, a.client, a.cfg.Kubernetes.Namespace, a.cfg.Monitor.LeaderLease, a.identity,
-			func(ctx context.Context) {
-				leadMu.Lock()
-				if stopping {
-					leadMu.Unlock()
-					return
-				}
-				leading.Add(1)
-				leadMu.Unlock()
-				defer leading.Done()
-				a.reporter.Run(ctx)
-			},
-			a.leading.Store, a.log)
-	}()
+// runInformers fills the caches and keeps them current until ctx ends.
+func (a *App) runInformers(ctx context.Context) error {
+	a.store.Start(ctx)
+	if a.store.WaitForSync(ctx) {
+		a.log.Info("informer caches synced", "namespace", a.cfg.Kubernetes.Namespace)
+	}
+	<-ctx.Done()
+	a.store.Shutdown()
+	return nil
+}
 
+// runNATS holds the NATS connection (it connects and reconnects by itself) until ctx
+// ends.
+func (a *App) runNATS(ctx context.Context) error {
+	<-ctx.Done()
+	a.nats.Close()
+	return nil
+}
+
+// serve answers HTTP on ln until ctx ends, then lets in-flight requests finish within
+// the shutdown timeout.
+func (a *App) serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- a.server.Serve(ln) }()
-	// Register in the background once our own server answers.
-	regCtx, stopRegistration := context.WithCancel(context.Background())
-	regDone := make(chan struct{})
-	self := "http://" + ln.Addr().String() + "/health"
-	go func() {
-		defer close(regDone)
-		a.registrar.Run(regCtx, func(ctx context.Context) error {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, self, nil)
-			if err != nil {
-				return err
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			return nil
-		})
-	}()
-	a.log.Info("serving", "address", ln.Addr().String(), "namespace", a.cfg.Kubernetes.Namespace, "identity", a.identity)
-
-	var err error
 	select {
-	case err = <-errc:
+	case err := <-errc:
+		return err
 	case <-ctx.Done():
-		a.log.Info("shutting down", "timeout", a.cfg.Server.ShutdownTimeout)
-		sctx, cancel := context.WithTimeout(context.Background(), a.cfg.Server.ShutdownTimeout)
-		err = a.server.Shutdown(sctx)
-		cancel()
 	}
-	stopRegistration()
-	<-regDone
-	// Flush pending status events, then hand the Lease over at once.
-	a.reporter.Stop()
-	leadMu.Lock()
-	stopping = true
-	leadMu.Unlock()
-	leading.Wait()
-	stopElection()
-	<-electionDone
-	a.nats.Close()
-	stopInformers()
-	a.store.Shutdown()
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
+	a.log.Info("shutting down", "timeout", a.cfg.Server.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.Server.ShutdownTimeout)
+	defer cancel()
+	err := a.server.Shutdown(sctx)
+	<-errc // http.ErrServerClosed
 	return err
+}
+
+// selfProbe answers once our own server answers: registration waits for it, so the
+// registry's first health poll finds us.
+func selfProbe(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
 }

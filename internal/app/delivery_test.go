@@ -35,7 +35,13 @@ func TestStatusSurvivesNATSOutage(t *testing.T) {
 		t.Fatalf("delete during the outage: %d %s", r.Status, r.Body)
 	}
 	create(t, p, "new", spec("new", "nginx"))
-	time.Sleep(time.Second) // the reporter tries, fails, and keeps the latest state
+	// The reporter tries, fails, and keeps the latest state.
+	testenv.Eventually(t, 30*time.Second, "a failed delivery", func() error {
+		if p.metric(t, "sp_status_events_failed_total") == 0 {
+			return fmt.Errorf("none yet")
+		}
+		return nil
+	})
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +125,7 @@ func TestStatusTwoReplicasFailover(t *testing.T) {
 	create(t, b, "via-b", spec("via-b", "nginx"))
 	events.waitStatus("via-a", "RUNNING", "", 30*time.Second)
 	events.waitStatus("via-b", "RUNNING", "", 30*time.Second)
-	time.Sleep(500 * time.Millisecond)
+	leader.waitIdle(t)
 	for _, id := range []string{"via-a", "via-b"} {
 		events.noRepeats(id)
 		if n := len(events.events(id)); n > 2 { // PENDING, RUNNING
@@ -168,7 +174,12 @@ func TestStatusFlushedOnStop(t *testing.T) {
 		return nil
 	})
 	create(t, p, "late", spec("late", "nginx"))
-	time.Sleep(300 * time.Millisecond)
+	testenv.Eventually(t, 10*time.Second, "the change held by the debounce", func() error {
+		if p.App.Reporter().Pending() == 0 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
 	if n := len(events.events("late")); n != 0 {
 		t.Fatalf("%d events before the 10 s debounce ended", n)
 	}

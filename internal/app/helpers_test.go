@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -128,6 +129,35 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 	})
 	t.Cleanup(p.Stop)
 	return p
+}
+
+// metric sums the samples of one series on the provider's /metrics.
+func (p *provider) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	r := do(t, http.MethodGet, p.URL+"/metrics", nil)
+	sum := 0.0
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// waitIdle waits until the provider's reporter has nothing left to deliver: no change
+// held by the debounce, none queued.
+func (p *provider) waitIdle(t *testing.T) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, "status reporter idle", func() error {
+		if n := p.App.Reporter().Pending(); n > 0 {
+			return fmt.Errorf("%d pending", n)
+		}
+		return nil
+	})
 }
 
 // waitSynced waits until the provider's caches are loaded.

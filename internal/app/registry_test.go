@@ -119,10 +119,12 @@ func TestRegistryDownAtStart(t *testing.T) {
 	srv := testenv.NATS(t)
 	reg := testenv.UnstartedRegistry(t, srv.URL)
 	p := startProvider(t, ns, withNATS(srv.URL), withEnv("DCM_REGISTRATION_URL="+reg.URL))
-	time.Sleep(2 * time.Second)
-	if st := p.App.Registrar().State(); st.Phase != registration.Pending || st.LastError == "" {
-		t.Errorf("with no registry: %+v", st)
-	}
+	testenv.Eventually(t, 30*time.Second, "a failed registration attempt", func() error {
+		if st := p.App.Registrar().State(); st.Phase != registration.Pending || st.LastError == "" {
+			return fmt.Errorf("with no registry: %+v", st)
+		}
+		return nil
+	})
 	if r := do(t, http.MethodGet, p.URL+"/health", nil); r.Status != 200 {
 		t.Fatalf("not serving: %d", r.Status)
 	}
@@ -236,7 +238,7 @@ func TestDCMLoopThroughTheRegistry(t *testing.T) {
 		t.Fatalf("delete through the registry: %d %s", r.Status, r.Body)
 	}
 	testenv.Eventually(t, 30*time.Second, "Deployment and Service removed", func() error {
-		sel := metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=dcm-web-1"}
+		sel := metav1.ListOptions{LabelSelector: container.InstanceSelector("dcm-web-1")}
 		d, err := cs.AppsV1().Deployments(ns).List(ctx, sel)
 		if err != nil {
 			return err

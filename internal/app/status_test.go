@@ -46,7 +46,7 @@ func podOf(t *testing.T, ns, id string) *corev1.Pod {
 	var pod *corev1.Pod
 	testenv.Eventually(t, 20*time.Second, "pod of "+id, func() error {
 		pods, err := testenv.Cluster(t).Client.CoreV1().Pods(ns).List(context.Background(),
-			metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=" + id})
+			metav1.ListOptions{LabelSelector: container.InstanceSelector(id)})
 		if err != nil {
 			return err
 		}
@@ -174,7 +174,7 @@ func TestStatusDebounce(t *testing.T) {
 	ctx := context.Background()
 	create(t, p, "flap", spec("flap", "nginx"))
 	events.waitStatus("flap", "RUNNING", "Container is running.", 30*time.Second)
-	time.Sleep(600 * time.Millisecond)
+	p.waitIdle(t)
 	before := len(events.events("flap"))
 
 	setStatus := func(phase corev1.PodPhase, reason string) {
@@ -188,7 +188,14 @@ func TestStatusDebounce(t *testing.T) {
 	// running -> unknown -> running within milliseconds: nothing to report.
 	setStatus(corev1.PodUnknown, "NodeLost")
 	setStatus(corev1.PodRunning, "")
-	time.Sleep(1200 * time.Millisecond)
+	// The blip reaches the debounce, which then lets it go (after 400 ms) as nothing.
+	testenv.Eventually(t, 10*time.Second, "the blip seen", func() error {
+		if p.App.Reporter().Pending() == 0 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	p.waitIdle(t)
 	if n := len(events.events("flap")) - before; n != 0 {
 		t.Errorf("a blip inside the debounce window produced %d events: %+v", n, events.events("flap")[before:])
 	}

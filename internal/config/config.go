@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"reflect"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -81,35 +83,56 @@ type Server struct {
 }
 
 // Load reads the environment (environ is os.Environ() in production) and validates it.
-// The error lists every problem at once.
+// The error lists every problem at once: a missing required variable does not hide a
+// bad value elsewhere.
 func Load(environ []string) (*Config, error) {
 	cfg := &Config{}
-	err := env.ParseWithOptions(cfg, env.Options{Environment: env.ToMap(environ)})
-	if err != nil {
+	var problems []string
+	reported := map[string]bool{} // variables with a parse problem: not validated again
+	if err := env.ParseWithOptions(cfg, env.Options{Environment: env.ToMap(environ)}); err != nil {
 		var agg env.AggregateError
-		if errors.As(err, &agg) {
-			msgs := make([]string, len(agg.Errors))
-			for i, e := range agg.Errors {
-				msgs[i] = e.Error()
-				var pe env.ParseError
-				if errors.As(e, &pe) {
-					msgs[i] = fmt.Sprintf("%s: %v", envKey(reflect.TypeOf(Config{}), pe.Name), pe.Err)
-				}
-			}
-			return nil, fmt.Errorf("invalid configuration: %s", strings.Join(msgs, "; "))
+		if !errors.As(err, &agg) {
+			return nil, fmt.Errorf("invalid configuration: %w", err)
 		}
-		return nil, fmt.Errorf("invalid configuration: %w", err)
+		for _, e := range agg.Errors {
+			msg, key := e.Error(), ""
+			var pe env.ParseError
+			var re env.VarIsNotSetError
+			switch {
+			case errors.As(e, &pe):
+				key = envKey(reflect.TypeOf(Config{}), pe.Name)
+				msg = fmt.Sprintf("%s: %v", key, pe.Err)
+			case errors.As(e, &re):
+				key = re.Key
+			}
+			reported[key] = true
+			problems = append(problems, msg)
+		}
 	}
-	if cfg.DisplayName == "" {
-		cfg.DisplayName = cfg.Name
+	cfg.defaults()
+	for _, p := range cfg.validate() {
+		if key, _, _ := strings.Cut(p, ":"); !reported[key] {
+			problems = append(problems, p)
+		}
 	}
-	if cfg.Monitor.LeaderLease == "" {
-		cfg.Monitor.LeaderLease = cfg.Name + "-status"
-	}
-	if problems := cfg.validate(); len(problems) > 0 {
+	if len(problems) > 0 {
 		return nil, fmt.Errorf("invalid configuration: %s", strings.Join(problems, "; "))
 	}
 	return cfg, nil
+}
+
+// defaults fills the settings whose default depends on others or on the host.
+func (c *Config) defaults() {
+	if c.DisplayName == "" {
+		c.DisplayName = c.Name
+	}
+	if c.Monitor.LeaderLease == "" && c.Name != "" {
+		c.Monitor.LeaderLease = c.Name + "-status"
+	}
+	if c.Monitor.Identity == "" {
+		host, _ := os.Hostname()
+		c.Monitor.Identity = host + "_" + uuid.NewString()[:8]
+	}
 }
 
 func (c *Config) validate() []string {
@@ -140,7 +163,8 @@ func (c *Config) validate() []string {
 	if c.Monitor.DebounceMaxWait < 0 {
 		p = append(p, "SP_MONITOR_DEBOUNCE_MAX_WAIT: must be 0 or more")
 	}
-	if msgs := validation.IsDNS1123Subdomain(c.Monitor.LeaderLease); len(msgs) > 0 {
+	// Empty only when SP_NAME is missing, which is reported already.
+	if msgs := validation.IsDNS1123Subdomain(c.Monitor.LeaderLease); c.Monitor.LeaderLease != "" && len(msgs) > 0 {
 		p = append(p, fmt.Sprintf("SP_MONITOR_LEADER_LEASE: %q: %s", c.Monitor.LeaderLease, strings.Join(msgs, ", ")))
 	}
 	if c.Monitor.ResyncPeriod < 0 {

@@ -22,6 +22,12 @@ func TestDefaults(t *testing.T) {
 		c.Server.IdleTimeout != 60*time.Second || c.Server.RequestTimeout != 30*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
+	if c.Monitor.LeaderLease != "k8s-container-sp-status" || c.Monitor.Identity == "" {
+		t.Errorf("derived defaults: lease %q identity %q", c.Monitor.LeaderLease, c.Monitor.Identity)
+	}
+	if other, _ := Load(required); other.Monitor.Identity == c.Monitor.Identity {
+		t.Errorf("two replicas on one host share the identity %q", c.Monitor.Identity)
+	}
 }
 
 func TestOverrides(t *testing.T) {
@@ -48,6 +54,9 @@ func TestInvalid(t *testing.T) {
 		{"bad values", append(required[:1:1], "SP_ENDPOINT=k8s-container-sp:8080", "DCM_REGISTRATION_URL=http://r/api",
 			"SP_NATS_URL=http://nats:4222", "SP_K8S_NAMESPACE=Bad_NS", "SP_K8S_EXTERNAL_SVC_TYPE=ClusterIP", "SP_MONITOR_DEBOUNCE_MS=-1"),
 			[]string{"SP_ENDPOINT", "SP_NATS_URL", "SP_K8S_NAMESPACE", "SP_K8S_EXTERNAL_SVC_TYPE", "SP_MONITOR_DEBOUNCE_MS"}},
+		{"a missing variable does not hide bad values", []string{"SP_ENDPOINT=nope", "SP_NATS_URL=nats://n:4222",
+			"DCM_REGISTRATION_URL=http://r/api", "SP_K8S_NAMESPACE=Bad_NS", "SP_SERVER_IDLE_TIMEOUT=later"},
+			[]string{"SP_NAME", "SP_ENDPOINT", "SP_K8S_NAMESPACE", "SP_SERVER_IDLE_TIMEOUT"}},
 		{"unparsable duration", append(required, "SP_SERVER_READ_TIMEOUT=soon"), []string{"SP_SERVER_READ_TIMEOUT"}},
 		{"zero timeout", append(required, "SP_SERVER_WRITE_TIMEOUT=0s"), []string{"SP_SERVER_WRITE_TIMEOUT"}},
 	}
@@ -56,6 +65,9 @@ func TestInvalid(t *testing.T) {
 			_, err := Load(tc.env)
 			if err == nil {
 				t.Fatal("want an error")
+			}
+			if strings.Contains(err.Error(), "SP_MONITOR_LEADER_LEASE") {
+				t.Errorf("error %q blames a setting that was not set", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

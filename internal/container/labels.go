@@ -3,7 +3,11 @@
 // its status. Everything here is pure: no client calls.
 package container
 
-import "slices"
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
 
 // Labels every object of a container carries; the informers select on the first and last.
 const (
@@ -29,6 +33,13 @@ const (
 
 // Selector is the label selector of everything this provider manages.
 const Selector = LabelManagedBy + "=" + ManagedByValue + "," + LabelServiceType + "=" + ServiceTypeValue
+
+// InstanceSelector selects the objects of one container: every lookup by id (deletes,
+// the reservation take-over check, tests) uses it, so they all agree on what "the
+// container's objects" are.
+func InstanceSelector(id string) string {
+	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue, LabelInstanceID: id}).String()
+}
 
 // SystemLabels are the three DCM labels of one container.
 func SystemLabels(id string) map[string]string {

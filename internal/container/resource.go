@@ -22,11 +22,11 @@ type Observed struct {
 }
 
 // ToAPI maps a container's objects to the API resource, fully populated: the spec as it
-// was sent, the status from Reconcile, the Pod IP and the Service.
+// was sent, the status from StatusOf, the Pod IP and the Service.
 func ToAPI(o Observed) v1alpha1.Container {
 	d := o.Deployment
 	id := InstanceID(d.Labels)
-	st := Reconcile(d, o.Pods)
+	st := StatusOf(d, o.Pods)
 	pod := PickPod(o.Pods)
 	created := d.CreationTimestamp.UTC()
 	updated := lastChange(d, pod)

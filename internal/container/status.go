@@ -17,12 +17,12 @@ type Status struct {
 	Message string
 }
 
-// Reconcile computes a container's status from its Deployment (nil when gone) and its
+// StatusOf computes a container's status from its Deployment (nil when gone) and its
 // Pods, following the design's precedence: the pod first (its phase decides), then the
 // Deployment. A container whose Deployment is gone or being deleted is DELETED: its
 // pods are only waiting for the garbage collector, and reporting them (RUNNING) after
 // DELETED would tell DCM the container came back.
-func Reconcile(dep *appsv1.Deployment, pods []*corev1.Pod) Status {
+func StatusOf(dep *appsv1.Deployment, pods []*corev1.Pod) Status {
 	if dep == nil || dep.DeletionTimestamp != nil {
 		return Status{v1alpha1.DELETED, "Container deleted."}
 	}

@@ -46,7 +46,7 @@ func cond(t appsv1.DeploymentConditionType, s corev1.ConditionStatus, reason, ms
 	return appsv1.DeploymentCondition{Type: t, Status: s, Reason: reason, Message: msg}
 }
 
-func TestReconcile(t *testing.T) {
+func TestStatusOf(t *testing.T) {
 	crash := waitingCS("CrashLoopBackOff", "back-off 2m40s restarting failed container=web", 5)
 	crash.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}
 	cases := []struct {
@@ -61,6 +61,9 @@ func TestReconcile(t *testing.T) {
 			v1alpha1.RUNNING, "Container is running."},
 		{"crash loop in phase Running stays RUNNING", deployment(), []*corev1.Pod{pod("a", 0, corev1.PodRunning, withContainer(crash))},
 			v1alpha1.RUNNING, "CrashLoopBackOff: back-off 2m40s restarting failed container=web (restarts: 5); last exit: Error, code 1"},
+		{"running but not ready after restarts", deployment(), []*corev1.Pod{pod("a", 0, corev1.PodRunning, withContainer(corev1.ContainerStatus{
+			RestartCount: 2, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}))},
+			v1alpha1.RUNNING, "Container is running but not ready (restarts: 2)."},
 		{"image pull backoff", deployment(), []*corev1.Pod{pod("a", 0, corev1.PodPending,
 			withContainer(waitingCS("ImagePullBackOff", `Back-off pulling image "x"`, 0)))},
 			v1alpha1.PENDING, `ImagePullBackOff: Back-off pulling image "x"`},
@@ -100,9 +103,9 @@ func TestReconcile(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Reconcile(tc.dep, tc.pods)
+			got := StatusOf(tc.dep, tc.pods)
 			if got.Status != tc.want || !strings.Contains(got.Message, tc.message) {
-				t.Errorf("Reconcile = %s %q, want %s containing %q", got.Status, got.Message, tc.want, tc.message)
+				t.Errorf("StatusOf = %s %q, want %s containing %q", got.Status, got.Message, tc.want, tc.message)
 			}
 		})
 	}

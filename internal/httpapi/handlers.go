@@ -12,6 +12,7 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
@@ -37,7 +38,7 @@ type handlers struct {
 	store        Store
 	objects      container.Options
 	health       HealthCheck
-	registration func() *v1alpha1.RegistrationState
+	registration func() registration.State
 	version      string
 	started      time.Time
 	log          *slog.Logger
@@ -143,7 +144,19 @@ func (h *handlers) healthBody(ctx context.Context) v1alpha1.Health {
 		Uptime: int64(time.Since(h.started).Seconds()),
 	}
 	if h.registration != nil {
-		out.Registration = h.registration()
+		out.Registration = registrationBody(h.registration())
+	}
+	return out
+}
+
+// registrationBody shows the registration state in the health answer.
+func registrationBody(st registration.State) *v1alpha1.RegistrationState {
+	out := &v1alpha1.RegistrationState{Status: v1alpha1.RegistrationStateStatus(st.Phase)}
+	if st.ProviderID != "" {
+		out.ProviderId = &st.ProviderID
+	}
+	if st.LastError != "" {
+		out.LastError = &st.LastError
 	}
 	return out
 }

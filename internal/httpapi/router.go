@@ -10,6 +10,7 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/registration"
 )
 
 // Options wire the HTTP layer to the rest of the provider.
@@ -17,7 +18,7 @@ type Options struct {
 	Store          Store
 	Objects        container.Options
 	Health         HealthCheck
-	Registration   func() *v1alpha1.RegistrationState // nil: not shown
+	Registration   func() registration.State // nil: not shown
 	Version        string
 	RequestTimeout time.Duration
 	Log            *slog.Logger

@@ -1,12 +1,10 @@
-// Package status reports every container's status to DCM: informer events ->
-// reconcile (container.Reconcile, the pure function GET uses) -> per-container debounce
-// -> CloudEvents on NATS, with nothing lost across NATS outages, restarts and leader
-// changes.
 package status
 
 import (
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // debouncer calls fire(key) once a key has been quiet for wait, but never later than
@@ -15,6 +13,7 @@ import (
 type debouncer struct {
 	wait, maxWait time.Duration
 	fire          func(key string)
+	clock         clock.WithDelayedExecution
 
 	mu     sync.Mutex
 	bursts map[string]*burst
@@ -23,14 +22,14 @@ type debouncer struct {
 
 type burst struct {
 	first time.Time
-	timer *time.Timer
+	timer clock.Timer
 }
 
-func newDebouncer(wait, maxWait time.Duration, fire func(string)) *debouncer {
+func newDebouncer(clk clock.WithDelayedExecution, wait, maxWait time.Duration, fire func(string)) *debouncer {
 	if maxWait < wait {
 		maxWait = wait
 	}
-	return &debouncer{wait: wait, maxWait: maxWait, fire: fire, bursts: map[string]*burst{}}
+	return &debouncer{wait: wait, maxWait: maxWait, fire: fire, clock: clk, bursts: map[string]*burst{}}
 }
 
 // touch records a change of key.
@@ -44,12 +43,12 @@ func (d *debouncer) touch(key string) {
 	if d.closed {
 		return
 	}
-	now := time.Now()
+	now := d.clock.Now()
 	b, ok := d.bursts[key]
 	if !ok {
 		b = &burst{first: now}
 		d.bursts[key] = b
-		b.timer = time.AfterFunc(d.wait, func() { d.expire(key, b) })
+		b.timer = d.clock.AfterFunc(d.wait, func() { d.expire(key, b) })
 		return
 	}
 	// Quiet for wait from now, capped at maxWait from the burst's start.

@@ -1,59 +1,83 @@
 package status
 
 import (
-	"sync"
-	"sync/atomic"
+	"slices"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
-func TestDebounceCollapsesABurst(t *testing.T) {
-	var fired atomic.Int32
-	d := newDebouncer(100*time.Millisecond, time.Second, func(string) { fired.Add(1) })
-	for range 10 {
-		d.touch("a")
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if n := fired.Load(); n != 0 {
-		t.Fatalf("fired %d times inside the quiet window", n)
-	}
-	time.Sleep(150 * time.Millisecond)
-	if n := fired.Load(); n != 1 {
-		t.Fatalf("fired %d times for one burst, want 1", n)
-	}
+// recorder collects what the debouncer fired, with the fake time of each fire. The
+// fake clock runs timer callbacks while it holds its lock, so fire must not ask the
+// clock: the recorder keeps the elapsed time itself.
+type recorder struct {
+	clock   *clocktesting.FakeClock
+	elapsed time.Duration
+	fired   []fire
 }
 
-func TestDebounceMaxWait(t *testing.T) {
-	var mu sync.Mutex
-	var at []time.Duration
-	start := time.Now()
-	d := newDebouncer(100*time.Millisecond, 300*time.Millisecond, func(string) {
-		mu.Lock()
-		at = append(at, time.Since(start))
-		mu.Unlock()
-	})
-	// Touch every 20 ms for 1 s: never quiet for 100 ms.
-	for time.Since(start) < time.Second {
-		d.touch("a")
-		time.Sleep(20 * time.Millisecond)
+type fire struct {
+	key string
+	at  time.Duration
+}
+
+func newRecorder() *recorder {
+	c := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return &recorder{clock: c}
+}
+
+func (r *recorder) step(d time.Duration) {
+	r.elapsed += d
+	r.clock.Step(d)
+}
+
+func (r *recorder) fire(key string) { r.fired = append(r.fired, fire{key, r.elapsed}) }
+
+func TestDebounce(t *testing.T) {
+	const ms = time.Millisecond
+	cases := []struct {
+		name          string
+		wait, maxWait time.Duration
+		touchEvery    time.Duration // 0: one touch
+		touches       int
+		runFor        time.Duration
+		want          []time.Duration // fire times of key "a"
+	}{
+		{"one touch fires after the quiet window", 100 * ms, time.Second, 0, 1, time.Second, []time.Duration{100 * ms}},
+		{"a burst collapses into one fire, quiet window after its last touch",
+			100 * ms, time.Second, 5 * ms, 10, time.Second, []time.Duration{145 * ms}},
+		{"never quiet: fired every max wait", 100 * ms, 300 * ms, 20 * ms, 50, time.Second,
+			[]time.Duration{300 * ms, 600 * ms, 900 * ms}},
+		{"max wait below wait is raised to wait", 100 * ms, 10 * ms, 0, 1, time.Second, []time.Duration{100 * ms}},
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(at) < 2 || len(at) > 4 {
-		t.Fatalf("fired at %v; want about every 300 ms while flapping", at)
-	}
-	for i, x := range at {
-		if lo := time.Duration(i+1) * 300 * time.Millisecond; x < lo-20*time.Millisecond {
-			t.Errorf("fire %d at %s, before the max wait %s", i, x, lo)
-		}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder()
+			d := newDebouncer(r.clock, tc.wait, tc.maxWait, r.fire)
+			for i := range tc.touches {
+				if i > 0 {
+					r.step(tc.touchEvery)
+				}
+				d.touch("a")
+			}
+			for r.elapsed < tc.runFor {
+				r.step(ms)
+			}
+			var got []time.Duration
+			for _, f := range r.fired {
+				got = append(got, f.at)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("fired at %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
 func TestDebounceKeysAreIndependentAndFlush(t *testing.T) {
-	var mu sync.Mutex
-	got := map[string]int{}
-	d := newDebouncer(time.Hour, time.Hour, func(k string) { mu.Lock(); got[k]++; mu.Unlock() })
+	r := newRecorder()
+	d := newDebouncer(r.clock, time.Hour, time.Hour, r.fire)
 	d.touch("a")
 	d.touch("b")
 	d.touch("a")
@@ -62,19 +86,22 @@ func TestDebounceKeysAreIndependentAndFlush(t *testing.T) {
 	}
 	d.flush()
 	d.touch("c") // after flush: ignored (stopping)
-	mu.Lock()
-	defer mu.Unlock()
+	r.step(2 * time.Hour)
+	got := map[string]int{}
+	for _, f := range r.fired {
+		got[f.key]++
+	}
 	if got["a"] != 1 || got["b"] != 1 || got["c"] != 0 || d.pending() != 0 {
 		t.Errorf("fired %v", got)
 	}
 }
 
 func TestDebounceZeroFiresAtOnce(t *testing.T) {
-	n := 0
-	d := newDebouncer(0, 0, func(string) { n++ })
+	r := newRecorder()
+	d := newDebouncer(r.clock, 0, 0, r.fire)
 	d.touch("a")
 	d.touch("a")
-	if n != 2 {
-		t.Errorf("fired %d, want 2", n)
+	if len(r.fired) != 2 {
+		t.Errorf("fired %d, want 2", len(r.fired))
 	}
 }

@@ -51,20 +51,14 @@ type NATSPublisher struct {
 // streamRecheck is how long the answer to "does a stream capture dcm.container?" is kept.
 const streamRecheck = 5 * time.Second
 
-// NewNATSPublisher makes a publisher whose event source is "dcm/providers/<name>". It
-// publishes once Attach gave it a connection (before the reporter runs).
-func NewNATSPublisher(providerName string) *NATSPublisher {
-	return &NATSPublisher{source: "dcm/providers/" + providerName}
-}
-
-// Attach sets the NATS connection to publish on.
-func (p *NATSPublisher) Attach(nc *nats.Conn) error {
+// NewNATSPublisher makes a publisher on nc whose event source is
+// "dcm/providers/<providerName>".
+func NewNATSPublisher(nc *nats.Conn, providerName string) (*NATSPublisher, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p.nc, p.js = nc, js
-	return nil
+	return &NATSPublisher{nc: nc, js: js, source: "dcm/providers/" + providerName}, nil
 }
 
 // NewEvent builds the CloudEvent for one status.
@@ -107,7 +101,7 @@ func (p *NATSPublisher) Publish(ctx context.Context, id string, st container.Sta
 	if err != nil {
 		return err
 	}
-	if p.nc == nil || !p.nc.IsConnected() {
+	if !p.nc.IsConnected() {
 		return fmt.Errorf("NATS is not connected (%s)", p.nc.Status())
 	}
 	if p.captured(ctx) {

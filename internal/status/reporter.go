@@ -3,23 +3,31 @@ package status
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
+
+// Source is where the reporter learns about containers (internal/store implements it
+// with its informer caches).
+type Source interface {
+	// Watch tells handler of every change to a container's Deployment or Pods.
+	Watch(handler cache.ResourceEventHandler) (stop func(), err error)
+	// WaitForSync blocks until the caches are complete, or ctx ends (false).
+	WaitForSync(ctx context.Context) bool
+	// Snapshot is one container's objects as the caches hold them now.
+	Snapshot(id string) container.Snapshot
+	// IDs lists every container id known, including ones being deleted.
+	IDs() []string
+}
 
 // Options tune the reporter.
 type Options struct {
@@ -27,87 +35,88 @@ type Options struct {
 	// Resync republishes every container's current status this often (0: never), for
 	// consumers that missed events (the registry's stream may not have existed).
 	Resync time.Duration
-	// DrainTimeout bounds the flush of pending events on Stop.
+	// DrainTimeout bounds the flush of pending events on a graceful stop.
 	DrainTimeout time.Duration
 	Workers      int
+	// Republish asks for every container's status to be published again (NATS
+	// connected or reconnected); optional.
+	Republish <-chan struct{}
+	// Clock drives the debounce, the retry backoff, the resync and the drain;
+	// default the real clock.
+	Clock clock.WithTickerAndDelayedExecution
 	// Published and Failed are told about every delivery attempt (metrics); optional.
 	Published func(container.Status)
 	Failed    func()
 }
 
-// Reporter turns informer events into status events. Only one replica's reporter runs
-// at a time (see leader.go); every replica's informers serve the API.
+// Reporter turns informer events into status events: the machinery (debounce, queue,
+// workers, retries, republish, drain) lives here; what to do for one container is
+// decided by plan. Only one replica's reporter runs at a time (see election.go).
 type Reporter struct {
-	store  *store.Store
-	client kubernetes.Interface
-	pub    Publisher
-	opts   Options
-	log    *slog.Logger
+	src  Source
+	pub  Publisher
+	fin  Finalizers
+	opts Options
+	log  *slog.Logger
 
-	mu       sync.Mutex
-	sent     map[string]container.Status // last status delivered, per id
-	forced   map[string]bool             // ids to publish even if unchanged
-	queue    workqueue.TypedRateLimitingInterface[string]
-	deb      *debouncer
-	stopping chan struct{}
-	stopOnce sync.Once
-	active   atomic.Bool
+	mu     sync.Mutex
+	sent   map[string]container.Status // last status delivered, per id
+	forced map[string]bool             // ids to publish even if unchanged
+	queue  workqueue.TypedRateLimitingInterface[string]
+	deb    *debouncer
+	active atomic.Bool
 }
 
-// NewReporter builds a reporter over the store's informers.
-func NewReporter(st *store.Store, client kubernetes.Interface, pub Publisher, opts Options, log *slog.Logger) *Reporter {
+// NewReporter builds a reporter.
+func NewReporter(src Source, pub Publisher, fin Finalizers, opts Options, log *slog.Logger) *Reporter {
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	return &Reporter{
-		store: st, client: client, pub: pub, opts: opts, log: log,
+		src: src, pub: pub, fin: fin, opts: opts, log: log,
 		sent: map[string]container.Status{}, forced: map[string]bool{},
-		stopping: make(chan struct{}),
 	}
 }
 
-// Run reports until ctx ends (leadership lost: stop at once) or Stop is called (flush
-// what is pending first). It can run again after ctx ended, on a new leadership.
-func (r *Reporter) Run(ctx context.Context) {
+// Run reports until ctx ends (leadership lost: stop at once) or drain is closed
+// (graceful stop: deliver what is pending first, bounded by DrainTimeout). It can run
+// again after it returned, on a new leadership.
+func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "status"})
-	deb := newDebouncer(r.opts.Debounce, r.opts.MaxWait, queue.Add)
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "status", Clock: r.opts.Clock})
+	deb := newDebouncer(r.opts.Clock, r.opts.Debounce, r.opts.MaxWait, queue.Add)
 	r.mu.Lock()
 	r.queue, r.deb = queue, deb
 	r.mu.Unlock()
 
-	handler := cache.ResourceEventHandlerFuncs{
+	stopWatch, err := r.src.Watch(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.touch(obj) },
 		UpdateFunc: func(_, obj any) { r.touch(obj) },
 		DeleteFunc: func(obj any) { r.touch(obj) },
+	})
+	if err != nil {
+		r.log.Error("status: cannot watch", "err", err)
+		return
 	}
-	var regs []func()
-	for _, inf := range []cache.SharedIndexInformer{r.store.Deployments(), r.store.Pods()} {
-		reg, err := inf.AddEventHandler(handler)
-		if err != nil {
-			r.log.Error("status: cannot watch", "err", err)
-			continue
-		}
-		regs = append(regs, func() { _ = inf.RemoveEventHandler(reg) })
-	}
-	defer func() {
-		for _, unregister := range regs {
-			unregister()
-		}
-	}()
+	defer stopWatch()
 
-	workCtx, cancelWork := context.WithCancel(context.Background())
+	// Workers run on their own context: a graceful stop lets them finish the drain.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
 	var wg sync.WaitGroup
 	for range r.opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for r.processNext(workCtx, queue) {
 			}
-		}()
+		})
 	}
-	if r.store.WaitForSync(ctx) {
+	defer wg.Wait()
+
+	if r.src.WaitForSync(ctx) {
 		r.log.Info("status: reporting; publishing every container's current status")
 		r.RepublishAll()
 		r.active.Store(true)
@@ -116,54 +125,52 @@ func (r *Reporter) Run(ctx context.Context) {
 
 	var tick <-chan time.Time
 	if r.opts.Resync > 0 {
-		t := time.NewTicker(r.opts.Resync)
+		t := r.opts.Clock.NewTicker(r.opts.Resync)
 		defer t.Stop()
-		tick = t.C
+		tick = t.C()
 	}
 	for {
 		select {
 		case <-tick:
 			r.prune()
 			r.RepublishAll()
-			continue
+		case <-r.opts.Republish:
+			r.log.Info("status: republishing every status (NATS connected)")
+			r.RepublishAll()
 		case <-ctx.Done():
 			r.log.Info("status: no longer the leader; stopping")
 			queue.ShutDown()
 			cancelWork()
-		case <-r.stopping:
-			r.drain(queue, deb, cancelWork)
+			return
+		case <-drain:
+			r.drain(queue, deb)
+			queue.ShutDownWithDrain()
+			cancelWork()
+			return
 		}
-		break
 	}
-	wg.Wait()
-	cancelWork()
 }
 
 // drain fires every debounced change now and waits (bounded) until the queue is empty.
-func (r *Reporter) drain(queue workqueue.TypedRateLimitingInterface[string], deb *debouncer, cancelWork func()) {
+func (r *Reporter) drain(queue workqueue.TypedRateLimitingInterface[string], deb *debouncer) {
 	deb.flush()
-	deadline := time.Now().Add(r.opts.DrainTimeout)
-	for queue.Len() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	deadline := r.opts.Clock.Now().Add(r.opts.DrainTimeout)
+	for queue.Len() > 0 && r.opts.Clock.Now().Before(deadline) {
+		<-r.opts.Clock.After(10 * time.Millisecond)
 	}
 	if n := queue.Len(); n > 0 {
 		r.log.Warn("status: stopping with events not delivered (the next leader republishes them)", "pending", n)
 	}
-	queue.ShutDownWithDrain()
-	cancelWork()
 }
 
 // Active reports whether the reporter runs and has queued its start-up republish.
 func (r *Reporter) Active() bool { return r.active.Load() }
 
-// Stop flushes pending events (bounded by DrainTimeout) and ends Run.
-func (r *Reporter) Stop() { r.stopOnce.Do(func() { close(r.stopping) }) }
-
 // RepublishAll queues every known container's current status, sent even if unchanged.
 func (r *Reporter) RepublishAll() {
 	r.mu.Lock()
 	queue := r.queue
-	ids := r.store.IDs()
+	ids := r.src.IDs()
 	for _, id := range ids {
 		r.forced[id] = true
 	}
@@ -219,88 +226,45 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 	return true
 }
 
-// process computes the container's status now, from the caches, and delivers it unless
-// it is what was last delivered. Computing at send time (not at event time) is what
-// makes an older state impossible to send after a newer one.
+// process plans one container from what the caches show now and carries the plan out.
+// Planning at send time (not at event time) is what makes an older state impossible to
+// send after a newer one.
 func (r *Reporter) process(ctx context.Context, id string) error {
-	snap := r.store.Snapshot(id)
-	dep := snap.Live
-	if dep == nil && len(snap.Deleting) > 0 {
-		dep = snap.Deleting[0]
-	}
-	st := container.Reconcile(dep, snap.Pods)
-
 	r.mu.Lock()
-	last, known := r.sent[id]
-	force := r.forced[id]
+	var last *container.Status
+	if st, ok := r.sent[id]; ok {
+		last = &st
+	}
+	forced := r.forced[id]
 	r.mu.Unlock()
-	if force || !known || last != st {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := r.pub.Publish(pctx, id, st)
-		cancel()
-		if err != nil {
-			if r.opts.Failed != nil {
-				r.opts.Failed()
-			}
+
+	p := plan(r.src.Snapshot(id), last, forced)
+	if st := p.Publish; st != nil {
+		if err := r.publish(ctx, id, *st); err != nil {
 			return err
 		}
-		if r.opts.Published != nil {
-			r.opts.Published(st)
-		}
-		r.log.Debug("status: published", "id", id, "status", st.Status, "message", st.Message)
 		r.mu.Lock()
-		r.sent[id] = st
+		r.sent[id] = *st
 		delete(r.forced, id)
 		r.mu.Unlock()
 	}
-	if snap.Live != nil && !slices.Contains(snap.Live.Finalizers, container.Finalizer) {
-		// A container made before this provider (or whose finalizer was removed by
-		// hand): adopt it, so its deletion will be reported too.
-		return r.setFinalizer(ctx, snap.Live, true)
-	}
-	if st.Status == v1alpha1.DELETED {
-		for _, d := range snap.Deleting {
-			if err := r.setFinalizer(ctx, d, false); err != nil {
-				return err
-			}
-			// A Deployment deleted by hand leaves its reservation (and the Service it
-			// owns): the container is gone, so release them.
-			if err := r.store.ReleaseReservation(ctx, d); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return applyClusterSteps(ctx, r.fin, p)
 }
 
-// setFinalizer adds or removes the status finalizer on a Deployment.
-func (r *Reporter) setFinalizer(ctx context.Context, d *appsv1.Deployment, present bool) error {
-	if slices.Contains(d.Finalizers, container.Finalizer) == present {
-		return nil
-	}
-	deps := r.client.AppsV1().Deployments(d.Namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := deps.Get(ctx, d.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
+func (r *Reporter) publish(ctx context.Context, id string, st container.Status) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.pub.Publish(ctx, id, st); err != nil {
+		if r.opts.Failed != nil {
+			r.opts.Failed()
 		}
-		if err != nil {
-			return err
-		}
-		if cur.UID != d.UID || slices.Contains(cur.Finalizers, container.Finalizer) == present {
-			return nil
-		}
-		if present {
-			if cur.DeletionTimestamp != nil {
-				return nil // too late to adopt
-			}
-			cur.Finalizers = append(cur.Finalizers, container.Finalizer)
-		} else {
-			cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == container.Finalizer })
-		}
-		_, err = deps.Update(ctx, cur, metav1.UpdateOptions{})
 		return err
-	})
+	}
+	if r.opts.Published != nil {
+		r.opts.Published(st)
+	}
+	r.log.Debug("status: published", "id", id, "status", st.Status, "message", st.Message)
+	return nil
 }
 
 // prune forgets ids that are gone from the cluster and whose DELETED was delivered.
@@ -310,10 +274,7 @@ func (r *Reporter) prune() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, st := range r.sent {
-		if st.Status != v1alpha1.DELETED {
-			continue
-		}
-		if snap := r.store.Snapshot(id); snap.Live == nil && len(snap.Deleting) == 0 && len(snap.Pods) == 0 {
+		if st.Status == v1alpha1.DELETED && r.src.Snapshot(id).Gone() {
 			delete(r.sent, id)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -18,9 +17,7 @@ import (
 // is a 404. The Deployment itself stays (terminating) until the status reporter has
 // delivered DELETED and removed the status finalizer.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	sel := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{
-		container.LabelManagedBy: container.ManagedByValue, container.LabelInstanceID: id,
-	}).String()}
+	sel := metav1.ListOptions{LabelSelector: container.InstanceSelector(id)}
 	deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, sel)
 	if err != nil {
 		return classify("listing Deployments", err)
@@ -50,9 +47,8 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 			return classify("deleting Service", err)
 		}
 	}
-	err = s.client.CoordinationV1().Leases(s.namespace).Delete(ctx, ReservationName(id), opts)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return classify("releasing id", err)
+	if err := s.releaseReservation(ctx, ReservationName(id), ""); err != nil {
+		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

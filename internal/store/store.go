@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -37,6 +38,8 @@ type Store struct {
 	ids         *idSet
 	idsSynced   func() bool
 
+	// Clock tells the age of reservations (the take-over rule).
+	Clock clock.PassiveClock
 	// CreateTimeout bounds one create, reservation to Service. A reservation older than
 	// twice this with no Deployment is abandoned (its creator died) and may be taken over.
 	CreateTimeout time.Duration
@@ -59,6 +62,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		deployments:   factory.Apps().V1().Deployments().Informer(),
 		pods:          factory.Core().V1().Pods().Informer(),
 		services:      factory.Core().V1().Services().Informer(),
+		Clock:         clock.RealClock{},
 		CreateTimeout: 20 * time.Second,
 	}
 	byID := cache.Indexers{IndexByInstance: func(obj any) ([]string, error) {
@@ -85,9 +89,25 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 	return s, nil
 }
 
-// Deployments and Pods are the shared informers the status reporter watches.
-func (s *Store) Deployments() cache.SharedIndexInformer { return s.deployments }
-func (s *Store) Pods() cache.SharedIndexInformer        { return s.pods }
+// Watch tells handler of every change to a container's Deployment or Pods (what its
+// status is computed from) until the returned function is called.
+func (s *Store) Watch(handler cache.ResourceEventHandler) (stop func(), err error) {
+	var regs []func()
+	stop = func() {
+		for _, unregister := range regs {
+			unregister()
+		}
+	}
+	for _, inf := range []cache.SharedIndexInformer{s.deployments, s.pods} {
+		reg, err := inf.AddEventHandler(handler)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		regs = append(regs, func() { _ = inf.RemoveEventHandler(reg) })
+	}
+	return stop, nil
+}
 
 // Start starts the informers; they stop when ctx ends.
 func (s *Store) Start(ctx context.Context) { s.factory.Start(ctx.Done()) }
@@ -134,20 +154,9 @@ func (s *Store) observed(id string) (container.Observed, bool) {
 	return o, true
 }
 
-// Snapshot is everything the caches hold for one container id.
-type Snapshot struct {
-	// Live is the container's Deployment; nil when it is gone or being deleted. One
-	// Deployment per id is the invariant; should there ever be more, the oldest is the
-	// container and the answer stays stable.
-	Live *appsv1.Deployment
-	// Deleting are Deployments with this id that are being deleted.
-	Deleting []*appsv1.Deployment
-	Pods     []*corev1.Pod
-}
-
 // Snapshot reads one container's objects from the caches.
-func (s *Store) Snapshot(id string) Snapshot {
-	var snap Snapshot
+func (s *Store) Snapshot(id string) container.Snapshot {
+	var snap container.Snapshot
 	deps := byIndex[*appsv1.Deployment](s.deployments, id)
 	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	for _, d := range deps {

@@ -354,7 +354,7 @@ func (e *Env) StatusLatency(ctx context.Context, s *Service, ns string, samples 
 		return Dist{}, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	sel := metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=latency"}
+	sel := metav1.ListOptions{LabelSelector: container.InstanceSelector("latency")}
 	var pod *corev1.Pod
 	if err := waitUntil(ctx, time.Minute, func() bool {
 		pods, err := e.Admin.CoreV1().Pods(ns).List(ctx, sel)

@@ -1,0 +1,381 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/store"
+)
+
+// The HTTP error contract, pinned without a cluster: every row is a request and what the
+// store answers, and the status, problem type, title, error fields and headers that
+// come back. The expectations are what the code does today; a change to any of them
+// should be a deliberate change to this table.
+
+// secret is in every cause a row plants (store errors, panics); no answer may carry it.
+const secret = "s3cr3t-cause-do-not-leak"
+
+// problemBase is spelled out, not ProblemTypeBase, so that the URI itself is pinned.
+const problemBase = "https://dcm-project.github.io/problems/"
+
+// validBody is a create request that passes every check.
+const validBody = `{"spec":{"service_type":"container","metadata":{"name":"web"},"image":{"reference":"nginx"},` +
+	`"resources":{"cpu":{"min":1,"max":1},"memory":{"min":"1MB","max":"1MB"}}}}`
+
+// answer is what the fake store replies to whichever method the request reaches.
+type answer struct {
+	obs   []container.Observed // Get returns obs[0], List all of them; Create echoes its objects
+	more  bool                 // List: another page follows
+	err   error
+	panic bool
+}
+
+// fakeStore answers every call with a; a nil a means the request must not reach it.
+type fakeStore struct {
+	t *testing.T
+	a *answer
+}
+
+func (f fakeStore) reply(op string) (*answer, error) {
+	if f.a == nil {
+		f.t.Errorf("%s reached the store; the request should have been refused before", op)
+		return nil, errors.New("unexpected store call")
+	}
+	if f.a.panic {
+		panic(secret)
+	}
+	return f.a, f.a.err
+}
+
+func (f fakeStore) Create(_ context.Context, _ string, objs container.Objects) (container.Observed, error) {
+	if _, err := f.reply("Create"); err != nil {
+		return container.Observed{}, err
+	}
+	return container.Observed{Deployment: objs.Deployment, Service: objs.Service}, nil
+}
+
+func (f fakeStore) Get(string) (container.Observed, error) {
+	a, err := f.reply("Get")
+	if err != nil {
+		return container.Observed{}, err
+	}
+	return a.obs[0], nil
+}
+
+func (f fakeStore) List(string, int) ([]container.Observed, bool, error) {
+	a, err := f.reply("List")
+	if err != nil {
+		return nil, false, err
+	}
+	return a.obs, a.more, nil
+}
+
+func (f fakeStore) Delete(context.Context, string) error {
+	_, err := f.reply("Delete")
+	return err
+}
+
+// body is validBody with each (old, new) pair replaced once.
+func body(edits ...string) string {
+	b := validBody
+	for i := 0; i+1 < len(edits); i += 2 {
+		if !strings.Contains(b, edits[i]) {
+			panic("validBody has no " + edits[i])
+		}
+		b = strings.Replace(b, edits[i], edits[i+1], 1)
+	}
+	return b
+}
+
+// observed is what the cluster would hold for a valid container with this id.
+func observed(t *testing.T, id string) container.Observed {
+	t.Helper()
+	var c v1alpha1.Container
+	if err := json.Unmarshal([]byte(validBody), &c); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := container.Build(id, &c.Spec, container.Options{Namespace: "dcm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return container.Observed{Deployment: objs.Deployment, Service: objs.Service}
+}
+
+func fails(err error) *answer { return &answer{err: err} }
+
+// storeErr is a classified store failure whose cause must stay in the log.
+func storeErr(k store.Kind, fields ...container.Violation) *answer {
+	return fails(&store.Error{Kind: k, Message: "classified by the store", Fields: fields, Err: errors.New(secret)})
+}
+
+// wireProblem is the problem+json body as a client reads it.
+type wireProblem struct {
+	Type     string  `json:"type"`
+	Title    string  `json:"title"`
+	Status   int     `json:"status"`
+	Detail   *string `json:"detail"`
+	Instance string  `json:"instance"`
+	Errors   []struct {
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+type contractRow struct {
+	name           string
+	method, target string
+	contentType    string // "" sends none
+	body           string
+	chunked        bool    // send the body without a Content-Length
+	store          *answer // nil: the store must not be reached
+	status         int
+	code           string   // problem type's last element; "" for a success
+	title          string   // problem title
+	fields         []string // errors[].field, in order; nil: no errors list
+	headers        map[string]string
+	has, hasNot    []string // substrings of the response body
+}
+
+func TestErrorContract(t *testing.T) {
+	const base = "/api/v1alpha1/containers"
+	const jsonCT, yamlCT = "application/json", "application/yaml"
+	const invalidArg, invalidTitle = "invalid-argument", "Invalid request"
+	ok := &answer{}
+	tooBig := body(`"name":"web"`, `"name":"web","labels":{"k":"`+strings.Repeat("a", MaxBodyBytes)+`"}`)
+	ports := func(p string) string {
+		return body(`"image":`, `"network":{"ports":[{"container_port":`+p+`,"visibility":"none"}]},"image":`)
+	}
+	retry := map[string]string{"Retry-After": "5"}
+
+	rows := []contractRow{
+		// POST create: success.
+		{name: "create/201 echoes the spec as JSON", method: "POST", target: base + "?id=web-1", contentType: jsonCT, body: validBody,
+			store: ok, status: 201, headers: map[string]string{"Content-Type": jsonCT},
+			has: []string{`"id":"web-1"`, `"namespace":"dcm"`, `"status":"PENDING"`}},
+		{name: "create/201 with a charset parameter on the content type", method: "POST", target: base, contentType: jsonCT + "; charset=utf-8",
+			body: validBody, store: ok, status: 201, headers: map[string]string{"Content-Type": jsonCT}},
+		{name: "create/201 ignores data after the JSON object", method: "POST", target: base + "?id=web-1", contentType: jsonCT,
+			body: validBody + "garbage", store: ok, status: 201},
+
+		// POST create: the body cannot be read as a container.
+		{name: "create/400 bad JSON syntax", method: "POST", target: base, contentType: jsonCT, body: `{"spec":`,
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"body"}},
+		{name: "create/400 wrong type for a field", method: "POST", target: base, contentType: jsonCT, body: body(`"name":"web"`, `"name":5`),
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.metadata.name"}},
+		{name: "create/400 exponent integer passes the schema but not the decoder", method: "POST", target: base, contentType: jsonCT,
+			body: ports("1e3"), status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.network.ports.container_port"}},
+		{name: "create/400 missing body", method: "POST", target: base, contentType: jsonCT,
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"body"}},
+		{name: "create/400 missing body and content type", method: "POST", target: base,
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"body"}},
+		{name: "create/400 body is not an object", method: "POST", target: base, contentType: jsonCT, body: `[]`,
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"body"}},
+		{name: "create/413 body over 1 MiB by Content-Length", method: "POST", target: base, contentType: jsonCT, body: tooBig,
+			status: 413, code: invalidArg, title: "Request too large"},
+		{name: "create/413 body over 1 MiB chunked", method: "POST", target: base, contentType: jsonCT, body: tooBig, chunked: true,
+			status: 413, code: invalidArg, title: "Request too large"},
+		{name: "create/415 non-JSON content type", method: "POST", target: base, contentType: yamlCT, body: "spec: {}",
+			status: 415, code: invalidArg, title: "Unsupported media type"},
+		{name: "create/415 JSON body sent as text/plain", method: "POST", target: base, contentType: "text/plain", body: validBody,
+			status: 415, code: invalidArg, title: "Unsupported media type"},
+
+		// POST create: schema and domain violations, all reported at once.
+		{name: "create/400 unknown service_type", method: "POST", target: base, contentType: jsonCT,
+			body:   body(`"service_type":"container"`, `"service_type":"vm"`),
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.service_type"}},
+		{name: "create/400 missing spec", method: "POST", target: base, contentType: jsonCT, body: `{}`,
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec"}},
+		{name: "create/400 read-only id in the body", method: "POST", target: base, contentType: jsonCT, body: body(`{"spec"`, `{"id":"x","spec"`),
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"id"}},
+		{name: "create/400 port out of range", method: "POST", target: base, contentType: jsonCT, body: ports("70000"),
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.network.ports[0].container_port"}},
+		{name: "create/400 cpu min above max", method: "POST", target: base, contentType: jsonCT,
+			body:   body(`"cpu":{"min":1,"max":1}`, `"cpu":{"min":4,"max":2}`),
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.resources.cpu"}},
+		{name: "create/400 reserved label prefix", method: "POST", target: base, contentType: jsonCT,
+			body:   body(`"name":"web"`, `"name":"web","labels":{"dcm.project/x":"y"}`),
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{`spec.metadata.labels["dcm.project/x"]`}},
+		{name: "create/400 schema and domain problems together", method: "POST", target: base, contentType: jsonCT,
+			body:   body(`"name":"web"`, `"name":"Web"`, `"cpu":{"min":1,"max":1}`, `"cpu":{"min":4,"max":2}`, `"max":"1MB"`, `"max":"2GiB"`),
+			status: 400, code: invalidArg, title: invalidTitle,
+			fields: []string{"spec.metadata.name", "spec.resources.cpu", "spec.resources.memory.max"}},
+		{name: "create/400 bad id query parameter", method: "POST", target: base + "?id=Bad_ID", contentType: jsonCT, body: validBody,
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"id"}},
+		{name: "create/400 reserved id health", method: "POST", target: base + "?id=health", contentType: jsonCT, body: validBody,
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"id"}},
+		{name: "create/400 repeated id parameter has no errors list", method: "POST", target: base + "?id=a&id=b", contentType: jsonCT,
+			body: validBody, status: 400, code: invalidArg, title: invalidTitle},
+
+		// POST create: the store's answers.
+		{name: "create/409 store conflict", method: "POST", target: base + "?id=web-1", contentType: jsonCT, body: validBody,
+			store: storeErr(store.KindConflict), status: 409, code: "already-exists", title: "Already exists"},
+		{name: "create/400 store invalid with fields", method: "POST", target: base, contentType: jsonCT, body: validBody,
+			store:  storeErr(store.KindInvalid, container.Violation{Field: "spec.image.reference", Message: "refused"}),
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.image.reference"}},
+		{name: "create/400 store invalid without fields", method: "POST", target: base, contentType: jsonCT, body: validBody,
+			store: storeErr(store.KindInvalid), status: 400, code: invalidArg, title: invalidTitle},
+		{name: "create/403 store quota", method: "POST", target: base, contentType: jsonCT, body: validBody,
+			store:  storeErr(store.KindQuota, container.Violation{Field: "spec.resources", Message: "exceeded quota"}),
+			status: 403, code: "permission-denied", title: "Quota exceeded", fields: []string{"spec.resources"}},
+		{name: "create/503 store unavailable", method: "POST", target: base, contentType: jsonCT, body: validBody,
+			store: storeErr(store.KindUnavailable), status: 503, code: "unavailable", title: "Unavailable", headers: retry},
+		{name: "create/500 store internal", method: "POST", target: base, contentType: jsonCT, body: validBody,
+			store: storeErr(store.KindInternal), status: 500, code: "internal", title: "Internal error"},
+		{name: "create/500 store kind unknown", method: "POST", target: base, contentType: jsonCT, body: validBody,
+			store: storeErr(store.Kind(99)), status: 500, code: "internal", title: "Internal error"},
+		{name: "create/500 plain error", method: "POST", target: base, contentType: jsonCT, body: validBody,
+			store: fails(errors.New(secret)), status: 500, code: "internal", title: "Internal error"},
+		{name: "create/500 panic in the store", method: "POST", target: base, contentType: jsonCT, body: validBody,
+			store: &answer{panic: true}, status: 500, code: "internal", title: "Internal error"},
+
+		// GET one.
+		{name: "get/200 found", method: "GET", target: base + "/a", store: &answer{obs: []container.Observed{observed(t, "a")}},
+			status: 200, headers: map[string]string{"Content-Type": jsonCT}, has: []string{`"id":"a"`, `"path":"containers/a"`}},
+		{name: "get/404 not found", method: "GET", target: base + "/a", store: fails(store.ErrNotFound),
+			status: 404, code: "not-found", title: "Not found"},
+		{name: "get/503 store unavailable", method: "GET", target: base + "/a", store: storeErr(store.KindUnavailable),
+			status: 503, code: "unavailable", title: "Unavailable", headers: retry},
+		{name: "get/500 store internal", method: "GET", target: base + "/a", store: storeErr(store.KindInternal),
+			status: 500, code: "internal", title: "Internal error"},
+		{name: "get/400 malformed id", method: "GET", target: base + "/Bad_ID",
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"container_id"}},
+
+		// LIST.
+		{name: "list/400 max_page_size 0", method: "GET", target: base + "?max_page_size=0",
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"max_page_size"}},
+		{name: "list/400 max_page_size 1001", method: "GET", target: base + "?max_page_size=1001",
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"max_page_size"}},
+		{name: "list/400 max_page_size not a number", method: "GET", target: base + "?max_page_size=abc",
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"max_page_size"}},
+		{name: "list/400 repeated max_page_size has no errors list", method: "GET", target: base + "?max_page_size=5&max_page_size=6",
+			status: 400, code: invalidArg, title: invalidTitle},
+		{name: "list/400 bad page_token", method: "GET", target: base + "?page_token=zzz",
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"page_token"}},
+		{name: "list/400 page_token with an invalid id", method: "GET", target: base + "?page_token=" + encodePageToken("Bad_ID"),
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"page_token"}},
+		{name: "list/200 with next_page_token", method: "GET", target: base + "?max_page_size=2&page_token=" + encodePageToken("a"),
+			store:  &answer{obs: []container.Observed{observed(t, "b"), observed(t, "c")}, more: true},
+			status: 200, headers: map[string]string{"Content-Type": jsonCT},
+			has: []string{`"id":"b"`, `"id":"c"`, `"next_page_token":"` + encodePageToken("c") + `"`}},
+		{name: "list/200 last page has no next_page_token", method: "GET", target: base,
+			store: &answer{obs: []container.Observed{observed(t, "a")}}, status: 200, hasNot: []string{"next_page_token"}},
+		{name: "list/200 empty", method: "GET", target: base + "?page_token=", store: ok, status: 200, has: []string{`"containers":[]`}},
+		{name: "list/503 store unavailable", method: "GET", target: base, store: storeErr(store.KindUnavailable),
+			status: 503, code: "unavailable", title: "Unavailable", headers: retry},
+		{name: "list/404 store not found", method: "GET", target: base, store: fails(store.ErrNotFound),
+			status: 404, code: "not-found", title: "Not found"},
+
+		// DELETE.
+		{name: "delete/204", method: "DELETE", target: base + "/a", store: ok, status: 204},
+		{name: "delete/404 not found", method: "DELETE", target: base + "/a", store: fails(store.ErrNotFound),
+			status: 404, code: "not-found", title: "Not found"},
+		{name: "delete/503 store unavailable", method: "DELETE", target: base + "/a", store: storeErr(store.KindUnavailable),
+			status: 503, code: "unavailable", title: "Unavailable", headers: retry},
+		{name: "delete/400 malformed id", method: "DELETE", target: base + "/Bad_ID",
+			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"container_id"}},
+
+		// Routing.
+		{name: "route/404 unknown path", method: "GET", target: "/nope", status: 404, code: "not-found", title: "Not found"},
+		{name: "route/404 path below a container", method: "GET", target: base + "/a/b", status: 404, code: "not-found", title: "Not found"},
+		{name: "route/404 trailing slash", method: "GET", target: base + "/", status: 404, code: "not-found", title: "Not found"},
+		{name: "route/405 PUT on the collection", method: "PUT", target: base, status: 405, code: invalidArg, title: "Method not allowed",
+			headers: map[string]string{"Allow": "GET, POST"}},
+		{name: "route/405 HEAD on the collection", method: "HEAD", target: base, status: 405, code: invalidArg, title: "Method not allowed",
+			headers: map[string]string{"Allow": "GET, POST"}},
+		{name: "route/405 POST on a container", method: "POST", target: base + "/a", contentType: jsonCT, body: validBody,
+			status: 405, code: invalidArg, title: "Method not allowed", headers: map[string]string{"Allow": "GET, DELETE"}},
+		{name: "route/405 DELETE on health", method: "DELETE", target: base + "/health", status: 405, code: invalidArg,
+			title: "Method not allowed", headers: map[string]string{"Allow": "GET"}},
+		{name: "route/200 health", method: "GET", target: "/health", status: 200, headers: map[string]string{"Content-Type": jsonCT}},
+	}
+
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := serve(t, tc)
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+			if rec.Header().Get("X-Request-Id") == "" {
+				t.Error("no X-Request-Id")
+			}
+			for k, v := range tc.headers {
+				if got := rec.Header().Get(k); got != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+			for _, s := range tc.has {
+				if !strings.Contains(rec.Body.String(), s) {
+					t.Errorf("body lacks %s: %s", s, rec.Body)
+				}
+			}
+			for _, s := range append(tc.hasNot, secret) {
+				if strings.Contains(rec.Body.String(), s) {
+					t.Errorf("body has %s: %s", s, rec.Body)
+				}
+			}
+			if rec.Code >= 400 {
+				checkProblem(t, rec, tc)
+			}
+		})
+	}
+}
+
+// serve sends the row's request through the whole stack over a fake store.
+func serve(t *testing.T, tc contractRow) *httptest.ResponseRecorder {
+	t.Helper()
+	h, err := NewHandler(Options{
+		Store:   fakeStore{t: t, a: tc.store},
+		Objects: container.Options{Namespace: "dcm"},
+		Health:  func(context.Context) error { return nil },
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(tc.method, tc.target, strings.NewReader(tc.body))
+	if tc.chunked {
+		req.ContentLength = -1
+	}
+	if tc.contentType != "" {
+		req.Header.Set("Content-Type", tc.contentType)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// checkProblem checks an error answer against the row: an RFC 9457 problem with DCM's
+// type URI, the HTTP status, the request path as instance and the expected fields.
+func checkProblem(t *testing.T, rec *httptest.ResponseRecorder, tc contractRow) {
+	t.Helper()
+	if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type %q, want application/problem+json", ct)
+	}
+	if cc := rec.Header().Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("Cache-Control %q, want no-store", cc)
+	}
+	var p wireProblem
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+		t.Fatalf("not a problem: %v: %s", err, rec.Body)
+	}
+	path, _, _ := strings.Cut(tc.target, "?")
+	if p.Type != problemBase+tc.code || p.Title != tc.title || p.Status != rec.Code || p.Instance != path {
+		t.Errorf("got type %q title %q status %d instance %q, want %q %q %d %q",
+			p.Type, p.Title, p.Status, p.Instance, problemBase+tc.code, tc.title, rec.Code, path)
+	}
+	var fields []string
+	for _, e := range p.Errors {
+		fields = append(fields, e.Field)
+	}
+	if strings.Join(fields, " | ") != strings.Join(tc.fields, " | ") || (p.Errors == nil) != (tc.fields == nil) {
+		t.Errorf("error fields %q, want %q: %s", fields, tc.fields, rec.Body)
+	}
+}

@@ -1,0 +1,106 @@
+package status
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Election timings: a new leader takes over at most LeaseDuration + RetryPeriod after
+// the old one died without releasing (about 14 s), at once after a graceful release.
+const (
+	LeaseDuration = 12 * time.Second
+	RenewDeadline = 8 * time.Second
+	RetryPeriod   = 2 * time.Second
+)
+
+// Election runs the reporter on the one replica that holds the Lease Name in Namespace.
+type Election struct {
+	Client              kubernetes.Interface
+	Namespace, Name, ID string
+	Reporter            *Reporter
+	// OnChange is told when this replica gains or loses the leadership; optional.
+	OnChange func(leading bool)
+	Log      *slog.Logger
+}
+
+// Run campaigns, and reports while leading, until ctx ends; after losing the Lease it
+// campaigns again. When ctx ends, a leading reporter delivers what is pending first
+// (the next leader would otherwise wait for nothing), then the Lease is released at
+// once so another replica takes over without waiting for it to expire.
+func (e *Election) Run(ctx context.Context) error {
+	// The election outlives ctx: it is cancelled only once the reporter has drained.
+	electionCtx, release := context.WithCancel(context.WithoutCancel(ctx))
+	defer release()
+	var (
+		mu       sync.Mutex
+		stopping bool
+		leading  sync.WaitGroup
+	)
+	lead := func(leadCtx context.Context) {
+		mu.Lock()
+		if stopping {
+			mu.Unlock()
+			return
+		}
+		leading.Add(1)
+		mu.Unlock()
+		defer leading.Done()
+		e.Reporter.Run(leadCtx, ctx.Done())
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.campaign(electionCtx, lead)
+	}()
+
+	<-ctx.Done()
+	mu.Lock()
+	stopping = true
+	mu.Unlock()
+	leading.Wait()
+	release()
+	<-done
+	return nil
+}
+
+// campaign runs client-go's leader election until ctx ends, again after every loss.
+func (e *Election) campaign(ctx context.Context, lead func(context.Context)) {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
+		Client:     e.Client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: e.ID},
+	}
+	changed := func(leading bool) {
+		if e.OnChange != nil {
+			e.OnChange(leading)
+		}
+	}
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   LeaseDuration,
+			RenewDeadline:   RenewDeadline,
+			RetryPeriod:     RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            e.Name,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					e.Log.Info("status: became the leader", "identity", e.ID, "lease", e.Name)
+					changed(true)
+					lead(ctx)
+				},
+				OnStoppedLeading: func() {
+					e.Log.Info("status: not the leader", "identity", e.ID)
+					changed(false)
+				},
+			},
+		})
+	}
+}

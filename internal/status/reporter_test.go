@@ -1,0 +1,229 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// The reporter's machinery (debounce, queue, retries, drain, ordering of the cluster
+// steps after the publish) on in-memory stand-ins for its three narrow interfaces and
+// a fake clock. The real informers, NATS and cluster are exercised in internal/app.
+
+type fakeSource struct {
+	mu      sync.Mutex
+	snaps   map[string]container.Snapshot
+	handler cache.ResourceEventHandler
+}
+
+func (s *fakeSource) Watch(h cache.ResourceEventHandler) (func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handler = h
+	return func() {}, nil
+}
+func (s *fakeSource) WaitForSync(context.Context) bool { return true }
+func (s *fakeSource) Snapshot(id string) container.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snaps[id]
+}
+func (s *fakeSource) IDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id := range s.snaps {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// set stores a container's snapshot and tells the reporter, as an informer would.
+func (s *fakeSource) set(id string, snap container.Snapshot) {
+	s.mu.Lock()
+	s.snaps[id] = snap
+	h := s.handler
+	s.mu.Unlock()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Labels: container.SystemLabels(id)}}
+	h.OnUpdate(d, d)
+}
+
+// journal records, in order, everything the reporter did to the outside world.
+type journal struct {
+	mu        sync.Mutex
+	entries   []string
+	failFirst int // publishes to fail before one succeeds
+	changed   chan struct{}
+}
+
+func newJournal() *journal { return &journal{changed: make(chan struct{}, 100)} }
+
+func (j *journal) add(e string) {
+	j.mu.Lock()
+	j.entries = append(j.entries, e)
+	j.mu.Unlock()
+	j.changed <- struct{}{}
+}
+
+func (j *journal) Publish(_ context.Context, id string, st container.Status) error {
+	j.mu.Lock()
+	fail := j.failFirst > 0
+	if fail {
+		j.failFirst--
+	}
+	j.mu.Unlock()
+	if fail {
+		j.add("publish failed " + id)
+		return errors.New("NATS is down")
+	}
+	j.add("publish " + id + " " + string(st.Status))
+	return nil
+}
+func (j *journal) AddFinalizer(_ context.Context, d *appsv1.Deployment) error {
+	j.add("adopt " + d.Name)
+	return nil
+}
+func (j *journal) RemoveFinalizer(_ context.Context, d *appsv1.Deployment) error {
+	j.add("unhold " + d.Name)
+	return nil
+}
+func (j *journal) ReleaseReservation(_ context.Context, d *appsv1.Deployment) error {
+	j.add("release " + d.Name)
+	return nil
+}
+
+// waitFor waits (real time, bounded) until the journal holds want.
+func (j *journal) waitFor(t *testing.T, want ...string) {
+	t.Helper()
+	j.await(t, nil, want)
+}
+
+// await waits until the journal holds want, calling tick (if set) every millisecond
+// of real time meanwhile, e.g. to move a fake clock.
+func (j *journal) await(t *testing.T, tick func(), want []string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		j.mu.Lock()
+		got := slices.Clone(j.entries)
+		j.mu.Unlock()
+		if slices.Equal(got, want) {
+			return
+		}
+		select {
+		case <-j.changed:
+		case <-time.After(time.Millisecond):
+			if tick != nil {
+				tick()
+			}
+		case <-timeout:
+			t.Fatalf("journal %q, want %q", got, want)
+		}
+	}
+}
+
+type rig struct {
+	src   *fakeSource
+	out   *journal
+	clock *clocktesting.FakeClock
+	rep   *Reporter
+	drain chan struct{}
+	done  chan struct{}
+}
+
+func startReporter(t *testing.T, debounce time.Duration, failFirst int) *rig {
+	t.Helper()
+	r := &rig{
+		src: &fakeSource{snaps: map[string]container.Snapshot{}}, out: newJournal(),
+		clock: clocktesting.NewFakeClock(t0), drain: make(chan struct{}), done: make(chan struct{}),
+	}
+	r.out.failFirst = failFirst
+	r.rep = NewReporter(r.src, r.out, r.out, Options{
+		Debounce: debounce, MaxWait: 10 * debounce, DrainTimeout: time.Second, Workers: 1, Clock: r.clock,
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer close(r.done)
+		r.rep.Run(ctx, r.drain)
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	for !r.rep.Active() {
+		time.Sleep(time.Millisecond)
+	}
+	return r
+}
+
+func live(name string) *appsv1.Deployment { return dep(name, held, reserved) }
+
+func TestReporterDebouncesThenPublishes(t *testing.T) {
+	r := startReporter(t, 100*time.Millisecond, 0)
+	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	if n := r.rep.Pending(); n != 1 {
+		t.Fatalf("pending %d, want the change held by the debounce", n)
+	}
+	r.clock.Step(100 * time.Millisecond)
+	r.out.waitFor(t, "publish a PENDING")
+}
+
+func TestReporterRetriesWithBackoffAndSendsOnce(t *testing.T) {
+	r := startReporter(t, 0, 2)
+	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	// Retries wait for the backoff (100 ms, doubling), on the clock.
+	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
+		[]string{"publish failed a", "publish failed a", "publish a PENDING"})
+}
+
+func TestReporterReleasesOnlyAfterDeletedIsDelivered(t *testing.T) {
+	r := startReporter(t, 0, 1)
+	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	r.out.waitFor(t, "publish failed a")
+	gone := dep("a-1", held, reserved, deleting)
+	r.src.set("a", container.Snapshot{Deleting: []*appsv1.Deployment{gone}})
+	// The retry sends the newest state (DELETED), and only then are the steps taken.
+	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
+		[]string{"publish failed a", "publish a DELETED", "unhold a-1", "release a-1"})
+}
+
+func TestReporterAdoptsALiveDeploymentWithoutFinalizer(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.src.set("ref", container.Snapshot{Live: dep("ref-1")})
+	r.out.waitFor(t, "publish ref PENDING", "adopt ref-1")
+}
+
+func TestReporterDrainDeliversWhatTheDebounceHolds(t *testing.T) {
+	r := startReporter(t, time.Hour, 0)
+	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	close(r.drain)
+	// The drain polls the queue on the clock: keep it moving until Run returns.
+	for {
+		select {
+		case <-r.done:
+			r.out.waitFor(t, "publish a PENDING")
+			return
+		case <-time.After(time.Millisecond):
+			r.clock.Step(10 * time.Millisecond)
+		}
+	}
+}
+
+func TestReporterRepublishSendsUnchangedStatusAgain(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	r.out.waitFor(t, "publish a PENDING")
+	r.src.set("a", container.Snapshot{Live: live("a-1")}) // unchanged: nothing
+	r.rep.RepublishAll()
+	r.out.waitFor(t, "publish a PENDING", "publish a PENDING")
+}

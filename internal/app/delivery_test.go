@@ -174,9 +174,13 @@ func TestStatusFlushedOnStop(t *testing.T) {
 		return nil
 	})
 	create(t, p, "late", spec("late", "nginx"))
-	testenv.Eventually(t, 10*time.Second, "the change held by the debounce", func() error {
+	// The pod runs (kwok), and the debounce holds that change: the flush must send it.
+	testenv.Eventually(t, 10*time.Second, "pod running, its change held by the debounce", func() error {
+		if phase := podOf(t, ns, "late").Status.Phase; phase != corev1.PodRunning {
+			return fmt.Errorf("pod %s", phase)
+		}
 		if p.App.Reporter().Pending() == 0 {
-			return fmt.Errorf("not yet")
+			return fmt.Errorf("nothing held")
 		}
 		return nil
 	})

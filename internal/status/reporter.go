@@ -230,22 +230,29 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 // Planning at send time (not at event time) is what makes an older state impossible to
 // send after a newer one.
 func (r *Reporter) process(ctx context.Context, id string) error {
+	// The force is taken here, not cleared after the publish: a republish asked for
+	// while this one is in flight sets it again and is not lost.
 	r.mu.Lock()
 	var last *container.Status
 	if st, ok := r.sent[id]; ok {
 		last = &st
 	}
 	forced := r.forced[id]
+	delete(r.forced, id)
 	r.mu.Unlock()
 
 	p := plan(r.src.Snapshot(id), last, forced)
 	if st := p.Publish; st != nil {
 		if err := r.publish(ctx, id, *st); err != nil {
+			if forced {
+				r.mu.Lock()
+				r.forced[id] = true
+				r.mu.Unlock()
+			}
 			return err
 		}
 		r.mu.Lock()
 		r.sent[id] = *st
-		delete(r.forced, id)
 		r.mu.Unlock()
 	}
 	return applyClusterSteps(ctx, r.fin, p)

@@ -257,13 +257,6 @@ type EnvVar struct {
 	Value string `json:"value"`
 }
 
-// FieldViolation defines model for FieldViolation.
-type FieldViolation struct {
-	// Field JSON path of the offending field, e.g. spec.resources.cpu.min.
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
 // Health defines model for Health.
 type Health struct {
 	// Path Example: health
@@ -296,16 +289,34 @@ type MemoryRange struct {
 	Min MemoryQuantity `json:"min"`
 }
 
-// Problem RFC 9457 problem details.
+// Problem RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
 type Problem struct {
-	Detail   *string           `json:"detail,omitempty"`
-	Errors   *[]FieldViolation `json:"errors,omitempty"`
-	Instance *string           `json:"instance,omitempty"`
-	Status   int               `json:"status"`
-	Title    string            `json:"title"`
+	Detail   *string         `json:"detail,omitempty"`
+	Errors   *[]ProblemError `json:"errors,omitempty"`
+	Instance *string         `json:"instance,omitempty"`
+
+	// Pointer RFC 6901 JSON Pointer fragment into the request body, e.g. "#/spec/resources/cpu/min".
+	Pointer *string `json:"pointer,omitempty"`
+	Status  int     `json:"status"`
+
+	// Title One per type, e.g. "Invalid argument", "Not found", "Already exists", "Internal Server Error".
+	Title string `json:"title"`
 
 	// Type https://dcm-project.github.io/problems/<code>
 	Type string `json:"type"`
+}
+
+// ProblemError One of several validation problems.
+type ProblemError struct {
+	// Detail The problem, naming the field in DCM's dotted form with its values, e.g. "cpu.min (10) must not exceed cpu.max (5)".
+	Detail string `json:"detail"`
+
+	// Pointer RFC 6901 JSON Pointer fragment into the request body; absent when the problem is not about one body field (e.g. the id query parameter).
+	Pointer *string `json:"pointer,omitempty"`
 }
 
 // RegistrationState Where the provider stands with the DCM registry.
@@ -341,22 +352,46 @@ type ServicePort struct {
 	TargetPort int32  `json:"target_port"`
 }
 
-// BadRequest RFC 9457 problem details.
+// BadRequest RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
 type BadRequest = Problem
 
-// Conflict RFC 9457 problem details.
+// Conflict RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
 type Conflict = Problem
 
-// Internal RFC 9457 problem details.
+// Internal RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
 type Internal = Problem
 
-// NotFound RFC 9457 problem details.
+// NotFound RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
 type NotFound = Problem
 
-// TooLarge RFC 9457 problem details.
+// TooLarge RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
 type TooLarge = Problem
 
-// Unavailable RFC 9457 problem details.
+// Unavailable RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
 type Unavailable = Problem
 
 // ListContainersParams defines parameters for ListContainers.
@@ -1397,54 +1432,59 @@ func (sh *strictHandler) GetRootHealth(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fp5c+O2Ff8qb9DMxGqoy8e2K0+m9bUbNWtb9e4mf9iOByKfRMQkwAVA24qj794BQFKkSB3eJrud/keK",
-	"eMA7fu+Enokv4kRw5FqRwTORqBLBFdqXYxpc4acUlTZvvuAauX2kSRIxn2omeDeRYhxh/N2vSnDzTfkh",
-	"xtQ8fSNxQgbkL93FEV33VXVHjorM53OPBKh8yRKzHRmQDyGCdMcCU8D4A41YcAhc6JDxKTxSBX5I+RSD",
-	"Dpl75ETwScT8L8rjEZiTKOMo4ZHpEHRoWA2ARhJpMAN8YkqrQ2Da8suFrvA85Bolp9GX5Pkjx6cEfY0B",
-	"KJQPKAGlFPIQdIgwFsEMOJpffSolQ6N4x6OyHF8I/UakPPiSHF+IkppDqnItW4Y+CPGOyil+LWhajTEF",
-	"kWFCgg4phz6cs2PL3UdOHyiL6Dj64gz+mI5RctSo4Gg0NCymXCL1Q8MMCAmaxRiASPUhSNRyBnSiUcKV",
-	"eW4f2WeFvuCB6hCPhEgDlDYelFZUudWzBMmAGMRMURrGDGsZv2bBSW5G85JIkaDUzAUZXyLVeGeYMq8T",
-	"IWOqyYAEVGPb/uoR41OXPJqRgZYpevl5SkvGp0bdLHDBa8OyhOrQLKwqrcCY6j6zYL7NecaBmI+bLPXe",
-	"LRvyibBUCfqbSApNvTeLDZGmOlXbk7nlBeFdjEpR5yZVsX9IY8rbRlQLDIlUCQ4TA5AQwVHDDnamHRjG",
-	"dIqjNIqOqX9/OZm0OtsoKU2C/9ayc7PiU8okBmRw7RR4W6wS41/R11kOcOJbTusgkzhBidxvUMPlyRCK",
-	"zwO4ljhlSstZ91ZiIhTTQs6uB5pOb6//GbApKn1LPBLTp3fIpwZO+73XrzwSM57/0N8kxoKbtbK8Yy7x",
-	"LvlLgVbzxjTG24PDbJ+dR6WkM/PO8UnfJXSKd1rcI68r6GiskGsQ3OIiokqDWW4gsF7MEqdr5TxHTQOq",
-	"aV3WiI4xsk80CJjhh0ajyooa6GrHcOrgV7LYq71leyVUm2RHBuSXa9r+rdd+fbtz3c6e/pr/1PrHN6QB",
-	"5+YElVAHrpcB2jK3VjkXqB+FvK/rhiV1U5nwPxIBDEdbOWgipP4MFI2E1HUkzddJYUlWQ/kuyb4XMYJx",
-	"vbfr/IzFaUwGrw4O9g6s2dz7wsmKrOORB6bYmEVMz8xmyM3Ca8IFN6Emr2eIR/Ape7zdGsOOxcoRa+02",
-	"ksJHpepCUzmt6nwVhAsP9UUcU1d5bU+E/GFry57xh5+ofKFJr1CJVPrYIKKfpBvBlKRXphw2W8YYCznb",
-	"RHFuV2VEy1ZKUlLss9Ys77MUvORLedbYCv8ux1jGF4FrK8oi0tm4Wzj2VrR5IDB+u8DWdg6brXekDyxA",
-	"eReyrONrjqwuYiwlAt/HxLQPlAfAplxI0800aFuWobEVhwswLYqrO7fvwo8LX9zstpUtSobyMlOXeVyP",
-	"l6L6yrkYnV2cDi/eEo9cfby4cE9vjobvzk6JRz5e/Hhx+fMF8cjp2buzD2enZveNcfgkSf+dUq6zuFXV",
-	"+omQqIAqoByyUAc7N2mvt4ffQ7/lmYqegtsMxAR8u37nhuzekJb5GLMoYsWvB71efENah4B+KDCAMfXv",
-	"ze4mxxtjCo6XEzK4fl4fap8rKbPffn17bVNl3JQib52MzndrzhfTpy2iRaGguU0CL6JYAocht5ml0fRZ",
-	"MKyxWdQR6wo9jzzQKMWGCN2U+PPVTWy8YRgFPzERUYeDZXYm5nsdLf96f3kBps0xUDD1mphMkAcGG5bC",
-	"A1vQm0K6U7hAx0/STsx4p6m6KfUP60VyHC0ImqT6AWnkWrCqNHljhk80TkzLbNpOs7KBoaxAL/SyDgZX",
-	"pbXGlbHaUeU+7Q6bEY+kPH++9VYl2TKb939X7SIutbOw086jbCfw4w4T3dXCpEneHlXt+N414KAY99Ea",
-	"Mt/TdGZSu8hbLpde7ZPGkgilyhS13nxZqMyUk/XKC/qC1Sazuty8Ooados9iGkHKmVaH0D8/hu+h3/vl",
-	"FYxn2sSl0szihvTPb4jtMMshxkSX73bOj39/e/z7h+NWYyFeLhE+J8wsibFdpFkmelGwyUc5NY1dvTmB",
-	"1/sHf4NsRAQBasoiO5GpyuU+NNaEdr63fYG/FHIaikrGlaZZF12fiRRuVUehZjrCNXXrsvih1okadLuB",
-	"HxtnMurqTJkO07Fxp0wnqmvToO+LAF1C3NiSZiB37BQsN1mmHjlqTP4coqz7pvHabCSMcHpyDvlAoW46",
-	"00vfWSM1qqao1dx0a43C8ziWuFBP8iCJRmzz8qud+25RN61WSHmWVa/4o9Scduea0joQs37rrqlpfSdo",
-	"cEwjgysJjE8lKgXDEewICaFQ2qTKFog8DvqRSAOgSrEpxwAEx86qprxZqy9qejOpm1veUkLIDHDi9DAc",
-	"EY9ciMDReRURVxmhWiM21AoZdh3/ayzU3GtzEWDRZi+P2QME88mz07+cb1vmV4yTHaCWU4/t1OtOv7Kp",
-	"b1gqhRa+aA5jmsop6rutt1vCdNa4l3cpHVhX5NwGOofypTR2cg5Zil+4vA6pBplym6unEbZLN0NC3keC",
-	"BgoEL43lO3BG/fCGLxYyswLhFJNIzGLkGnYk2msCBf2WMYQHjyFyoNZOQNW9srZi2rOUmWU6N/zMxnyg",
-	"EmFVDoGdVXcQrc4NL8LjgJSyctEQ5UfBKFfA0WhYqhMG5KFPoySkfWM6kSCnCSMDstfpdfayssICsksT",
-	"1s3XdqtTzSk2wPRNGkUzSESSRtR0oQsSYBxYAEIGKD13uRXARIq4Epy/VeBTP3TwNa5h5R8GJgQxpU8W",
-	"HBguJY1RW3aulxk5dzMp4Gk8Rul6rjIrxiAJnSLs9Nv9Xq/nQYATmkYaDnq2rjFFBfmUojQVpwtUpkJw",
-	"U1jFfrOpqbhcyYjJ4KDnrRmQ2ZPWNm2ma1uafSf0U4pgB79OYRQSiQ9MpMqK8K2CpfnwKv5LE+Qy86Wp",
-	"60F/tx75bHtcunLe7fXW3Je97J6sOkhvuC27zA1VMaEHSP0QJlW42Vu9fcdd06GFFN3SrfncM/32ZpLi",
-	"OtgS7G0mKF8v2qu2NI6pnGVQrgjDuJXRol7TqVqezNtArRr87cRezL0wMrHFvTEICXnir0apmv+5oxbX",
-	"FBsc8CRiyHXbD4VC6/k7R2ejdn93t9WBn5kORaqBaXeN5W66p8jNeaiAwsePw9PODb/Jur4bYpiW6MKG",
-	"C4BNAGdBBdiNNwbuoX373PNe9edrrw0c8i1MjkUw++NB7wC/SISmrpjXvK3/Zx3chKXgML9WZAqyOdrn",
-	"+tV+7/VmkuKvIYagv4VfFX8q+Aqe63QEdOG9K1127q1Mn/msYVUWPYoe6UzBbq9XNkYx9nDOrOt/I/Ap",
-	"50LD2F4U+6GbP1S9+C3qH/JBx58W1LMTVvz3oajKKFePKFUhozJCP4aoQ1Nu6UwIVa7KlszhDsrHaMXG",
-	"O4mIIgxgPKs1eK2yvTIzrLfV8+J6iQVzZ6wIm3rNU/u7cmeWgjHTChIRmGowisRjy7Mr8hrNVPDmnQVZ",
-	"gLMar1vO7V6Ov0v221/FUfD5/ru/maT409FXcEcnX9kdnbYX2vec5o2SM4W31iTZRm80mF36J5k5w4HW",
-	"y+5yyyd8Vnn7FvUa2/a+TAqoiOr9UeXV/zyM3qK2tc/moF4remwVko1hsyKkHC/Icnb/Y8sTE7c25BJj",
-	"UkVjzKItUAVFDvCAugpMCpENFkynuQKeV0L8P+WO91YpCjYk6eZ8kd2A5ihIZUQGpEtMwZgtfq7BQdkr",
-	"uezXbKv57fw/AQAA//8=",
+	"3Fp5c9tIdv8qr3q3asQsxMO2nJiqrUSXPcpasiLbmT9ErdwEHskeA91wd0MSR8PvnnrdAAgQ4GHH40nl",
+	"PwLs4x2/d+OJhSpJlURpDRs+MY0mVdKgezjm0TV+ydBYegqVtCjdT56msQi5FUr2Uq3GMSZ/+9UoSf+Z",
+	"cIYJp19/1ThhQ/aX3vKKnv/X9K78LrZYLAIWoQm1SOk4NmQfZgjaXwvCgJD3PBbRIUhlZ0JO4YEbCGdc",
+	"TjHqskXATpScxCL8oTQeAd3EhUQND8LOwM6I1Ah4rJFHc8BHYaw5BGEdvVLZGs3n0qKWPP6RNH+U+Jhi",
+	"aDECg/oeNaDWSh+CnSGMVTQHifQ25FoLJMF7Go2j+FLZ1yqT0Y+k+FJVxDzjppCyI+iDUm+5nuKfBU0n",
+	"MWEgJiI02BmXMIALceyo+yj5PRcxH8c/nMB/ZGPUEi0aOLo6JxIzqZGHMyIGlAYrEoxAZfYQNFo9Bz6x",
+	"qOGafu8fud8GQyUj02UBmyGPUDt/UFlRp9bOU2RDRoiZoibCiLScXlpwUqiRHlKtUtRWeCcTauQW74go",
+	"epwonXDLhiziFvfd24CRTb2T8ZwNrc4wKO4zVgs5JXGLyDuvLctSbme0sC60EmOm9ySixS73kQGJELdp",
+	"6r1fdi4nyu1KMdy2pZTUe1pMmyy3mdl9m19ebrxL0BjuzaTO9s9ZwuU+seqAoZEbJWFCAJkh+N2wh91p",
+	"F84TPsWrLI6Pefj53WTS6e4ipCyN/reaXdCKL5nQGLHhjRfgbblKjX/F0OYxwLPvKG2CTOMENcqwRQzv",
+	"Ts6h/HsINxqnwlg9791qTJURVun5zdDy6e3Nf0RiisbesoAl/PEtyinB6UX/1cuAJUIWLwbb2FhSs5GX",
+	"t8IH3hV7KdFKT8Jisjs46Pj8Pq41n9OzxEd7l/Ip3ln1GWVTQEdjg9KCkg4XMTcWaDlBYDObFUo38nmB",
+	"lkfc8iavMR9j7H7xKBJED4+vaisaoGtcI7mHX0VjL5+v6ivlloIdG7J/3vD93/r7r273bvbzX/9SvOr8",
+	"+19ZC87pBpNyD66vA7QjbqNwLtE+KP25KRuRNlVF7v9KRXB+tZOBpkrbb0DRldK2iaTFJi7clvVQvkvz",
+	"/0sfIaR9/szbmUiyhA1fHhw8P3Bq889LIyujTsDuhRFjEQs7p8NQ0sIbJpUkV1PkMyxg+Jj/vN0Zw57E",
+	"2hUb9XalVYjGNJnmelqX+ToIlxYaqiThPvPafRPK+501eybv/5vrr1TpNRqV6RBbWAzTbCuY0uya0mE6",
+	"MsFE6fm2HRduVb5pVUtpxspzNqrlfR6CV2ypiBo74d/HGEf40nHttLP0dM7vloa9097CEZDdLrG1m8Hm",
+	"6/3WexGhvpuJvOJr96zeY6wEgjDElMoHLiMQU6k0VTMt0tZVaOxE4RJMy+Tqzp+7tOPSFrebbe2IiqKC",
+	"XNVVGjfjpcy+Ciquzi5Pzy/fsIBdf7y89L9eH52/PTtlAft4+Y/Ld79csoCdnr09+3B2Sqdv9cMnafZf",
+	"GZc291t1qZ8ojQa4AS4hd3WwN8r6/ef4dxh0AsroOfjDQE0gdOv3RuzZiHXoz0TEsSjfHvT7yYh1DgHD",
+	"mcIIxjz8TKdTjCdlKonvJmx487TZ1T7VQuZg/9XtjQuVSVuIvPU8etttGF/CH3fwFqWAFi4IfNWOFXDQ",
+	"dhdZWlWfO8MGmWUesSnRC9g9jzNs8dBtgb9Y3UbGz8hjX6zUyShKGHzkSUrFJRVotLKFljyV5R5JmwV2",
+	"XVlLoMd67VGg3182ZwHLZPH7NlgXjqpkfv43s19a8H5uoPuFP+pGYdIVqreemSwtCom6fbz3pSoYIUN0",
+	"KWpxJtUw2nofVU0sXr5grckDapMLarPucqeSCyevKpf7S1Lb1Oqj2HprP8VQJDyGTAprDmFwcQx/h0H/",
+	"ny9hPKeKfq9S3Y/Y4GLEXC1WNUayw7/tXRz//ub49w/HndaUtRpMv8UgV9jYzSZXN32VWRZNj4bErl+f",
+	"wKsXB/8KeTMFIrRcxCYA4SsWM+MpwunJxU+mhIahtxq78IuwM8BHHtp4DkriyHcbnRkUJwbwyZ/5yfUj",
+	"rYG8pnaB8FOqXGb5CWIVctILXaomE5SRkNORnAiMo8O8TfignEtWGuunjliSxVakMUKFANegMwEY9Mj2",
+	"zyPp8jNXqufMjpinxS/4BLEw1hGSBFBEOhirjAxlL0yzgP6T4DOmDtGojc1fuqKr4N3kL63rfBlLQnWd",
+	"L6XJakeksjp6PEWtOaqnbue0NFf5Ge1qS3GFNJbnNX1LbeO00o6Xl6/6A/jP9+8u4covg4nm04TKXCGt",
+	"yrld9vkCcG2QEftLz6QY9srkoRemWS8RcsS6bWa29J9Nd2OFjdvaERIhRQ20obz23KMSuJ5mROWIBTBi",
+	"l8rChHTqH49qrWf/rugzw3vf8XWyXENs4bLr9MysTc2w14vChJw1mWN3KuwsG5O7LlDScwlJGKoIfWqy",
+	"tTmQO1EvhVJSGyzfw6BVXmoCBu9R8xia1uuamOsg2iyfS5uXPKGMiqDgLJiQ751IpCxlwRRSvFWTS3CR",
+	"3JQaC9OsmwgJe4N+B5LMWDcCwMcQMQL3J3+EvYPOGl18V/QeAvctnIfCkgtXKfxkgo9VZsn7edP27PrO",
+	"H60WEXzJUM8h5ZonaFF3tjd/chm3KbSZajTY/GWGuhnMyXvl0xbn0KHo1TVVHHNj77CATFO+RRnkG8cb",
+	"DLdIfFLvzlmRVSHxSQ+/upHKDiXJeoRX28TNYjrO6LY73+9p+tS8lXHX1g96q3h0zGNykhqEnGo0Bs6v",
+	"YE9pmCljKQvtgCoSpzBWWQTcGDGVGBEguuv6XWt87tf0k3Ku27tJlQwyV8CJl8P5FQvYpYr8vqDG4jol",
+	"1MuvljQ8d0ae/g0aam9jSRVh2cFanWBFCPRX4KJ1QbcL1jXl5BeY1VzVNcGawWNtv6xlqVZWhao9Iluu",
+	"p2jvdj5uBdN5T6x6SuXCpiAXLmp7lK/kvScXkNcES5O3M25BZ9Il99MY9ytDV6U/x4pHBpSsTLy6cMbD",
+	"2UguFwrjHNspprGaOx+5p9FN4AwMOqSIwPtF7vQE3Hw2TlfCBm5nrpnuSLoIZIBrhHVJJ+ytG+91fK6U",
+	"R31WSePLXkNxFVwVAji6Oq8UFkN2P+BxOuMDUp1KUfJUsCF73u13n+d1iANkj6eiV6zt1QcGU2yB6ess",
+	"jueQqjSLOYW25RaKeiLy2V7g58YRTLRKas75JwMhD2cevmQajv/ziFyQMPZkSQFRmQcR47oMdUIufLsX",
+	"ZJaMUft2RpUUUkhKmffeYH/Q7/cDiHDCs9jCQd8FJapCmItWrHBUVFL4AYcRv7lco5xb5pvZ8KAfbOg9",
+	"u5s29kMWQSMvSfmXDMHNVLzAOKQa74XKjGPhJwMro5d19FeGM1XiKwONg8GzpudznafK1xzP+v0No+iv",
+	"G0HXZ1Qtg+h3haJqKgwAeTiDSR1ubmD+wlPXdmnJRa/yQcoiYAe7bCm/tHAbnm/fUJ3cuyl2liRcz3Mo",
+	"15gR0vHoUG/51KwOvZyjNi32duJm3l/pmcTykwyqIYvAX/dSDfvzVy0ngFsM8CQWKO1+OFMGneXvHZ1d",
+	"7Q+ePev4WpkSRWF9Xe1LiilKug8NcPj48fy0O5KjvE00YkS0Ru82vANsA7iIasBuHcb5H/u3T/3g5WCx",
+	"cSLnke9gcqyi+fcHvQf8MhBSXrFoWNvgj7q4DUvRYTGxFwbyFvW32tWL/qvtW8qvrmjDYAe7Kr/X+RMs",
+	"18sI+NJ615rsIlgbPovm5LooehQ/8LmBZ/1+VRlln3RZfq18oRNySVXY2H2DEc58w7JuxW/Q/lx0Rv8w",
+	"p57fsOazojIr49I8oDYlj4aYfpihnVG6ZXMmTDUrW1GHv4hCQ63C20tVHGME43mjwOtU9ZWrYbOunpaT",
+	"WxEtvLJibKs1T91737arOmOq6lMVUTYYx+qh4zphZY5GGXxeHHsH5yTe1Jw/vep/V/T3Yh1F0bfb74vt",
+	"W8rv+f4Ec/T8Vc3RS3sp/cBLnoScC7yzIci2WiNhduUjTbrDgzbIP5Oo3vBN6e0btBt02/8xIaDGavC9",
+	"0qv/8zB6g75ptd2pN5Iel4Xkc5s8Can6C7Ya3b9vekJ+a0ssIZUanmDubYEbKGNAANxnYFqpvLFAleYa",
+	"eF4r9f8pdrx3QjGwJUi3x4v844ICBZmO2ZD1GCWM+eKnBhyMm3bnb/OjFreL/wkAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

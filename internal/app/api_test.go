@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,7 @@ func TestContainerLifecycle(t *testing.T) {
 		t.Errorf("deployment meta: %+v", d.ObjectMeta)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	if c.Resources.Requests.Cpu().String() != "500m" || c.Resources.Limits.Memory().String() != "128M" ||
+	if c.Resources.Requests.Cpu().String() != "500m" || c.Resources.Limits.Memory().String() != "128Mi" ||
 		c.Args[1] != "/etc/c.yaml" || *d.Spec.Template.Spec.AutomountServiceAccountToken {
 		t.Errorf("deployment container: %+v", c)
 	}
@@ -210,7 +211,8 @@ func TestCreateWithoutIDGeneratesOne(t *testing.T) {
 	}
 }
 
-// Bad input gets a 400 listing every problem, and nothing is created.
+// Bad input gets a 400 listing every problem (DCM's shape: one -> detail and pointer,
+// several -> errors in contract order), and nothing is created.
 func TestCreateRejectsBadInput(t *testing.T) {
 	ns := testenv.Namespace(t)
 	p := startProvider(t, ns)
@@ -222,10 +224,10 @@ func TestCreateRejectsBadInput(t *testing.T) {
 		status int
 		fields []string
 	}{
-		{"reserved id", "?id=health", spec("web", "nginx"), 400, []string{"id"}},
-		{"bad id", "?id=Web_1", spec("web", "nginx"), 400, []string{"id"}},
-		{"reserved id beside schema problems", "?id=health", spec("Web", "nginx"), 400, []string{"id", "spec.metadata.name"}},
-		{"bare spec without wrapper", "?id=a1", spec("web", "nginx")["spec"], 400, []string{"spec"}},
+		{"reserved id", "?id=health", spec("web", "nginx"), 400, []string{"-"}},
+		{"bad id", "?id=Web_1", spec("web", "nginx"), 400, []string{"-"}},
+		{"reserved id beside schema problems", "?id=health", spec("Web", "nginx"), 400, []string{"#/spec/metadata/name", "-"}},
+		{"bare spec without wrapper", "?id=a1", spec("web", "nginx")["spec"], 400, nil},
 		{"not json", "?id=a1", "{nope", 400, nil},
 		{"many problems at once", "?id=a1", spec("Web", "quay.io/My App", func(s map[string]any) {
 			s["service_type"] = "vm"
@@ -233,24 +235,17 @@ func TestCreateRejectsBadInput(t *testing.T) {
 			s["metadata"].(map[string]any)["labels"] = map[string]any{"dcm.project/managed-by": "me"}
 			s["process"] = map[string]any{"env": []any{map[string]any{"name": "A", "value": ""}, map[string]any{"name": "A", "value": ""}}}
 			s["network"] = map[string]any{"ports": []any{port(80, "internal"), port(80, "public"), port(0, "none")}}
-		}), 400, []string{"spec.service_type", "spec.metadata.name", "spec.resources.memory.max",
-			"spec.network.ports[1].visibility", "spec.network.ports[2].container_port", `spec.metadata.labels["dcm.project/managed-by"]`,
-			"spec.image.reference", "spec.resources.cpu", "spec.process.env[1].name", "spec.network.ports[1].container_port"}},
-		{"name starting with a digit cannot name a Service", "?id=a1", spec("1web", "nginx", withPorts(port(80, "internal"))), 400, []string{"spec.metadata.name"}},
+		}), 400, []string{"#/spec/resources/cpu/min", "#/spec/resources/memory/max", "#/spec/metadata/labels/dcm.project~1managed-by",
+			"#/spec/service_type", "#/spec/metadata/name", "#/spec/image/reference", "#/spec/process/env/1/name",
+			"#/spec/network/ports/1/container_port", "#/spec/network/ports/1/visibility", "#/spec/network/ports/2/container_port"}},
+		{"name starting with a digit cannot name a Service", "?id=a1", spec("1web", "nginx", withPorts(port(80, "internal"))), 400, []string{"#/spec/metadata/name"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := do(t, http.MethodPost, p.URL+containers+tc.url, tc.body)
 			expectProblem(t, r, tc.status, "invalid-argument")
-			got := r.problemFields()
-			for _, f := range tc.fields {
-				found := false
-				for _, g := range got {
-					found = found || g == f
-				}
-				if !found {
-					t.Errorf("no violation for %s in %s", f, r.Body)
-				}
+			if got := r.problemPointers(); tc.fields != nil && !slices.Equal(got, tc.fields) {
+				t.Errorf("pointers %q, want %q: %s", got, tc.fields, r.Body)
 			}
 		})
 	}

@@ -215,8 +215,8 @@ func TestForeignContainerIsAdopted(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "legacy", Image: "nginx:1",
 					Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1G")},
-						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2G")},
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2Gi")},
 					}}}},
 			},
 		},
@@ -230,7 +230,7 @@ func TestForeignContainerIsAdopted(t *testing.T) {
 	r := do(t, http.MethodGet, p.URL+containers+"/legacy", nil)
 	res := r.JSON["spec"].(map[string]any)["resources"].(map[string]any)
 	if r.Status != 200 || r.JSON["spec"].(map[string]any)["metadata"].(map[string]any)["name"] != "legacy" ||
-		res["memory"].(map[string]any)["max"] != "2GB" {
+		res["memory"].(map[string]any)["min"] != "1GB" || res["memory"].(map[string]any)["max"] != "2GB" {
 		t.Errorf("GET foreign container: %d %s", r.Status, r.Body)
 	}
 	testenv.Eventually(t, 20*time.Second, "adopted", func() error {

@@ -217,11 +217,24 @@ type response struct {
 	JSON   map[string]any
 }
 
-func (r response) problemFields() []string {
-	var out []string
+// problemPointers lists where a problem's violations are: its pointer when it has one
+// violation, else every errors entry's pointer in order ("-" for an entry without one,
+// e.g. about the id query parameter).
+func (r response) problemPointers() []string {
 	errs, _ := r.JSON["errors"].([]any)
+	if len(errs) == 0 {
+		if p, ok := r.JSON["pointer"].(string); ok {
+			return []string{p}
+		}
+		return []string{"-"}
+	}
+	var out []string
 	for _, e := range errs {
-		out = append(out, e.(map[string]any)["field"].(string))
+		p, ok := e.(map[string]any)["pointer"].(string)
+		if !ok {
+			p = "-"
+		}
+		out = append(out, p)
 	}
 	return out
 }

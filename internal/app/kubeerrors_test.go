@@ -83,8 +83,8 @@ func TestClusterRefusalIsBadRequest(t *testing.T) {
 	}
 	// An admission denial carries no field causes (the apiserver's own field errors do;
 	// their mapping is unit-tested in internal/store), so it is reported against spec.
-	if f := r.problemFields(); len(f) != 1 || f[0] != "spec" {
-		t.Errorf("fields = %v, want [spec]: %s", f, r.Body)
+	if f := r.problemPointers(); len(f) != 1 || f[0] != "#/spec" {
+		t.Errorf("pointers = %v, want [#/spec]: %s", f, r.Body)
 	}
 	expectNothing(t, ns)
 }

@@ -49,7 +49,7 @@ func TestBuildDeployment(t *testing.T) {
 	if *c.SecurityContext.AllowPrivilegeEscalation || c.SecurityContext.Capabilities.Drop[0] != "ALL" {
 		t.Errorf("container security context = %+v", c.SecurityContext)
 	}
-	for name, want := range map[string]string{"requests.cpu": "1", "limits.cpu": "2", "requests.memory": "512M", "limits.memory": "2G"} {
+	for name, want := range map[string]string{"requests.cpu": "1", "limits.cpu": "2", "requests.memory": "512Mi", "limits.memory": "2Gi"} {
 		var got string
 		switch name {
 		case "requests.cpu":

@@ -58,9 +58,10 @@ func parseCPU(q v1alpha1.CpuQuantity) (resource.Quantity, error) {
 	}
 }
 
-// memoryMultiplier: DCM's units are decimal, as their names say (1GB = 10^9 bytes), and
-// map to Kubernetes' decimal suffixes M, G, T.
-var memoryMultiplier = map[string]int64{"MB": 1_000_000, "GB": 1_000_000_000, "TB": 1_000_000_000_000}
+// memoryMultiplier: DCM's units are read as binary, as the reference provider and its
+// sibling providers read them (1GB = 2^30 bytes = 1Gi), so one order gets the same
+// memory from any DCM provider.
+var memoryMultiplier = map[string]int64{"MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 // parseMemory turns "512MB", "2GB" or "1TB" into a quantity of bytes.
 func parseMemory(s string) (resource.Quantity, error) {
@@ -76,5 +77,5 @@ func parseMemory(s string) (resource.Quantity, error) {
 	if v == 0 {
 		return resource.Quantity{}, fmt.Errorf("%q: memory must be more than 0", s)
 	}
-	return *resource.NewQuantity(v*mult, resource.DecimalSI), nil
+	return *resource.NewQuantity(v*mult, resource.BinarySI), nil
 }

@@ -26,6 +26,12 @@ func StatusOf(dep *appsv1.Deployment, pods []*corev1.Pod) Status {
 	if dep == nil || dep.DeletionTimestamp != nil {
 		return Status{v1alpha1.DELETED, "Container deleted."}
 	}
+	// Asked to run nothing (scaled to zero by hand): the design's "Replicas = 0 ->
+	// FAILED". Decided on the desired count, not on the pods: a new Deployment has no
+	// pod for a moment (PENDING), and a scaled-down one's pod may still be terminating.
+	if r := dep.Spec.Replicas; r != nil && *r == 0 {
+		return Status{v1alpha1.FAILED, "Deployment scaled to zero replicas: the container is not running."}
+	}
 	if pod := PickPod(pods); pod != nil {
 		return podStatus(pod)
 	}
@@ -124,8 +130,9 @@ func deploymentStatus(d *appsv1.Deployment) Status {
 		return Status{v1alpha1.PENDING, joinReason(available.Reason, available.Message)}
 	}
 	// Status.Replicas is 0 for a moment after every create, before the ReplicaSet makes
-	// its pod, so 0 replicas alone means "not yet", not FAILED; a ReplicaSet that cannot
-	// create the pod says so with ReplicaFailure above.
+	// its pod, so 0 observed replicas alone means "not yet", not FAILED (0 desired
+	// replicas is FAILED, above); a ReplicaSet that cannot create the pod says so with
+	// ReplicaFailure.
 	return Status{v1alpha1.PENDING, "Waiting for the pod to be created."}
 }
 

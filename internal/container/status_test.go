@@ -42,6 +42,11 @@ func deployment(conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
 	return &appsv1.Deployment{Status: appsv1.DeploymentStatus{Conditions: conds}}
 }
 
+func scaled(n int32, d *appsv1.Deployment) *appsv1.Deployment {
+	d.Spec.Replicas = &n
+	return d
+}
+
 func cond(t appsv1.DeploymentConditionType, s corev1.ConditionStatus, reason, msg string) appsv1.DeploymentCondition {
 	return appsv1.DeploymentCondition{Type: t, Status: s, Reason: reason, Message: msg}
 }
@@ -92,6 +97,10 @@ func TestStatusOf(t *testing.T) {
 			nil, v1alpha1.FAILED, "FailedCreate: pods \"web-1\" is forbidden: exceeded quota: q"},
 		{"progress deadline exceeded", deployment(cond(appsv1.DeploymentProgressing, corev1.ConditionFalse, "ProgressDeadlineExceeded", "timed out")),
 			nil, v1alpha1.FAILED, "ProgressDeadlineExceeded"},
+		{"scaled to zero", scaled(0, deployment()), nil, v1alpha1.FAILED, "scaled to zero"},
+		{"scaled to zero, its pod still terminating", scaled(0, deployment()), []*corev1.Pod{pod("a", 0, corev1.PodRunning, terminating)},
+			v1alpha1.FAILED, "scaled to zero"},
+		{"scaled back up, no pod yet", scaled(1, deployment()), nil, v1alpha1.PENDING, "Waiting for the pod"},
 		{"neither", nil, nil, v1alpha1.DELETED, "deleted"},
 		{"pods outlive the deployment briefly", nil, []*corev1.Pod{pod("a", 0, corev1.PodRunning, terminating)}, v1alpha1.DELETED, "deleted"},
 		{"deployment being deleted (held by the finalizer)", func() *appsv1.Deployment {

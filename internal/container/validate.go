@@ -3,6 +3,7 @@ package container
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -20,20 +21,13 @@ var (
 	namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 )
 
-// Violation is one problem with a request, named by its JSON path.
-type Violation = v1alpha1.FieldViolation
-
-func violation(field, format string, args ...any) Violation {
-	return Violation{Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
-// ValidateID checks a client-chosen container id (AEP-122).
-func ValidateID(field, id string) []Violation {
+// ValidateID checks a client-chosen container id (AEP-122), the query parameter param.
+func ValidateID(param, id string) []Violation {
 	switch {
 	case id == ReservedID:
-		return []Violation{violation(field, "%q is reserved (it is the health endpoint)", id)}
+		return []Violation{{Param: param, Detail: fmt.Sprintf("%s %q is reserved (it is the health endpoint)", param, id)}}
 	case !idPattern.MatchString(id):
-		return []Violation{violation(field, "%q must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit", id)}
+		return []Violation{{Param: param, Detail: fmt.Sprintf("%s %q must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit", param, id)}}
 	}
 	return nil
 }
@@ -44,24 +38,25 @@ func Validate(spec *v1alpha1.ContainerSpec) []Violation {
 	var vs []Violation
 	add := func(v ...Violation) { vs = append(vs, v...) }
 
-	if spec.ServiceType != v1alpha1.ContainerSpecServiceTypeContainer {
-		add(violation("spec.service_type", "must be %q", v1alpha1.ContainerSpecServiceTypeContainer))
-	}
-	name := spec.Metadata.Name
-	switch {
-	case name == "":
-		add(violation("spec.metadata.name", "required"))
-	case len(name) > 63 || !namePattern.MatchString(name):
-		add(violation("spec.metadata.name", "%q must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit", name))
-	case exposedPorts(spec) > 0 && (name[0] < 'a' || name[0] > 'z'):
-		// The Service is named after the container, and Service names must start with a letter.
-		add(violation("spec.metadata.name", "%q must start with a letter when a port is exposed (Kubernetes Service names do)", name))
-	}
+	// In the contract's order (see SortViolations): resources, labels, then body order.
+	add(validateResources(&spec.Resources)...)
 	if spec.Metadata.Labels != nil {
 		add(validateLabels(*spec.Metadata.Labels)...)
 	}
+	if spec.ServiceType != v1alpha1.ContainerSpecServiceTypeContainer {
+		add(violation(Pointer("spec", "service_type"), "service_type %q must be %q", spec.ServiceType, v1alpha1.ContainerSpecServiceTypeContainer))
+	}
+	name, namePtr := spec.Metadata.Name, Pointer("spec", "metadata", "name")
+	switch {
+	case name == "":
+		add(violation(namePtr, "metadata.name is required"))
+	case len(name) > 63 || !namePattern.MatchString(name):
+		add(violation(namePtr, "metadata.name %q must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit", name))
+	case exposedPorts(spec) > 0 && (name[0] < 'a' || name[0] > 'z'):
+		// The Service is named after the container, and Service names must start with a letter.
+		add(violation(namePtr, "metadata.name %q must start with a letter when a port is exposed (Kubernetes Service names do)", name))
+	}
 	add(validateImage(spec.Image.Reference)...)
-	add(validateResources(&spec.Resources)...)
 	if p := spec.Process; p != nil && p.Env != nil {
 		add(validateEnv(*p.Env)...)
 	}
@@ -74,31 +69,31 @@ func Validate(spec *v1alpha1.ContainerSpec) []Violation {
 func validateLabels(labels map[string]string) []Violation {
 	var vs []Violation
 	for _, k := range sortedKeys(labels) {
-		field := fmt.Sprintf("spec.metadata.labels[%q]", k)
+		ptr := Pointer("spec", "metadata", "labels", k)
 		if strings.HasPrefix(k, ReservedLabelPrefix) {
-			vs = append(vs, violation(field, "the %q prefix is reserved for DCM", ReservedLabelPrefix))
+			vs = append(vs, violation(ptr, "label %q is reserved by DCM", k))
 			continue
 		}
 		for _, msg := range validation.IsQualifiedName(k) {
-			vs = append(vs, violation(field, "key: %s", msg))
+			vs = append(vs, violation(ptr, "label %q: key: %s", k, msg))
 		}
 		for _, msg := range validation.IsValidLabelValue(labels[k]) {
-			vs = append(vs, violation(field, "value: %s", msg))
+			vs = append(vs, violation(ptr, "label %q: value %q: %s", k, labels[k], msg))
 		}
 	}
 	return vs
 }
 
 func validateImage(ref string) []Violation {
-	const field = "spec.image.reference"
+	ptr := Pointer("spec", "image", "reference")
 	if ref == "" {
-		return []Violation{violation(field, "required")}
+		return []Violation{violation(ptr, "image.reference is required")}
 	}
 	if strings.TrimSpace(ref) != ref {
-		return []Violation{violation(field, "must not start or end with whitespace")}
+		return []Violation{violation(ptr, "image.reference %q must not start or end with whitespace", ref)}
 	}
 	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
-		return []Violation{violation(field, "%q is not an image reference ([registry/]repository[:tag][@digest]): %v", ref, err)}
+		return []Violation{violation(ptr, "image.reference %q is not an image reference ([registry/]repository[:tag][@digest]): %v", ref, err)}
 	}
 	return nil
 }
@@ -106,23 +101,25 @@ func validateImage(ref string) []Violation {
 func validateResources(r *v1alpha1.ContainerResources) []Violation {
 	cpuMin, errMin := parseCPU(r.Cpu.Min)
 	cpuMax, errMax := parseCPU(r.Cpu.Max)
-	vs := validateRange("spec.resources.cpu", cpuMin, cpuMax, errMin, errMax, cpuMin.String(), cpuMax.String())
+	vs := validateRange("cpu", cpuMin, cpuMax, errMin, errMax, cpuMin.String(), cpuMax.String())
 	memMin, errMin := parseMemory(r.Memory.Min)
 	memMax, errMax := parseMemory(r.Memory.Max)
-	return append(vs, validateRange("spec.resources.memory", memMin, memMax, errMin, errMax, r.Memory.Min, r.Memory.Max)...)
+	return append(vs, validateRange("memory", memMin, memMax, errMin, errMax, r.Memory.Min, r.Memory.Max)...)
 }
 
-// validateRange reports a bad min or max, or min above max (shown as minText/maxText).
-func validateRange(field string, lo, hi resource.Quantity, errLo, errHi error, minText, maxText string) []Violation {
+// validateRange reports a bad min or max, or min above max (shown as minText/maxText,
+// pointing at min), of spec.resources.<name>.
+func validateRange(name string, lo, hi resource.Quantity, errLo, errHi error, minText, maxText string) []Violation {
 	var vs []Violation
+	minPtr, maxPtr := Pointer("spec", "resources", name, "min"), Pointer("spec", "resources", name, "max")
 	if errLo != nil {
-		vs = append(vs, violation(field+".min", "%v", errLo))
+		vs = append(vs, violation(minPtr, "%s.min: %v", name, errLo))
 	}
 	if errHi != nil {
-		vs = append(vs, violation(field+".max", "%v", errHi))
+		vs = append(vs, violation(maxPtr, "%s.max: %v", name, errHi))
 	}
 	if errLo == nil && errHi == nil && lo.Cmp(hi) > 0 {
-		vs = append(vs, violation(field, "min (%s) is more than max (%s)", minText, maxText))
+		vs = append(vs, violation(minPtr, "%s.min (%s) must not exceed %s.max (%s)", name, minText, name, maxText))
 	}
 	return vs
 }
@@ -131,16 +128,16 @@ func validateEnv(env []v1alpha1.EnvVar) []Violation {
 	var vs []Violation
 	seen := map[string]int{}
 	for i, e := range env {
-		field := fmt.Sprintf("spec.process.env[%d].name", i)
+		ptr, field := Pointer("spec", "process", "env", strconv.Itoa(i), "name"), fmt.Sprintf("process.env[%d].name", i)
 		if e.Name == "" {
-			vs = append(vs, violation(field, "required"))
+			vs = append(vs, violation(ptr, "%s is required", field))
 			continue
 		}
 		for _, msg := range validation.IsEnvVarName(e.Name) {
-			vs = append(vs, violation(field, "%q: %s", e.Name, msg))
+			vs = append(vs, violation(ptr, "%s %q: %s", field, e.Name, msg))
 		}
 		if j, dup := seen[e.Name]; dup {
-			vs = append(vs, violation(field, "%q is already set by spec.process.env[%d]", e.Name, j))
+			vs = append(vs, violation(ptr, "%s %q is already set by process.env[%d]", field, e.Name, j))
 		} else {
 			seen[e.Name] = i
 		}
@@ -152,15 +149,17 @@ func validatePorts(ports []v1alpha1.ContainerPort) []Violation {
 	var vs []Violation
 	seen := map[int32]int{}
 	for i, p := range ports {
+		ptr := func(f string) string { return Pointer("spec", "network", "ports", strconv.Itoa(i), f) }
+		field := fmt.Sprintf("network.ports[%d]", i)
 		if p.ContainerPort < 1 || p.ContainerPort > 65535 {
-			vs = append(vs, violation(fmt.Sprintf("spec.network.ports[%d].container_port", i), "%d is not a port (1-65535)", p.ContainerPort))
+			vs = append(vs, violation(ptr("container_port"), "%s.container_port %d is not a port (1-65535)", field, p.ContainerPort))
 		} else if j, dup := seen[p.ContainerPort]; dup {
-			vs = append(vs, violation(fmt.Sprintf("spec.network.ports[%d].container_port", i), "%d is already listed by spec.network.ports[%d]", p.ContainerPort, j))
+			vs = append(vs, violation(ptr("container_port"), "%s.container_port %d is already listed by network.ports[%d]", field, p.ContainerPort, j))
 		} else {
 			seen[p.ContainerPort] = i
 		}
 		if !p.Visibility.Valid() {
-			vs = append(vs, violation(fmt.Sprintf("spec.network.ports[%d].visibility", i), "%q must be one of none, internal, external", p.Visibility))
+			vs = append(vs, violation(ptr("visibility"), "%s.visibility %q must be one of none, internal, external", field, p.Visibility))
 		}
 	}
 	return vs

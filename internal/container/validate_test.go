@@ -51,7 +51,7 @@ func TestValidate(t *testing.T) {
 	cases := []struct {
 		name   string
 		edit   func(m map[string]any)
-		fields []string // fields expected in the violations, in order; nil = valid
+		fields []string // pointers expected in the violations, in order; nil = valid
 	}{
 		{"valid", func(map[string]any) {}, nil},
 		{"millicores", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = "500m" }, nil},
@@ -63,26 +63,26 @@ func TestValidate(t *testing.T) {
 			sub(m, "metadata")["name"] = "1app"
 			delete(m, "network")
 		}, nil},
-		{"wrong service type", func(m map[string]any) { m["service_type"] = "vm" }, []string{"spec.service_type"}},
-		{"name uppercase", func(m map[string]any) { sub(m, "metadata")["name"] = "Web" }, []string{"spec.metadata.name"}},
-		{"name too long", func(m map[string]any) { sub(m, "metadata")["name"] = strings.Repeat("a", 64) }, []string{"spec.metadata.name"}},
-		{"name digit with exposed port", func(m map[string]any) { sub(m, "metadata")["name"] = "1app" }, []string{"spec.metadata.name"}},
-		{"reserved label", func(m map[string]any) { sub(m, "metadata", "labels")["dcm.project/owner"] = "x" }, []string{`spec.metadata.labels["dcm.project/owner"]`}},
+		{"wrong service type", func(m map[string]any) { m["service_type"] = "vm" }, []string{"#/spec/service_type"}},
+		{"name uppercase", func(m map[string]any) { sub(m, "metadata")["name"] = "Web" }, []string{"#/spec/metadata/name"}},
+		{"name too long", func(m map[string]any) { sub(m, "metadata")["name"] = strings.Repeat("a", 64) }, []string{"#/spec/metadata/name"}},
+		{"name digit with exposed port", func(m map[string]any) { sub(m, "metadata")["name"] = "1app" }, []string{"#/spec/metadata/name"}},
+		{"reserved label", func(m map[string]any) { sub(m, "metadata", "labels")["dcm.project/owner"] = "x" }, []string{"#/spec/metadata/labels/dcm.project~1owner"}},
 		{"bad label key and value", func(m map[string]any) {
 			sub(m, "metadata")["labels"] = map[string]any{"bad key": "ok", "ok": "bad value!"}
-		}, []string{`spec.metadata.labels["bad key"]`, `spec.metadata.labels["ok"]`}},
-		{"image with space", func(m map[string]any) { sub(m, "image")["reference"] = "quay.io/my app" }, []string{"spec.image.reference"}},
-		{"image uppercase repo", func(m map[string]any) { sub(m, "image")["reference"] = "quay.io/MyApp:v1" }, []string{"spec.image.reference"}},
-		{"image empty", func(m map[string]any) { sub(m, "image")["reference"] = "" }, []string{"spec.image.reference"}},
-		{"cpu zero", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = 0 }, []string{"spec.resources.cpu.min"}},
-		{"cpu fraction", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = 0.5 }, []string{"spec.resources.cpu.min"}},
-		{"cpu string junk", func(m map[string]any) { sub(m, "resources", "cpu")["max"] = "2 cores" }, []string{"spec.resources.cpu.max"}},
-		{"cpu min above max", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = "2500m" }, []string{"spec.resources.cpu"}},
-		{"cpu huge", func(m map[string]any) { sub(m, "resources", "cpu")["max"] = "99999999999999999999" }, []string{"spec.resources.cpu.max"}},
-		{"memory unit", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "512Mi" }, []string{"spec.resources.memory.min"}},
-		{"memory zero", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "0MB" }, []string{"spec.resources.memory.min"}},
-		{"memory min above max", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "3GB" }, []string{"spec.resources.memory"}},
-		{"memory overflow", func(m map[string]any) { sub(m, "resources", "memory")["max"] = "99999999999TB" }, []string{"spec.resources.memory.max"}},
+		}, []string{"#/spec/metadata/labels/bad key", "#/spec/metadata/labels/ok"}},
+		{"image with space", func(m map[string]any) { sub(m, "image")["reference"] = "quay.io/my app" }, []string{"#/spec/image/reference"}},
+		{"image uppercase repo", func(m map[string]any) { sub(m, "image")["reference"] = "quay.io/MyApp:v1" }, []string{"#/spec/image/reference"}},
+		{"image empty", func(m map[string]any) { sub(m, "image")["reference"] = "" }, []string{"#/spec/image/reference"}},
+		{"cpu zero", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = 0 }, []string{"#/spec/resources/cpu/min"}},
+		{"cpu fraction", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = 0.5 }, []string{"#/spec/resources/cpu/min"}},
+		{"cpu string junk", func(m map[string]any) { sub(m, "resources", "cpu")["max"] = "2 cores" }, []string{"#/spec/resources/cpu/max"}},
+		{"cpu min above max", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = "2500m" }, []string{"#/spec/resources/cpu/min"}},
+		{"cpu huge", func(m map[string]any) { sub(m, "resources", "cpu")["max"] = "99999999999999999999" }, []string{"#/spec/resources/cpu/max"}},
+		{"memory unit", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "512Mi" }, []string{"#/spec/resources/memory/min"}},
+		{"memory zero", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "0MB" }, []string{"#/spec/resources/memory/min"}},
+		{"memory min above max", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "3GB" }, []string{"#/spec/resources/memory/min"}},
+		{"memory overflow", func(m map[string]any) { sub(m, "resources", "memory")["max"] = "99999999999TB" }, []string{"#/spec/resources/memory/max"}},
 		{"env bad and duplicate", func(m map[string]any) {
 			sub(m, "process")["env"] = []any{
 				map[string]any{"name": "A", "value": "1"},
@@ -90,7 +90,7 @@ func TestValidate(t *testing.T) {
 				map[string]any{"name": "A", "value": "3"},
 				map[string]any{"name": "", "value": "4"},
 			}
-		}, []string{"spec.process.env[1].name", "spec.process.env[2].name", "spec.process.env[3].name"}},
+		}, []string{"#/spec/process/env/1/name", "#/spec/process/env/2/name", "#/spec/process/env/3/name"}},
 		{"ports out of range, duplicate, bad visibility", func(m map[string]any) {
 			sub(m, "network")["ports"] = []any{
 				map[string]any{"container_port": 0, "visibility": "internal"},
@@ -99,29 +99,65 @@ func TestValidate(t *testing.T) {
 				map[string]any{"container_port": 81, "visibility": "public"},
 				map[string]any{"container_port": 70000, "visibility": "none"},
 			}
-		}, []string{"spec.network.ports[0].container_port", "spec.network.ports[2].container_port",
-			"spec.network.ports[3].visibility", "spec.network.ports[4].container_port"}},
+		}, []string{"#/spec/network/ports/0/container_port", "#/spec/network/ports/2/container_port", "#/spec/network/ports/3/visibility", "#/spec/network/ports/4/container_port"}},
 		{"everything at once", func(m map[string]any) {
 			m["service_type"] = "vm"
 			sub(m, "metadata")["name"] = "-x"
 			sub(m, "image")["reference"] = ""
 			sub(m, "resources", "memory")["max"] = "lots"
-		}, []string{"spec.service_type", "spec.metadata.name", "spec.image.reference", "spec.resources.memory.max"}},
+		}, []string{"#/spec/resources/memory/max", "#/spec/service_type", "#/spec/metadata/name", "#/spec/image/reference"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			vs := Validate(mutate(t, tc.edit))
 			var got []string
 			for _, v := range vs {
-				got = append(got, v.Field)
-				if v.Message == "" {
-					t.Errorf("violation for %s has no message", v.Field)
+				got = append(got, v.Pointer)
+				if v.Detail == "" {
+					t.Errorf("violation at %s has no detail", v.Pointer)
 				}
 			}
 			if !slices.Equal(got, tc.fields) {
-				t.Errorf("fields = %q, want %q (%+v)", got, tc.fields, vs)
+				t.Errorf("pointers = %q, want %q (%+v)", got, tc.fields, vs)
 			}
 		})
+	}
+}
+
+// The details DCM's contract tests read, word for word, and the order they read them in.
+func TestValidateDetailsAndOrder(t *testing.T) {
+	spec := mutate(t, func(m map[string]any) {
+		sub(m, "metadata", "labels")["dcm.project/managed-by"] = "me"
+		sub(m, "resources")["cpu"] = map[string]any{"min": "10", "max": "5"}
+		sub(m, "resources")["memory"] = map[string]any{"min": "4GB", "max": "2GB"}
+		sub(m, "image")["reference"] = ""
+	})
+	got := Validate(spec)
+	want := []Violation{
+		{Pointer: "#/spec/resources/cpu/min", Detail: "cpu.min (10) must not exceed cpu.max (5)"},
+		{Pointer: "#/spec/resources/memory/min", Detail: "memory.min (4GB) must not exceed memory.max (2GB)"},
+		{Pointer: "#/spec/metadata/labels/dcm.project~1managed-by", Detail: `label "dcm.project/managed-by" is reserved by DCM`},
+		{Pointer: "#/spec/image/reference", Detail: "image.reference is required"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestPointerAndOrder(t *testing.T) {
+	if got := Pointer("spec", "metadata", "labels", "a~b/c"); got != "#/spec/metadata/labels/a~0b~1c" {
+		t.Errorf("Pointer = %s", got)
+	}
+	vs := []Violation{{Detail: "id"}, {Pointer: "#/spec/network/ports/0/visibility", Detail: "v"}, {Pointer: "#/spec/metadata/labels/x", Detail: "l"},
+		{Pointer: "#/spec/service_type", Detail: "s"}, {Pointer: "#/spec/resources/memory/max", Detail: "m"}, {Pointer: "#/spec/metadata/name", Detail: "n"},
+		{Pointer: "#/spec/resources/cpu/max", Detail: "c"}, {Pointer: "#/spec", Detail: "spec"}, {Pointer: "#/other", Detail: "o"}}
+	SortViolations(vs)
+	var got []string
+	for _, v := range vs {
+		got = append(got, v.Detail)
+	}
+	if want := []string{"c", "m", "l", "s", "n", "v", "spec", "o", "id"}; !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
 	}
 }
 
@@ -155,10 +191,14 @@ func TestParseQuantities(t *testing.T) {
 			t.Errorf("parseCPU(%s) = %s, want an error", raw, q.String())
 		}
 	}
-	for in, bytes := range map[string]int64{"1MB": 1_000_000, "512MB": 512_000_000, "2GB": 2_000_000_000, "1TB": 1_000_000_000_000} {
+	// Binary, as every DCM provider reads them: MB is Mi, GB is Gi, TB is Ti.
+	for in, want := range map[string]struct {
+		bytes int64
+		k8s   string
+	}{"1MB": {1 << 20, "1Mi"}, "512MB": {512 << 20, "512Mi"}, "2GB": {2 << 30, "2Gi"}, "1TB": {1 << 40, "1Ti"}, "1024MB": {1 << 30, "1Gi"}} {
 		q, err := parseMemory(in)
-		if err != nil || q.Value() != bytes {
-			t.Errorf("parseMemory(%s) = %d, %v; want %d", in, q.Value(), err, bytes)
+		if err != nil || q.Value() != want.bytes || q.String() != want.k8s {
+			t.Errorf("parseMemory(%s) = %d (%s), %v; want %d (%s)", in, q.Value(), q.String(), err, want.bytes, want.k8s)
 		}
 	}
 	for _, in := range []string{"", "1", "1mb", "1Gi", "1.5GB", "-1GB", "0GB", " 1GB"} {

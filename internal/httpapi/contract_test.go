@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,9 +18,10 @@ import (
 )
 
 // The HTTP error contract, pinned without a cluster: every row is a request and what the
-// store answers, and the status, problem type, title, error fields and headers that
-// come back. The expectations are what the code does today; a change to any of them
-// should be a deliberate change to this table.
+// store answers, and the status, problem type, title, detail, pointers and headers that
+// come back (DCM's RFC 9457 shape: one problem -> detail + pointer; several -> the
+// fixed detail and an errors array in contract order). A change to any of them should
+// be a deliberate change to this table.
 
 // secret is in every cause a row plants (store errors, panics); no answer may carry it.
 const secret = "s3cr3t-cause-do-not-leak"
@@ -123,11 +126,21 @@ type wireProblem struct {
 	Status   int     `json:"status"`
 	Detail   *string `json:"detail"`
 	Instance string  `json:"instance"`
+	Pointer  *string `json:"pointer"`
 	Errors   []struct {
-		Field   string `json:"field"`
-		Message string `json:"message"`
+		Detail  string  `json:"detail"`
+		Pointer *string `json:"pointer"`
 	} `json:"errors"`
 }
+
+// wantTitles is DCM's title of each problem type, spelled out.
+var wantTitles = map[string]string{
+	"invalid-argument": "Invalid argument", "not-found": "Not found", "already-exists": "Already exists",
+	"permission-denied": "Permission denied", "unavailable": "Service Unavailable", "internal": "Internal Server Error",
+}
+
+// noPointer stands for an errors[] entry without a pointer.
+const noPointer = "-"
 
 type contractRow struct {
 	name           string
@@ -138,22 +151,26 @@ type contractRow struct {
 	store          *answer // nil: the store must not be reached
 	status         int
 	code           string   // problem type's last element; "" for a success
-	title          string   // problem title
-	fields         []string // errors[].field, in order; nil: no errors list
+	detail         string   // the exact top-level detail; "" = not checked
+	pointer        string   // the top-level pointer; "" = must be absent
+	errors         []string // errors[].pointer in order (noPointer: absent); nil: no errors array
 	headers        map[string]string
 	has, hasNot    []string // substrings of the response body
 }
 
+const multiple = "multiple validation errors, see the errors array for details"
+
 func TestErrorContract(t *testing.T) {
 	const base = "/api/v1alpha1/containers"
 	const jsonCT, yamlCT = "application/json", "application/yaml"
-	const invalidArg, invalidTitle = "invalid-argument", "Invalid request"
+	const invalidArg = "invalid-argument"
 	ok := &answer{}
 	tooBig := body(`"name":"web"`, `"name":"web","labels":{"k":"`+strings.Repeat("a", MaxBodyBytes)+`"}`)
 	ports := func(p string) string {
 		return body(`"image":`, `"network":{"ports":[{"container_port":`+p+`,"visibility":"none"}]},"image":`)
 	}
 	retry := map[string]string{"Retry-After": "5"}
+	const internalDetail = "an unexpected error occurred"
 
 	rows := []contractRow{
 		// POST create: success.
@@ -162,105 +179,123 @@ func TestErrorContract(t *testing.T) {
 			has: []string{`"id":"web-1"`, `"namespace":"dcm"`, `"status":"PENDING"`}},
 		{name: "create/201 with a charset parameter on the content type", method: "POST", target: base, contentType: jsonCT + "; charset=utf-8",
 			body: validBody, store: ok, status: 201, headers: map[string]string{"Content-Type": jsonCT}},
-		{name: "create/201 ignores data after the JSON object", method: "POST", target: base + "?id=web-1", contentType: jsonCT,
-			body: validBody + "garbage", store: ok, status: 201},
+		{name: "create/400 without a content type", method: "POST", target: base, body: validBody, status: 400, code: "invalid-argument",
+			has: []string{"Content-Type"}},
 
-		// POST create: the body cannot be read as a container.
+		// POST create: the body is not JSON, or cannot be read as a container.
+		{name: "create/400 data after the JSON object", method: "POST", target: base + "?id=web-1", contentType: jsonCT,
+			body: validBody + "garbage", status: 400, code: invalidArg, detail: "the request body is not valid JSON"},
 		{name: "create/400 bad JSON syntax", method: "POST", target: base, contentType: jsonCT, body: `{"spec":`,
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"body"}},
+			status: 400, code: invalidArg, detail: "the request body is not valid JSON"},
+		{name: "create/400 non-JSON content type", method: "POST", target: base, contentType: yamlCT, body: "spec: {}",
+			status: 400, code: invalidArg, detail: "the request body must be JSON (Content-Type: application/json), not application/yaml"},
+		{name: "create/400 JSON body sent as text/plain", method: "POST", target: base, contentType: "text/plain", body: validBody,
+			status: 400, code: invalidArg, detail: "the request body must be JSON (Content-Type: application/json), not text/plain"},
 		{name: "create/400 wrong type for a field", method: "POST", target: base, contentType: jsonCT, body: body(`"name":"web"`, `"name":5`),
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.metadata.name"}},
+			status: 400, code: invalidArg, pointer: "#/spec/metadata/name"},
 		{name: "create/400 exponent integer passes the schema but not the decoder", method: "POST", target: base, contentType: jsonCT,
-			body: ports("1e3"), status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.network.ports.container_port"}},
+			body: ports("1e3"), status: 400, code: invalidArg, detail: "spec.network.ports.container_port must be int32, not number 1e3"},
 		{name: "create/400 missing body", method: "POST", target: base, contentType: jsonCT,
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"body"}},
+			status: 400, code: invalidArg},
 		{name: "create/400 missing body and content type", method: "POST", target: base,
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"body"}},
+			status: 400, code: invalidArg},
 		{name: "create/400 body is not an object", method: "POST", target: base, contentType: jsonCT, body: `[]`,
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"body"}},
+			status: 400, code: invalidArg},
 		{name: "create/413 body over 1 MiB by Content-Length", method: "POST", target: base, contentType: jsonCT, body: tooBig,
-			status: 413, code: invalidArg, title: "Request too large"},
+			status: 413, code: invalidArg, detail: "the request body is larger than 1048576 bytes"},
 		{name: "create/413 body over 1 MiB chunked", method: "POST", target: base, contentType: jsonCT, body: tooBig, chunked: true,
-			status: 413, code: invalidArg, title: "Request too large"},
-		{name: "create/415 non-JSON content type", method: "POST", target: base, contentType: yamlCT, body: "spec: {}",
-			status: 415, code: invalidArg, title: "Unsupported media type"},
-		{name: "create/415 JSON body sent as text/plain", method: "POST", target: base, contentType: "text/plain", body: validBody,
-			status: 415, code: invalidArg, title: "Unsupported media type"},
+			status: 413, code: invalidArg, detail: "the request body is larger than 1048576 bytes"},
 
 		// POST create: schema and domain violations, all reported at once.
 		{name: "create/400 unknown service_type", method: "POST", target: base, contentType: jsonCT,
 			body:   body(`"service_type":"container"`, `"service_type":"vm"`),
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.service_type"}},
+			status: 400, code: invalidArg, pointer: "#/spec/service_type"},
 		{name: "create/400 missing spec", method: "POST", target: base, contentType: jsonCT, body: `{}`,
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec"}},
+			status: 400, code: invalidArg, pointer: "#/spec", detail: `spec: property "spec" is missing`},
 		{name: "create/400 read-only id in the body", method: "POST", target: base, contentType: jsonCT, body: body(`{"spec"`, `{"id":"x","spec"`),
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"id"}},
+			status: 400, code: invalidArg, pointer: "#/id"},
 		{name: "create/400 port out of range", method: "POST", target: base, contentType: jsonCT, body: ports("70000"),
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.network.ports[0].container_port"}},
+			status: 400, code: invalidArg, pointer: "#/spec/network/ports/0/container_port",
+			detail: "network.ports[0].container_port 70000 is not a port (1-65535)"},
 		{name: "create/400 cpu min above max", method: "POST", target: base, contentType: jsonCT,
-			body:   body(`"cpu":{"min":1,"max":1}`, `"cpu":{"min":4,"max":2}`),
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.resources.cpu"}},
-		{name: "create/400 reserved label prefix", method: "POST", target: base, contentType: jsonCT,
-			body:   body(`"name":"web"`, `"name":"web","labels":{"dcm.project/x":"y"}`),
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{`spec.metadata.labels["dcm.project/x"]`}},
-		{name: "create/400 schema and domain problems together", method: "POST", target: base, contentType: jsonCT,
+			body:   body(`"cpu":{"min":1,"max":1}`, `"cpu":{"min":"10","max":"5"}`),
+			status: 400, code: invalidArg, pointer: "#/spec/resources/cpu/min", detail: "cpu.min (10) must not exceed cpu.max (5)"},
+		{name: "create/400 reserved label, key escaped in the pointer", method: "POST", target: base, contentType: jsonCT,
+			body:   body(`"name":"web"`, `"name":"web","labels":{"dcm.project/managed-by":"y"}`),
+			status: 400, code: invalidArg, pointer: "#/spec/metadata/labels/dcm.project~1managed-by",
+			detail: `label "dcm.project/managed-by" is reserved by DCM`},
+		{name: "create/400 cpu and label: cpu first, label second", method: "POST", target: base, contentType: jsonCT,
+			body: body(`"name":"web"`, `"name":"web","labels":{"dcm.project/managed-by":"y"}`,
+				`"cpu":{"min":1,"max":1}`, `"cpu":{"min":"10","max":"5"}`),
+			status: 400, code: invalidArg, detail: multiple,
+			errors: []string{"#/spec/resources/cpu/min", "#/spec/metadata/labels/dcm.project~1managed-by"},
+			has:    []string{`"detail":"cpu.min (10) must not exceed cpu.max (5)"`, `"detail":"label \"dcm.project/managed-by\" is reserved by DCM"`}},
+		{name: "create/400 schema and domain problems together, in contract order", method: "POST", target: base, contentType: jsonCT,
 			body:   body(`"name":"web"`, `"name":"Web"`, `"cpu":{"min":1,"max":1}`, `"cpu":{"min":4,"max":2}`, `"max":"1MB"`, `"max":"2GiB"`),
-			status: 400, code: invalidArg, title: invalidTitle,
-			fields: []string{"spec.metadata.name", "spec.resources.cpu", "spec.resources.memory.max"}},
-		{name: "create/400 bad id query parameter", method: "POST", target: base + "?id=Bad_ID", contentType: jsonCT, body: validBody,
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"id"}},
+			status: 400, code: invalidArg, detail: multiple,
+			errors: []string{"#/spec/resources/cpu/min", "#/spec/resources/memory/max", "#/spec/metadata/name"}},
+		{name: "create/400 bad id query parameter: one problem, no pointer", method: "POST", target: base + "?id=Bad_ID", contentType: jsonCT, body: validBody,
+			status: 400, code: invalidArg,
+			detail: `id "Bad_ID" must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit`},
 		{name: "create/400 reserved id health", method: "POST", target: base + "?id=health", contentType: jsonCT, body: validBody,
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"id"}},
-		{name: "create/400 repeated id parameter has no errors list", method: "POST", target: base + "?id=a&id=b", contentType: jsonCT,
-			body: validBody, status: 400, code: invalidArg, title: invalidTitle},
+			status: 400, code: invalidArg, detail: `id "health" is reserved (it is the health endpoint)`},
+		{name: "create/400 bad id and a body problem: the id last, without a pointer", method: "POST", target: base + "?id=health",
+			contentType: jsonCT, body: ports("70000"), status: 400, code: invalidArg, detail: multiple,
+			errors: []string{"#/spec/network/ports/0/container_port", noPointer}},
+		{name: "create/400 repeated id parameter", method: "POST", target: base + "?id=a&id=b", contentType: jsonCT,
+			body: validBody, status: 400, code: invalidArg},
 
 		// POST create: the store's answers.
 		{name: "create/409 store conflict", method: "POST", target: base + "?id=web-1", contentType: jsonCT, body: validBody,
-			store: storeErr(store.KindConflict), status: 409, code: "already-exists", title: "Already exists"},
-		{name: "create/400 store invalid with fields", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store:  storeErr(store.KindInvalid, container.Violation{Field: "spec.image.reference", Message: "refused"}),
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"spec.image.reference"}},
+			store: storeErr(store.KindConflict), status: 409, code: "already-exists",
+			detail: `a container with id "web-1" already exists; it was not changed`},
+		{name: "create/400 store invalid with one field", method: "POST", target: base, contentType: jsonCT, body: validBody,
+			store:  storeErr(store.KindInvalid, container.Violation{Pointer: "#/spec/image/reference", Detail: "image.reference: refused"}),
+			status: 400, code: invalidArg, pointer: "#/spec/image/reference", detail: "image.reference: refused"},
+		{name: "create/400 store invalid with two fields", method: "POST", target: base, contentType: jsonCT, body: validBody,
+			store: storeErr(store.KindInvalid, container.Violation{Pointer: "#/spec/image/reference", Detail: "a"},
+				container.Violation{Pointer: "#/spec/resources", Detail: "b"}),
+			status: 400, code: invalidArg, detail: multiple, errors: []string{"#/spec/resources", "#/spec/image/reference"}},
 		{name: "create/400 store invalid without fields", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: storeErr(store.KindInvalid), status: 400, code: invalidArg, title: invalidTitle},
+			store: storeErr(store.KindInvalid), status: 400, code: invalidArg, detail: "the cluster refused the container; nothing was created"},
 		{name: "create/403 store quota", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store:  storeErr(store.KindQuota, container.Violation{Field: "spec.resources", Message: "exceeded quota"}),
-			status: 403, code: "permission-denied", title: "Quota exceeded", fields: []string{"spec.resources"}},
+			store:  storeErr(store.KindQuota, container.Violation{Pointer: "#/spec/resources", Detail: "resources: exceeded quota"}),
+			status: 403, code: "permission-denied", pointer: "#/spec/resources", detail: "resources: exceeded quota"},
 		{name: "create/503 store unavailable", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: storeErr(store.KindUnavailable), status: 503, code: "unavailable", title: "Unavailable", headers: retry},
+			store: storeErr(store.KindUnavailable), status: 503, code: "unavailable", headers: retry},
 		{name: "create/500 store internal", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: storeErr(store.KindInternal), status: 500, code: "internal", title: "Internal error"},
+			store: storeErr(store.KindInternal), status: 500, code: "internal", detail: internalDetail},
 		{name: "create/500 store kind unknown", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: storeErr(store.Kind(99)), status: 500, code: "internal", title: "Internal error"},
+			store: storeErr(store.Kind(99)), status: 500, code: "internal", detail: internalDetail},
 		{name: "create/500 plain error", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: fails(errors.New(secret)), status: 500, code: "internal", title: "Internal error"},
+			store: fails(errors.New(secret)), status: 500, code: "internal", detail: internalDetail},
 		{name: "create/500 panic in the store", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: &answer{panic: true}, status: 500, code: "internal", title: "Internal error"},
+			store: &answer{panic: true}, status: 500, code: "internal", detail: internalDetail},
 
 		// GET one.
 		{name: "get/200 found", method: "GET", target: base + "/a", store: &answer{obs: []container.Observed{observed(t, "a")}},
 			status: 200, headers: map[string]string{"Content-Type": jsonCT}, has: []string{`"id":"a"`, `"path":"containers/a"`}},
 		{name: "get/404 not found", method: "GET", target: base + "/a", store: fails(store.ErrNotFound),
-			status: 404, code: "not-found", title: "Not found"},
+			status: 404, code: "not-found", detail: `no container has id "a"`},
 		{name: "get/503 store unavailable", method: "GET", target: base + "/a", store: storeErr(store.KindUnavailable),
-			status: 503, code: "unavailable", title: "Unavailable", headers: retry},
+			status: 503, code: "unavailable", headers: retry},
 		{name: "get/500 store internal", method: "GET", target: base + "/a", store: storeErr(store.KindInternal),
-			status: 500, code: "internal", title: "Internal error"},
-		{name: "get/400 malformed id", method: "GET", target: base + "/Bad_ID",
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"container_id"}},
+			status: 500, code: "internal", detail: internalDetail},
+		{name: "get/400 malformed id", method: "GET", target: base + "/Bad_ID", status: 400, code: invalidArg},
 
 		// LIST.
 		{name: "list/400 max_page_size 0", method: "GET", target: base + "?max_page_size=0",
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"max_page_size"}},
+			status: 400, code: invalidArg, has: []string{"max_page_size"}},
 		{name: "list/400 max_page_size 1001", method: "GET", target: base + "?max_page_size=1001",
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"max_page_size"}},
+			status: 400, code: invalidArg, has: []string{"max_page_size"}},
 		{name: "list/400 max_page_size not a number", method: "GET", target: base + "?max_page_size=abc",
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"max_page_size"}},
-		{name: "list/400 repeated max_page_size has no errors list", method: "GET", target: base + "?max_page_size=5&max_page_size=6",
-			status: 400, code: invalidArg, title: invalidTitle},
+			status: 400, code: invalidArg, has: []string{"max_page_size"}},
+		{name: "list/400 repeated max_page_size", method: "GET", target: base + "?max_page_size=5&max_page_size=6",
+			status: 400, code: invalidArg},
 		{name: "list/400 bad page_token", method: "GET", target: base + "?page_token=zzz",
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"page_token"}},
+			status: 400, code: invalidArg, detail: "page_token is not a page token from this API"},
 		{name: "list/400 page_token with an invalid id", method: "GET", target: base + "?page_token=" + encodePageToken("Bad_ID"),
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"page_token"}},
+			status: 400, code: invalidArg, detail: "page_token is not a page token from this API"},
 		{name: "list/200 with next_page_token", method: "GET", target: base + "?max_page_size=2&page_token=" + encodePageToken("a"),
 			store:  &answer{obs: []container.Observed{observed(t, "b"), observed(t, "c")}, more: true},
 			status: 200, headers: map[string]string{"Content-Type": jsonCT},
@@ -269,31 +304,30 @@ func TestErrorContract(t *testing.T) {
 			store: &answer{obs: []container.Observed{observed(t, "a")}}, status: 200, hasNot: []string{"next_page_token"}},
 		{name: "list/200 empty", method: "GET", target: base + "?page_token=", store: ok, status: 200, has: []string{`"containers":[]`}},
 		{name: "list/503 store unavailable", method: "GET", target: base, store: storeErr(store.KindUnavailable),
-			status: 503, code: "unavailable", title: "Unavailable", headers: retry},
-		{name: "list/404 store not found", method: "GET", target: base, store: fails(store.ErrNotFound),
-			status: 404, code: "not-found", title: "Not found"},
+			status: 503, code: "unavailable", headers: retry},
 
 		// DELETE.
 		{name: "delete/204", method: "DELETE", target: base + "/a", store: ok, status: 204},
 		{name: "delete/404 not found", method: "DELETE", target: base + "/a", store: fails(store.ErrNotFound),
-			status: 404, code: "not-found", title: "Not found"},
+			status: 404, code: "not-found", detail: `no container has id "a"`},
 		{name: "delete/503 store unavailable", method: "DELETE", target: base + "/a", store: storeErr(store.KindUnavailable),
-			status: 503, code: "unavailable", title: "Unavailable", headers: retry},
-		{name: "delete/400 malformed id", method: "DELETE", target: base + "/Bad_ID",
-			status: 400, code: invalidArg, title: invalidTitle, fields: []string{"container_id"}},
+			status: 503, code: "unavailable", headers: retry},
+		{name: "delete/400 malformed id", method: "DELETE", target: base + "/Bad_ID", status: 400, code: invalidArg},
 
 		// Routing.
-		{name: "route/404 unknown path", method: "GET", target: "/nope", status: 404, code: "not-found", title: "Not found"},
-		{name: "route/404 path below a container", method: "GET", target: base + "/a/b", status: 404, code: "not-found", title: "Not found"},
-		{name: "route/404 trailing slash", method: "GET", target: base + "/", status: 404, code: "not-found", title: "Not found"},
-		{name: "route/405 PUT on the collection", method: "PUT", target: base, status: 405, code: invalidArg, title: "Method not allowed",
+		{name: "route/404 unknown path", method: "GET", target: "/nope", status: 404, code: "not-found"},
+		{name: "route/404 path below a container", method: "GET", target: base + "/a/b", status: 404, code: "not-found"},
+		{name: "route/404 trailing slash", method: "GET", target: base + "/", status: 404, code: "not-found"},
+		{name: "route/405 PUT on the collection", method: "PUT", target: base, status: 405, code: invalidArg,
 			headers: map[string]string{"Allow": "GET, POST"}},
-		{name: "route/405 HEAD on the collection", method: "HEAD", target: base, status: 405, code: invalidArg, title: "Method not allowed",
+		{name: "route/405 HEAD on the collection", method: "HEAD", target: base, status: 405, code: invalidArg,
 			headers: map[string]string{"Allow": "GET, POST"}},
 		{name: "route/405 POST on a container", method: "POST", target: base + "/a", contentType: jsonCT, body: validBody,
-			status: 405, code: invalidArg, title: "Method not allowed", headers: map[string]string{"Allow": "GET, DELETE"}},
+			status: 405, code: invalidArg, headers: map[string]string{"Allow": "GET, DELETE"}},
+		{name: "route/404 POST of a non-JSON body to an unknown path", method: "POST", target: "/nope", contentType: "text/plain",
+			body: "x", status: 404, code: "not-found"},
 		{name: "route/405 DELETE on health", method: "DELETE", target: base + "/health", status: 405, code: invalidArg,
-			title: "Method not allowed", headers: map[string]string{"Allow": "GET"}},
+			headers: map[string]string{"Allow": "GET"}},
 		{name: "route/200 health", method: "GET", target: "/health", status: 200, headers: map[string]string{"Content-Type": jsonCT}},
 	}
 
@@ -367,15 +401,36 @@ func checkProblem(t *testing.T, rec *httptest.ResponseRecorder, tc contractRow) 
 		t.Fatalf("not a problem: %v: %s", err, rec.Body)
 	}
 	path, _, _ := strings.Cut(tc.target, "?")
-	if p.Type != problemBase+tc.code || p.Title != tc.title || p.Status != rec.Code || p.Instance != path {
+	if p.Type != problemBase+tc.code || p.Title != wantTitles[tc.code] || p.Status != rec.Code || p.Instance != path {
 		t.Errorf("got type %q title %q status %d instance %q, want %q %q %d %q",
-			p.Type, p.Title, p.Status, p.Instance, problemBase+tc.code, tc.title, rec.Code, path)
+			p.Type, p.Title, p.Status, p.Instance, problemBase+tc.code, wantTitles[tc.code], rec.Code, path)
 	}
-	var fields []string
+	if p.Detail == nil || *p.Detail == "" {
+		t.Errorf("no detail: %s", rec.Body)
+	} else if tc.detail != "" && *p.Detail != tc.detail {
+		t.Errorf("detail %q, want %q", *p.Detail, tc.detail)
+	}
+	if got := deref(p.Pointer); got != tc.pointer {
+		t.Errorf("pointer %q, want %q: %s", got, tc.pointer, rec.Body)
+	}
+	var pointers []string
 	for _, e := range p.Errors {
-		fields = append(fields, e.Field)
+		pointers = append(pointers, cmp.Or(deref(e.Pointer), noPointer))
+		if e.Detail == "" {
+			t.Errorf("errors entry without detail: %s", rec.Body)
+		}
 	}
-	if strings.Join(fields, " | ") != strings.Join(tc.fields, " | ") || (p.Errors == nil) != (tc.fields == nil) {
-		t.Errorf("error fields %q, want %q: %s", fields, tc.fields, rec.Body)
+	if !slices.Equal(pointers, tc.errors) || (p.Errors == nil) != (tc.errors == nil) {
+		t.Errorf("errors pointers %q, want %q: %s", pointers, tc.errors, rec.Body)
 	}
+	if len(p.Errors) > 0 && (p.Pointer != nil || deref(p.Detail) != multiple) {
+		t.Errorf("several problems need the fixed detail and no top-level pointer: %s", rec.Body)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -48,7 +48,7 @@ var _ v1alpha1.StrictServerInterface = (*handlers)(nil)
 
 func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateContainerRequestObject) (v1alpha1.CreateContainerResponseObject, error) {
 	if req.Body == nil {
-		return nil, invalid("The request body must be a JSON object with a spec.")
+		return nil, badRequest("the request body must be a JSON object with a spec")
 	}
 	var vs []container.Violation
 	id := uuid.NewString()
@@ -58,7 +58,7 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 	}
 	vs = append(vs, container.Validate(&req.Body.Spec)...)
 	if len(vs) > 0 {
-		return nil, invalid(fmt.Sprintf("The container spec has %d problem(s); nothing was created.", len(vs)), vs...)
+		return nil, invalid(vs...)
 	}
 	objs, err := container.Build(id, &req.Body.Spec, h.objects)
 	if err != nil {
@@ -91,7 +91,7 @@ func (h *handlers) ListContainers(_ context.Context, req v1alpha1.ListContainers
 	size := defaultPageSize
 	if p := req.Params.MaxPageSize; p != nil {
 		if *p < 1 || *p > maxPageSize {
-			return nil, invalid("", container.Violation{Field: "max_page_size", Message: fmt.Sprintf("%d is not between 1 and %d", *p, maxPageSize)})
+			return nil, invalid(container.Violation{Detail: fmt.Sprintf("max_page_size %d is not between 1 and %d", *p, maxPageSize)})
 		}
 		size = int(*p)
 	}
@@ -99,7 +99,7 @@ func (h *handlers) ListContainers(_ context.Context, req v1alpha1.ListContainers
 	if t := req.Params.PageToken; t != nil && *t != "" {
 		var ok bool
 		if after, ok = decodePageToken(*t); !ok {
-			return nil, invalid("", container.Violation{Field: "page_token", Message: "not a page token from this API"})
+			return nil, invalid(container.Violation{Detail: "page_token is not a page token from this API"})
 		}
 	}
 	page, more, err := h.store.List(after, size)
@@ -169,18 +169,20 @@ func fromStore(err error, id string) *Problem {
 	}
 	switch se.Kind {
 	case store.KindNotFound:
-		return notFound(fmt.Sprintf("No container has id %q.", id))
+		return notFound(fmt.Sprintf("no container has id %q", id))
 	case store.KindConflict:
-		return &Problem{Status: http.StatusConflict, Code: "already-exists", Title: "Already exists",
-			Detail: fmt.Sprintf("A container with id %q already exists; it was not changed.", id)}
+		return &Problem{Status: http.StatusConflict, Code: "already-exists",
+			Detail: fmt.Sprintf("a container with id %q already exists; it was not changed", id)}
 	case store.KindInvalid:
-		return invalid("The cluster refused the container; nothing was created.", se.Fields...)
+		if len(se.Fields) == 0 {
+			return badRequest("the cluster refused the container; nothing was created")
+		}
+		return invalid(se.Fields...)
 	case store.KindQuota:
-		return &Problem{Status: http.StatusForbidden, Code: "permission-denied", Title: "Quota exceeded",
-			Detail: "A resource quota in the provider's namespace refused the container; nothing was created.", Errors: se.Fields}
+		return &Problem{Status: http.StatusForbidden, Code: "permission-denied", Violations: se.Fields}
 	case store.KindUnavailable:
-		return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Title: "Unavailable",
-			Detail: "The Kubernetes API is unavailable; retry later.", RetryAfter: 5, Cause: err}
+		return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
+			Detail: "the Kubernetes API is unavailable; retry later", RetryAfter: 5, Cause: err}
 	}
 	return internal(err)
 }

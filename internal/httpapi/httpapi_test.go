@@ -77,12 +77,12 @@ func TestRequestIDEchoed(t *testing.T) {
 	}
 }
 
-func TestUnsupportedMediaType(t *testing.T) {
+func TestNonJSONContentTypeIs400(t *testing.T) {
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/api/v1alpha1/containers", strings.NewReader("spec: {}"))
 	req.Header.Set("Content-Type", "application/yaml")
 	newTestHandler(t).ServeHTTP(rec, req)
-	if rec.Code != http.StatusUnsupportedMediaType {
+	if rec.Code != http.StatusBadRequest {
 		t.Errorf("%d %s", rec.Code, rec.Body)
 	}
 	if rec.Header().Get("Content-Type") != "application/problem+json" {
@@ -104,18 +104,20 @@ func TestPageToken(t *testing.T) {
 	}
 }
 
-func TestFieldPath(t *testing.T) {
+func TestDotted(t *testing.T) {
 	for in, want := range map[string]string{
-		"spec/network/ports/1/visibility": "spec.network.ports[1].visibility",
+		"spec/network/ports/1/visibility": "network.ports[1].visibility",
+		"spec/resources/cpu/min":          "resources.cpu.min",
 		"spec":                            "spec",
+		"id":                              "id",
 		"":                                "",
 	} {
 		var segs []string
 		if in != "" {
 			segs = strings.Split(in, "/")
 		}
-		if got := fieldPath(segs); got != want {
-			t.Errorf("fieldPath(%q) = %q, want %q", in, got, want)
+		if got := dotted(segs); got != want {
+			t.Errorf("dotted(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -1,11 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"runtime/debug"
 	"time"
@@ -96,6 +101,44 @@ func withLimits(timeout time.Duration, next http.Handler) http.Handler {
 }
 
 func tooLarge() *Problem {
-	return &Problem{Status: http.StatusRequestEntityTooLarge, Code: "invalid-argument", Title: "Request too large",
-		Detail: fmt.Sprintf("The request body is larger than %d bytes.", MaxBodyBytes)}
+	return &Problem{Status: http.StatusRequestEntityTooLarge, Code: "invalid-argument",
+		Detail: fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes)}
+}
+
+// createPath is the one operation that takes a body (POST).
+const createPath = "/api/v1alpha1/containers"
+
+// withJSONBody answers 400 for a body that is not JSON, as DCM's contract and the
+// reference provider do: a Content-Type other than application/json, or content that
+// is not one well-formed JSON value (trailing data included, which a streaming decoder
+// would silently ignore). An empty body passes: the contract says whether one is needed.
+func withJSONBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != createPath || r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			writeProblem(w, r, tooLarge())
+			return
+		case err != nil:
+			writeProblem(w, r, badRequest("the request body could not be read"))
+			return
+		}
+		if len(body) > 0 {
+			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "" && mt != "application/json" {
+				writeProblem(w, r, badRequest(fmt.Sprintf("the request body must be JSON (Content-Type: application/json), not %s", mt)))
+				return
+			}
+			if !json.Valid(body) {
+				writeProblem(w, r, badRequest("the request body is not valid JSON"))
+				return
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
 }

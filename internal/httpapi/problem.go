@@ -1,6 +1,6 @@
 // Package httpapi is the HTTP layer: router, middleware, problem+json and handlers. It
 // only translates between HTTP and the container domain and store; every error it
-// writes, whatever raised it, is an RFC 9457 problem with DCM's type URIs.
+// writes, whatever raised it, is an RFC 9457 problem in the shape DCM's providers share.
 package httpapi
 
 import (
@@ -15,51 +15,98 @@ import (
 // ProblemTypeBase prefixes every problem type: DCM's convention.
 const ProblemTypeBase = "https://dcm-project.github.io/problems/"
 
+// Problem codes (the last element of the type URI) and their titles. A type has one
+// title (RFC 9457 §3.1.3), whatever the occurrence; the detail says what happened.
+var titles = map[string]string{
+	"invalid-argument":  "Invalid argument",
+	"not-found":         "Not found",
+	"already-exists":    "Already exists",
+	"permission-denied": "Permission denied",
+	"unavailable":       "Service Unavailable",
+	"internal":          "Internal Server Error",
+}
+
+// Fixed details of the contract.
+const (
+	multipleDetail = "multiple validation errors, see the errors array for details"
+	internalDetail = "an unexpected error occurred"
+)
+
 // Problem is an error that knows how to answer the client.
 type Problem struct {
-	Status     int
-	Code       string // last element of the type URI
-	Title      string
-	Detail     string
-	Errors     []container.Violation
+	Status int
+	Code   string // last element of the type URI; the title follows from it
+	// Detail explains a problem that is not a list of violations.
+	Detail string
+	// Violations are what is wrong with the request, each located in it; written as
+	// the detail and pointer (one) or the errors array (several), in contract order.
+	Violations []container.Violation
 	RetryAfter int   // seconds; set for 503
 	Cause      error // logged, never sent
 }
 
 func (p *Problem) Error() string {
-	if p.Cause != nil {
-		return p.Title + ": " + p.Detail + ": " + p.Cause.Error()
+	msg := p.Code + ": " + p.Detail
+	for _, v := range p.Violations {
+		msg += "; " + v.Detail
 	}
-	return p.Title + ": " + p.Detail
+	if p.Cause != nil {
+		msg += ": " + p.Cause.Error()
+	}
+	return msg
 }
 
-func invalid(detail string, vs ...container.Violation) *Problem {
-	return &Problem{Status: http.StatusBadRequest, Code: "invalid-argument", Title: "Invalid request", Detail: detail, Errors: vs}
+// invalid is a 400 for one or more violations.
+func invalid(vs ...container.Violation) *Problem {
+	return &Problem{Status: http.StatusBadRequest, Code: "invalid-argument", Violations: vs}
+}
+
+// badRequest is a 400 about the request as a whole (no field to point at).
+func badRequest(detail string) *Problem {
+	return &Problem{Status: http.StatusBadRequest, Code: "invalid-argument", Detail: detail}
 }
 
 func notFound(detail string) *Problem {
-	return &Problem{Status: http.StatusNotFound, Code: "not-found", Title: "Not found", Detail: detail}
+	return &Problem{Status: http.StatusNotFound, Code: "not-found", Detail: detail}
 }
 
 func internal(cause error) *Problem {
-	return &Problem{Status: http.StatusInternalServerError, Code: "internal", Title: "Internal error",
-		Detail: "The provider could not complete the request; see its log.", Cause: cause}
+	return &Problem{Status: http.StatusInternalServerError, Code: "internal", Cause: cause}
 }
 
-// writeProblem writes p as application/problem+json. The instance is the request path.
+// body renders the problem as DCM reads it; instance is the request path.
+func (p *Problem) body(instance string) v1alpha1.Problem {
+	out := v1alpha1.Problem{
+		Type: ProblemTypeBase + p.Code, Title: titles[p.Code], Status: p.Status, Instance: &instance,
+	}
+	vs := append([]container.Violation(nil), p.Violations...)
+	container.SortViolations(vs)
+	switch {
+	case p.Code == "internal":
+		out.Detail = ptr(internalDetail)
+	case len(vs) == 1:
+		out.Detail = ptr(vs[0].Detail)
+		if vs[0].Pointer != "" {
+			out.Pointer = ptr(vs[0].Pointer)
+		}
+	case len(vs) > 1:
+		out.Detail = ptr(multipleDetail)
+		errs := make([]v1alpha1.ProblemError, len(vs))
+		for i, v := range vs {
+			errs[i].Detail = v.Detail
+			if v.Pointer != "" {
+				errs[i].Pointer = ptr(v.Pointer)
+			}
+		}
+		out.Errors = &errs
+	case p.Detail != "":
+		out.Detail = ptr(p.Detail)
+	}
+	return out
+}
+
+// writeProblem writes p as application/problem+json.
 func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
-	body := v1alpha1.Problem{
-		Type:     ProblemTypeBase + p.Code,
-		Title:    p.Title,
-		Status:   p.Status,
-		Instance: ptr(r.URL.Path),
-	}
-	if p.Detail != "" {
-		body.Detail = ptr(p.Detail)
-	}
-	if len(p.Errors) > 0 {
-		body.Errors = &p.Errors
-	}
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
@@ -67,7 +114,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 		h.Set("Retry-After", strconv.Itoa(p.RetryAfter))
 	}
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(body)
+	_ = json.NewEncoder(w).Encode(p.body(r.URL.Path))
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -25,7 +25,8 @@ type Options struct {
 }
 
 // NewHandler builds the whole HTTP stack:
-// request id -> log/recover -> limits -> OpenAPI validation -> generated router -> handlers.
+// request id -> log/recover -> limits -> JSON body -> OpenAPI validation -> generated
+// router -> handlers.
 func NewHandler(o Options) (http.Handler, error) {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 30 * time.Second
@@ -51,14 +52,14 @@ func NewHandler(o Options) (http.Handler, error) {
 	routed := v1alpha1.HandlerWithOptions(strict, v1alpha1.StdHTTPServerOptions{
 		BaseRouter: mux,
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeProblem(w, r, invalid(err.Error()))
+			writeProblem(w, r, badRequest(err.Error()))
 		},
 	})
 	validated, err := withValidation(routed)
 	if err != nil {
 		return nil, err
 	}
-	return withRequestID(withLogAndRecover(o.Log, withLimits(o.RequestTimeout, validated))), nil
+	return withRequestID(withLogAndRecover(o.Log, withLimits(o.RequestTimeout, withJSONBody(validated)))), nil
 }
 
 // bodyProblem explains a body that could not be decoded.
@@ -71,9 +72,9 @@ func bodyProblem(err error) *Problem {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &typ):
-		return invalid("", container.Violation{Field: typ.Field, Message: fmt.Sprintf("must be %s, not %s", typ.Type, typ.Value)})
+		return invalid(container.Violation{Detail: fmt.Sprintf("%s must be %s, not %s", typ.Field, typ.Type, typ.Value)})
 	case errors.As(err, &syn):
-		return invalid(fmt.Sprintf("The body is not valid JSON (offset %d).", syn.Offset))
+		return badRequest(fmt.Sprintf("the request body is not valid JSON (offset %d)", syn.Offset))
 	}
-	return invalid("The body could not be decoded as a container.")
+	return badRequest("the request body could not be decoded as a container")
 }

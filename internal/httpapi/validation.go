@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -46,19 +45,14 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 		return
 	case errors.Is(err, routers.ErrMethodNotAllowed):
 		w.Header().Set("Allow", allowed(r))
-		writeProblem(w, r, &Problem{Status: http.StatusMethodNotAllowed, Code: "invalid-argument", Title: "Method not allowed",
-			Detail: fmt.Sprintf("%s is not supported on %s.", r.Method, r.URL.Path)})
+		writeProblem(w, r, &Problem{Status: http.StatusMethodNotAllowed, Code: "invalid-argument",
+			Detail: fmt.Sprintf("method %s is not supported on %s", r.Method, r.URL.Path)})
 		return
 	case opts.MatchedRoute == nil:
-		writeProblem(w, r, notFound(fmt.Sprintf("No such endpoint: %s.", r.URL.Path)))
+		writeProblem(w, r, notFound(fmt.Sprintf("no such endpoint: %s", r.URL.Path)))
 		return
 	case opts.StatusCode >= 500:
 		writeProblem(w, r, internal(err))
-		return
-	}
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.ContentLength != 0 && mt != "" && mt != "application/json" {
-		writeProblem(w, r, &Problem{Status: http.StatusUnsupportedMediaType, Code: "invalid-argument",
-			Title: "Unsupported media type", Detail: "Send the body as application/json."})
 		return
 	}
 	vs := violations(err)
@@ -77,55 +71,71 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 		}
 		vs = mergeViolations(vs, domain)
 	}
-	writeProblem(w, r, invalid(fmt.Sprintf("The request has %d problem(s); nothing was changed.", len(vs)), vs...))
+	writeProblem(w, r, invalid(vs...))
 }
 
-// violations flattens kin-openapi's errors into field/message pairs: parameters by
-// name, body fields by their JSON path (spec.resources.cpu.min).
+// violations flattens kin-openapi's errors: parameters by name (no pointer), body
+// fields by their JSON pointer, each detail naming the field in dotted form.
 func violations(err error) []container.Violation {
 	var out []container.Violation
-	var walk func(field string, err error)
-	walk = func(field string, err error) {
+	var walk func(param string, err error)
+	walk = func(param string, err error) {
 		switch e := err.(type) {
 		case openapi3.MultiError:
 			for _, inner := range e {
-				walk(field, inner)
+				walk(param, inner)
 			}
 		case *openapi3filter.RequestError:
 			if e.Parameter != nil {
-				field = e.Parameter.Name
-			}
-			if e.Err == nil {
-				out = append(out, container.Violation{Field: orBody(field), Message: e.Error()})
-				return
+				param = e.Parameter.Name
 			}
 			switch e.Err.(type) {
 			case openapi3.MultiError, *openapi3.SchemaError:
-				walk(field, e.Err)
+				walk(param, e.Err)
 			default:
-				out = append(out, container.Violation{Field: orBody(field), Message: e.Reason + ": " + e.Err.Error()})
+				out = append(out, container.Violation{Param: param, Detail: orBody(param) + ": " + requestReason(e)})
 			}
 		case *openapi3.SchemaError:
 			// A oneOf failure explains itself through its alternatives' errors.
 			if inner, ok := errors.Unwrap(e.Origin).(openapi3.MultiError); ok && e.Origin != nil {
-				walk(field, inner)
+				walk(param, inner)
 				return
 			}
-			if p := fieldPath(e.JSONPointer()); p != "" {
-				field = p
+			if param != "" {
+				out = append(out, container.Violation{Param: param, Detail: param + ": " + e.Reason})
+				return
 			}
-			out = append(out, container.Violation{Field: orBody(field), Message: e.Reason})
+			segs := e.JSONPointer()
+			if len(segs) == 0 {
+				out = append(out, container.Violation{Detail: "request body: " + e.Reason})
+				return
+			}
+			out = append(out, container.Violation{Pointer: container.Pointer(segs...), Detail: dotted(segs) + ": " + e.Reason})
 		default:
-			out = append(out, container.Violation{Field: orBody(field), Message: err.Error()})
+			out = append(out, container.Violation{Param: param, Detail: orBody(param) + ": " + err.Error()})
 		}
 	}
 	walk("", err)
 	return out
 }
 
-// fieldPath writes a JSON pointer the way the domain names fields:
-// spec.network.ports[1].visibility.
-func fieldPath(segments []string) string {
+// requestReason explains a request error that is not about one schema field.
+func requestReason(e *openapi3filter.RequestError) string {
+	switch {
+	case e.Err == nil:
+		return e.Reason
+	case e.Reason == "":
+		return e.Err.Error()
+	}
+	return e.Reason + ": " + e.Err.Error()
+}
+
+// dotted names a body field the way DCM does: relative to spec, indexes in brackets
+// (network.ports[1].visibility); fields outside spec keep their full path.
+func dotted(segments []string) string {
+	if len(segments) > 1 && segments[0] == "spec" {
+		segments = segments[1:]
+	}
 	var b strings.Builder
 	for _, s := range segments {
 		if _, err := strconv.Atoi(s); err == nil {
@@ -140,24 +150,33 @@ func fieldPath(segments []string) string {
 	return b.String()
 }
 
-func orBody(field string) string {
-	if field == "" {
-		return "body"
+func orBody(param string) string {
+	if param == "" {
+		return "request body"
 	}
-	return field
+	return param
 }
 
-// mergeViolations adds the domain's violations; where both name the same field the
-// domain's message wins, being the more specific ("min (3) is more than max (2)"
-// rather than "doesn't match any schema from oneOf").
+// mergeViolations adds the domain's violations; where both are about the same field or
+// parameter the domain's detail wins, being the more specific ("cpu.min (3) must not
+// exceed cpu.max (2)" rather than "doesn't match any schema from oneOf").
 func mergeViolations(schema, domain []container.Violation) []container.Violation {
-	byField := map[string]bool{}
+	key := func(v container.Violation) string {
+		if v.Pointer != "" {
+			return v.Pointer
+		}
+		if v.Param != "" {
+			return "?" + v.Param
+		}
+		return ""
+	}
+	covered := map[string]bool{}
 	for _, v := range domain {
-		byField[v.Field] = true
+		covered[key(v)] = true
 	}
 	out := make([]container.Violation, 0, len(schema)+len(domain))
 	for _, v := range schema {
-		if !byField[v.Field] {
+		if k := key(v); k == "" || !covered[k] {
 			out = append(out, v)
 		}
 	}

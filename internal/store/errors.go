@@ -66,7 +66,8 @@ func classify(what string, err error) error {
 		return e
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
 		e := wrap(KindQuota, "a resource quota refused the container")
-		e.Fields = []container.Violation{{Field: "spec.resources", Message: apiMessage(err)}}
+		e.Fields = []container.Violation{{Pointer: container.Pointer("spec", "resources"),
+			Detail: "resources: a resource quota in the provider's namespace refused the container: " + apiMessage(err)}}
 		return e
 	case apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) || isNetworkError(err):
@@ -93,43 +94,43 @@ func apiMessage(err error) string {
 	return err.Error()
 }
 
-// kubeToSpec maps where the apiserver found a problem to the request field it came from.
-var kubeToSpec = []struct{ kube, spec string }{
-	{"spec.template.spec.containers[0].image", "spec.image.reference"},
-	{"spec.template.spec.containers[0].env", "spec.process.env"},
-	{"spec.template.spec.containers[0].command", "spec.process.command"},
-	{"spec.template.spec.containers[0].args", "spec.process.args"},
-	{"spec.template.spec.containers[0].resources", "spec.resources"},
-	{"spec.template.spec.containers[0].ports", "spec.network.ports"},
-	{"spec.template.spec.containers[0].name", "spec.metadata.name"},
-	{"spec.template.metadata.labels", "spec.metadata.labels"},
-	{"metadata.labels", "spec.metadata.labels"},
-	{"metadata.generateName", "spec.metadata.name"},
-	{"metadata.name", "spec.metadata.name"},
-	{"spec.ports", "spec.network.ports"},
+// kubeToSpec maps where the apiserver found a problem to the request field it came from
+// (its name in DCM's dotted form, and its pointer).
+var kubeToSpec = []struct{ kube, field, pointer string }{
+	{"spec.template.spec.containers[0].image", "image.reference", "#/spec/image/reference"},
+	{"spec.template.spec.containers[0].env", "process.env", "#/spec/process/env"},
+	{"spec.template.spec.containers[0].command", "process.command", "#/spec/process/command"},
+	{"spec.template.spec.containers[0].args", "process.args", "#/spec/process/args"},
+	{"spec.template.spec.containers[0].resources", "resources", "#/spec/resources"},
+	{"spec.template.spec.containers[0].ports", "network.ports", "#/spec/network/ports"},
+	{"spec.template.spec.containers[0].name", "metadata.name", "#/spec/metadata/name"},
+	{"spec.template.metadata.labels", "metadata.labels", "#/spec/metadata/labels"},
+	{"metadata.labels", "metadata.labels", "#/spec/metadata/labels"},
+	{"metadata.generateName", "metadata.name", "#/spec/metadata/name"},
+	{"metadata.name", "metadata.name", "#/spec/metadata/name"},
+	{"spec.ports", "network.ports", "#/spec/network/ports"},
 }
 
 // fieldsFromStatus lists the apiserver's field causes, named as request fields where the
-// mapping is known, with the Kubernetes path in the message either way.
+// mapping is known, with the Kubernetes path in the detail either way.
 func fieldsFromStatus(err error) []container.Violation {
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) || st.Status().Details == nil || len(st.Status().Details.Causes) == 0 {
-		return []container.Violation{{Field: "spec", Message: apiMessage(err)}}
+		return []container.Violation{{Pointer: container.Pointer("spec"), Detail: "the cluster refused the container: " + apiMessage(err)}}
 	}
 	var out []container.Violation
 	for _, c := range st.Status().Details.Causes {
-		field := "spec"
+		v := container.Violation{Pointer: container.Pointer("spec"), Detail: "spec: " + c.Message}
 		for _, m := range kubeToSpec {
 			if strings.HasPrefix(c.Field, m.kube) {
-				field = m.spec
+				v = container.Violation{Pointer: m.pointer, Detail: m.field + ": " + c.Message}
 				break
 			}
 		}
-		msg := c.Message
 		if c.Field != "" {
-			msg = fmt.Sprintf("%s (Kubernetes field %s)", c.Message, c.Field)
+			v.Detail += fmt.Sprintf(" (Kubernetes field %s)", c.Field)
 		}
-		out = append(out, container.Violation{Field: field, Message: msg})
+		out = append(out, v)
 	}
 	return out
 }

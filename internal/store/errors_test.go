@@ -26,9 +26,9 @@ func TestClassify(t *testing.T) {
 		kind   Kind
 		fields []string
 	}{
-		{"field errors name request fields", invalid, KindInvalid, []string{"spec.image.reference", "spec.process.env", "spec"}},
-		{"admission denial without causes", apierrors.NewBadRequest("denied"), KindInvalid, []string{"spec"}},
-		{"quota", apierrors.NewForbidden(dep, "web", errors.New("exceeded quota: q, requested: count/deployments.apps=1")), KindQuota, []string{"spec.resources"}},
+		{"field errors name request fields", invalid, KindInvalid, []string{"#/spec/image/reference", "#/spec/process/env", "#/spec"}},
+		{"admission denial without causes", apierrors.NewBadRequest("denied"), KindInvalid, []string{"#/spec"}},
+		{"quota", apierrors.NewForbidden(dep, "web", errors.New("exceeded quota: q, requested: count/deployments.apps=1")), KindQuota, []string{"#/spec/resources"}},
 		{"rbac", apierrors.NewForbidden(dep, "web", errors.New("cannot create")), KindInternal, nil},
 		{"server timeout", apierrors.NewServerTimeout(dep, "create", 1), KindUnavailable, nil},
 		{"throttled", apierrors.NewTooManyRequests("slow down", 1), KindUnavailable, nil},
@@ -48,7 +48,7 @@ func TestClassify(t *testing.T) {
 			}
 			var got []string
 			for _, f := range se.Fields {
-				got = append(got, f.Field)
+				got = append(got, f.Pointer)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tc.fields) {
 				t.Errorf("fields = %v, want %v", got, tc.fields)

@@ -1,0 +1,65 @@
+package container
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Violation is one problem with a request: what is wrong, in words that name the field
+// the way DCM does ("cpu.min (10) must not exceed cpu.max (5)"), and where, as an RFC
+// 6901 JSON Pointer fragment into the request body.
+type Violation struct {
+	// Pointer locates the field ("#/spec/resources/cpu/min"); empty when the problem is
+	// not about one body field (a query parameter, the body as a whole).
+	Pointer string
+	Detail  string
+	// Param names the query parameter a problem is about; never sent (a pointer is into
+	// the body), it lets two checks of one parameter be told apart from two problems.
+	Param string
+}
+
+// Pointer builds a JSON Pointer fragment from path segments, escaping each per RFC
+// 6901 ("~" -> "~0", "/" -> "~1"): Pointer("spec", "metadata", "labels",
+// "dcm.project/x") is "#/spec/metadata/labels/dcm.project~1x".
+func Pointer(segments ...string) string {
+	var b strings.Builder
+	b.WriteString("#")
+	for _, s := range segments {
+		b.WriteString("/")
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(s))
+	}
+	return b.String()
+}
+
+func violation(pointer, format string, args ...any) Violation {
+	return Violation{Pointer: pointer, Detail: fmt.Sprintf(format, args...)}
+}
+
+// bodyOrder ranks where a problem is reported. DCM's contract tests read problems by
+// index: resource bounds (cpu, then memory) first, then labels, then the rest in the
+// order the fields come in the body, then problems about no one body field.
+var bodyOrder = []string{
+	"#/spec/resources/cpu", "#/spec/resources/memory", "#/spec/resources", "#/spec/metadata/labels",
+	"#/spec/service_type", "#/spec/metadata", "#/spec/image", "#/spec/process", "#/spec/network",
+	"#/spec/provider_hints", "#/spec", "#",
+}
+
+func rank(v Violation) int {
+	if v.Pointer == "" {
+		return len(bodyOrder)
+	}
+	for i, prefix := range bodyOrder {
+		if v.Pointer == prefix || strings.HasPrefix(v.Pointer, prefix+"/") {
+			return i
+		}
+	}
+	return len(bodyOrder) - 1
+}
+
+// SortViolations puts problems in the contract's order; problems of equal rank keep
+// the order they were found in.
+func SortViolations(vs []Violation) {
+	slices.SortStableFunc(vs, func(a, b Violation) int { return cmp.Compare(rank(a), rank(b)) })
+}

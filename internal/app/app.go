@@ -107,6 +107,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Objects: container.Options{
 			Namespace:           cfg.Kubernetes.Namespace,
 			ExternalServiceType: corev1.ServiceType(cfg.Kubernetes.ExternalServiceType),
+			PodSecurity:         container.PodSecurity(cfg.Kubernetes.PodSecurity),
 		},
 		Health: func(ctx context.Context) error {
 			return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
@@ -210,7 +211,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	a.log.Info("serving", "address", ln.Addr().String(), "namespace", a.cfg.Kubernetes.Namespace,
-		"identity", a.cfg.Monitor.Identity)
+		"identity", a.cfg.Monitor.Identity, "pod_security", a.cfg.Kubernetes.PodSecurity)
 	return runInOrder(ctx, a.log, []component{
 		{"informers", a.runInformers},
 		{"nats", a.runNATS},

@@ -58,6 +58,7 @@ func TestInvalid(t *testing.T) {
 			"DCM_REGISTRATION_URL=http://r/api", "SP_K8S_NAMESPACE=Bad_NS", "SP_SERVER_IDLE_TIMEOUT=later"},
 			[]string{"SP_NAME", "SP_ENDPOINT", "SP_K8S_NAMESPACE", "SP_SERVER_IDLE_TIMEOUT"}},
 		{"unparsable duration", append(required, "SP_SERVER_READ_TIMEOUT=soon"), []string{"SP_SERVER_READ_TIMEOUT"}},
+		{"unknown pod security profile", append(required, "SP_K8S_POD_SECURITY=privileged"), []string{"SP_K8S_POD_SECURITY"}},
 		{"zero timeout", append(required, "SP_SERVER_WRITE_TIMEOUT=0s"), []string{"SP_SERVER_WRITE_TIMEOUT"}},
 	}
 	for _, tc := range cases {

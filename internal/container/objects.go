@@ -20,6 +20,34 @@ type Options struct {
 	// ExternalServiceType is the Service type when any port is external: LoadBalancer or
 	// NodePort.
 	ExternalServiceType corev1.ServiceType
+	// PodSecurity is the security profile every pod gets (see securityContext).
+	PodSecurity PodSecurity
+}
+
+// PodSecurity names a pod security profile, after Kubernetes' Pod Security Standards.
+type PodSecurity string
+
+const (
+	// Baseline is what PSA "baseline" admits plus hardening that breaks no ordinary
+	// image: RuntimeDefault seccomp, no privilege escalation (no_new_privs), no
+	// service-account token, no service links. The runtime's default capabilities
+	// stay, so images that start as root and then chown or drop to another user
+	// (nginx, postgres, most distro-based images) run as they do anywhere else.
+	Baseline PodSecurity = "baseline"
+	// Restricted adds what PSA "restricted" requires: the image must run as a non-root
+	// user, and every capability is dropped. A root image is refused by the kubelet
+	// (the status says so).
+	Restricted PodSecurity = "restricted"
+)
+
+// securityContext is the container's part of the profile.
+func securityContext(p PodSecurity) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}
+	if p == Restricted {
+		sc.RunAsNonRoot = ptr.To(true)
+		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	}
+	return sc
 }
 
 // Objects are what one container is made of in Kubernetes.
@@ -52,10 +80,7 @@ func Build(id string, spec *v1alpha1.ContainerSpec, opts Options) (Objects, erro
 		Name:      spec.Metadata.Name,
 		Image:     spec.Image.Reference,
 		Resources: resources,
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		SecurityContext: securityContext(opts.PodSecurity),
 	}
 	if p := spec.Process; p != nil {
 		c.Command = deref(p.Command)

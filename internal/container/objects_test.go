@@ -46,7 +46,8 @@ func TestBuildDeployment(t *testing.T) {
 		c.Env[0] != (corev1.EnvVar{Name: "ENV", Value: "prod"}) {
 		t.Errorf("container = %+v", c)
 	}
-	if *c.SecurityContext.AllowPrivilegeEscalation || c.SecurityContext.Capabilities.Drop[0] != "ALL" {
+	// The baseline profile (the default) keeps the runtime's capabilities.
+	if *c.SecurityContext.AllowPrivilegeEscalation || c.SecurityContext.Capabilities != nil || c.SecurityContext.RunAsNonRoot != nil {
 		t.Errorf("container security context = %+v", c.SecurityContext)
 	}
 	for name, want := range map[string]string{"requests.cpu": "1", "limits.cpu": "2", "requests.memory": "512Mi", "limits.memory": "2Gi"} {
@@ -134,6 +135,32 @@ func TestBuildService(t *testing.T) {
 
 // ToAPI turns objects back into the resource: spec as sent, visibility inferred from the
 // Service, Pod IP, service block with external IP and node ports.
+func TestPodSecurityProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		profile    PodSecurity
+		nonRoot    bool
+		dropAll    bool
+		privEscOff bool
+	}{
+		{"", false, false, true}, {Baseline, false, false, true}, {Restricted, true, true, true},
+	} {
+		o := opts
+		o.PodSecurity = tc.profile
+		objs, err := Build("abc", specJSON(t, validSpec), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := objs.Deployment.Spec.Template.Spec
+		sc := ps.Containers[0].SecurityContext
+		nonRoot := sc.RunAsNonRoot != nil && *sc.RunAsNonRoot
+		dropAll := sc.Capabilities != nil && len(sc.Capabilities.Drop) == 1 && sc.Capabilities.Drop[0] == "ALL"
+		if nonRoot != tc.nonRoot || dropAll != tc.dropAll || *sc.AllowPrivilegeEscalation == tc.privEscOff ||
+			ps.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%q: container %+v pod %+v", tc.profile, sc, ps.SecurityContext)
+		}
+	}
+}
+
 func TestToAPI(t *testing.T) {
 	objs, err := Build("abc", specJSON(t, validSpec), opts)
 	if err != nil {

@@ -76,10 +76,13 @@ func podStatus(p *corev1.Pod) Status {
 	cs := mainContainerStatus(p)
 	switch p.Status.Phase {
 	case corev1.PodRunning:
+		if nodeLost(p) {
+			return Status{v1alpha1.UNKNOWN, "NodeNotReady: the node running the container stopped reporting; its last known state was running"}
+		}
 		if cs != nil && cs.State.Waiting != nil {
 			return Status{v1alpha1.RUNNING, waitingMessage(cs)}
 		}
-		if cs != nil && cs.State.Running != nil && !cs.Ready && cs.RestartCount > 0 {
+		if cs != nil && cs.State.Running != nil && !cs.Ready {
 			return Status{v1alpha1.RUNNING, "Container is running but not ready" + restarts(cs) + "."}
 		}
 		return Status{v1alpha1.RUNNING, "Container is running."}
@@ -134,6 +137,25 @@ func deploymentStatus(d *appsv1.Deployment) Status {
 	// replicas is FAILED, above); a ReplicaSet that cannot create the pod says so with
 	// ReplicaFailure.
 	return Status{v1alpha1.PENDING, "Waiting for the pod to be created."}
+}
+
+// nodeLost reports a pod whose node stopped reporting. A real cluster does not change
+// the phase then: the node lifecycle controller only turns the pod's Ready condition
+// False, leaving ContainersReady True (the kubelet, which would keep the two
+// consistent, is not there). Our pods have no readiness gates, so that combination
+// means exactly this.
+func nodeLost(p *corev1.Pod) bool {
+	var ready, containersReady *corev1.PodCondition
+	for i := range p.Status.Conditions {
+		switch c := &p.Status.Conditions[i]; c.Type {
+		case corev1.PodReady:
+			ready = c
+		case corev1.ContainersReady:
+			containersReady = c
+		}
+	}
+	return ready != nil && containersReady != nil && len(p.Spec.ReadinessGates) == 0 &&
+		ready.Status == corev1.ConditionFalse && containersReady.Status == corev1.ConditionTrue
 }
 
 func mainContainerStatus(p *corev1.Pod) *corev1.ContainerStatus {

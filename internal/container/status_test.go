@@ -66,6 +66,15 @@ func TestStatusOf(t *testing.T) {
 			v1alpha1.RUNNING, "Container is running."},
 		{"crash loop in phase Running stays RUNNING", deployment(), []*corev1.Pod{pod("a", 0, corev1.PodRunning, withContainer(crash))},
 			v1alpha1.RUNNING, "CrashLoopBackOff: back-off 2m40s restarting failed container=web (restarts: 5); last exit: Error, code 1"},
+		{"running, not ready, no restarts (readiness probe failing)", deployment(), []*corev1.Pod{pod("a", 0, corev1.PodRunning, withContainer(corev1.ContainerStatus{
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}))},
+			v1alpha1.RUNNING, "Container is running but not ready."},
+		{"node stopped reporting: the node controller marked the pod not ready", deployment(), []*corev1.Pod{pod("a", 0, corev1.PodRunning,
+			withContainer(corev1.ContainerStatus{Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}),
+			func(p *corev1.Pod) {
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+					{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}}
+			})}, v1alpha1.UNKNOWN, "NodeNotReady"},
 		{"running but not ready after restarts", deployment(), []*corev1.Pod{pod("a", 0, corev1.PodRunning, withContainer(corev1.ContainerStatus{
 			RestartCount: 2, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}))},
 			v1alpha1.RUNNING, "Container is running but not ready (restarts: 2)."},

@@ -71,6 +71,9 @@ func slimPod(p *corev1.Pod) *corev1.Pod {
 	m.OwnerReferences = nil
 	out := &corev1.Pod{
 		ObjectMeta: m,
+		// Readiness gates decide whether Ready=False with ContainersReady=True means a
+		// lost node (see container.StatusOf).
+		Spec: corev1.PodSpec{ReadinessGates: p.Spec.ReadinessGates},
 		Status: corev1.PodStatus{
 			Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message, PodIP: p.Status.PodIP,
 			Conditions: p.Status.Conditions,

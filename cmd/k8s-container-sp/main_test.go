@@ -69,6 +69,50 @@ func TestBadConfigurationStopsWithAClearMessage(t *testing.T) {
 	}
 }
 
+// A kubeconfig the service's user cannot read (DCM's compose mounts the host's, mode
+// 0600, into a container running as uid 65532) stops it with one line naming the path,
+// the uid and the fix.
+func TestUnreadableKubeconfigIsOneClearLine(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the binary as another user")
+	}
+	bin := binary(t)
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "sp-kc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"SP_NAME=sp", "SP_ENDPOINT=http://127.0.0.1:1", "DCM_REGISTRATION_URL=http://127.0.0.1:1/api",
+		"SP_NATS_URL=nats://127.0.0.1:1", "SP_K8S_KUBECONFIG=" + kc}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 {
+		t.Fatalf("exit: %v, want code 2; stderr: %s", err, stderr.String())
+	}
+	out := strings.TrimSpace(stderr.String())
+	if strings.Count(out, "\n") != 0 {
+		t.Errorf("want one line, got:\n%s", out)
+	}
+	for _, want := range []string{kc, "uid 65532", "permission denied", "--user"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("message does not say %q: %s", want, out)
+		}
+	}
+}
+
 // process is one k8s-container-sp process.
 type process struct {
 	cmd  *exec.Cmd

@@ -7,6 +7,10 @@ HARNESS  := $(BIN)/sp-harness
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Integration tests share one control plane per run; give slow machines room.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
+# REAL_NODE=1 adds a real node (a real kubelet + containerd, root only) to cluster-up and
+# run. make test asks for one unless REAL_NODE=0; where the machine cannot run one,
+# sp-harness says why and the tests that need it are skipped.
+test harness-build: REAL_NODE ?= 1
 
 .PHONY: build test test-unit lint lint-api generate check-generated cluster-up cluster-down harness-build run bench clean
 
@@ -17,11 +21,12 @@ $(HARNESS): FORCE
 	@go build -o $(HARNESS) ./cmd/sp-harness
 FORCE:
 
-# Builds the control plane if needed (progress is printed), starts one for the whole run,
-# runs every test (unit and integration) with -race, and stops the control plane.
+# Builds the control plane if needed (progress is printed), starts one for the whole run
+# (with the real node, see REAL_NODE), runs every test (unit and integration) with -race,
+# and stops it all.
 test: $(HARNESS)
-	$(HARNESS) build
-	$(HARNESS) exec -- go test $(TEST_FLAGS) ./...
+	$(HARNESS) build -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
+	$(HARNESS) exec -real-node=$(if $(filter 1,$(REAL_NODE)),true,false) -- go test $(TEST_FLAGS) ./...
 
 # Unit tests only: no control plane.
 test-unit:
@@ -56,22 +61,25 @@ lint: check-generated lint-api
 
 # Builds the control-plane binaries (first time: 10-20 minutes) without starting anything.
 harness-build: $(HARNESS)
-	$(HARNESS) build
+	$(HARNESS) build -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
 
-# Starts a control plane in the background; prints KUBECONFIG=<path>.
+# Starts a control plane in the background; prints KUBECONFIG=<path>. REAL_NODE=1 adds the
+# real node (bin/sp-harness import-image IMAGE.tar loads your own images into it).
 cluster-up: $(HARNESS)
-	@$(HARNESS) up
+	@$(HARNESS) up -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
 
-# Stops the control plane started by cluster-up, by PID.
+# Stops the control plane (and its real node) started by cluster-up, by PID, and cleans up.
 cluster-down: $(HARNESS)
 	@$(HARNESS) down
 
 # The whole stack on this machine: control plane + kwok, NATS, the DCM registry and the
 # service on http://127.0.0.1:8080, registered. Prints a banner; Ctrl-C stops it all.
 # SP_K8S_KUBECONFIG / SP_NATS_URL / DCM_REGISTRATION_URL use existing parts instead.
+# REAL_NODE=1 adds the real node and runs the service's containers there.
 run:
 	@go build -o $(BIN)/sp-local ./cmd/sp-local
-	@$(BIN)/sp-local
+	@go build -o $(HARNESS) ./cmd/sp-harness
+	@$(BIN)/sp-local -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
 
 # Measures the service against the Kubernetes API in one fresh environment; prints a
 # table and writes docs/benchmarks.md and docs/benchmarks.json. BENCH_FLAGS=-sizes=1000,5000,10000

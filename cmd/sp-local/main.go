@@ -4,11 +4,14 @@
 //
 // Settings from the environment: SP_K8S_KUBECONFIG, SP_NATS_URL and
 // DCM_REGISTRATION_URL use existing parts instead of local ones; other SP_ settings go
-// to the service (e.g. SP_SERVER_ADDRESS, SP_K8S_NAMESPACE).
+// to the service (e.g. SP_SERVER_ADDRESS, SP_K8S_NAMESPACE). -real-node (or REAL_NODE=1)
+// adds a real node (a real kubelet + containerd, root only) and runs the service's
+// containers there.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,6 +22,14 @@ import (
 )
 
 func main() {
+	realNode := flag.Bool("real-node", os.Getenv("REAL_NODE") == "1", "run the containers on a real node (kubelet + containerd)")
+	flag.Parse()
+	environ := os.Environ()
+	if *realNode {
+		environ = append(environ, "REAL_NODE=1")
+	} else {
+		environ = append(environ, "REAL_NODE=0")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dir, err := filepath.Abs(filepath.Join(".harness", "local"))
@@ -26,7 +37,7 @@ func main() {
 		fail(err)
 	}
 	fmt.Fprintln(os.Stderr, "local: starting the stack (the first run builds Kubernetes and the registry: 10-20 minutes)")
-	s, err := localstack.Start(ctx, dir, os.Environ(), os.Stderr)
+	s, err := localstack.Start(ctx, dir, environ, os.Stderr)
 	if err != nil {
 		fail(err)
 	}

@@ -77,9 +77,9 @@ func Build(id string, spec *v1alpha1.ContainerSpec, opts Options) (Objects, erro
 	selector := map[string]string{LabelManagedBy: ManagedByValue, LabelInstanceID: id}
 
 	c := corev1.Container{
-		Name:      spec.Metadata.Name,
-		Image:     spec.Image.Reference,
-		Resources: resources,
+		Name:            spec.Metadata.Name,
+		Image:           spec.Image.Reference,
+		Resources:       resources,
 		SecurityContext: securityContext(opts.PodSecurity),
 	}
 	if p := spec.Process; p != nil {

@@ -39,6 +39,7 @@ type Binaries struct {
 // tool is one `go build` of a separate tool module under tools/.
 type tool struct {
 	module  string // folder under tools/
+	name    string // cache folder name when it differs from module (the kubelet)
 	version string
 	pkgs    []string
 	ldflags string
@@ -54,20 +55,39 @@ func binName(pkg string) string {
 	return path.Base(pkg)
 }
 
+// cacheName is the tool's folder in the binary cache.
+func (t tool) cacheName() string {
+	if t.name != "" {
+		return t.name + "-" + t.version
+	}
+	return t.module + "-" + t.version
+}
+
+// kubernetesLdflags stamp the version the way Kubernetes' own build does. The kubelet uses
+// the same flags (and -trimpath, CGO_ENABLED=0) as the control plane so the two builds
+// share the Go build cache.
+const kubernetesLdflags = "-s -w -X k8s.io/component-base/version.gitVersion=" + KubernetesVersion +
+	" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37" +
+	" -X k8s.io/component-base/version.gitTreeState=clean"
+
 var tools = []tool{
 	{module: "etcd", version: EtcdVersion, pkgs: []string{"go.etcd.io/etcd/server/v3"}, ldflags: "-s -w"},
 	{module: "kubernetes", version: KubernetesVersion, pkgs: []string{
 		"k8s.io/kubernetes/cmd/kube-apiserver",
 		"k8s.io/kubernetes/cmd/kube-controller-manager",
 		"k8s.io/kubernetes/cmd/kube-scheduler",
-	}, ldflags: "-s -w -X k8s.io/component-base/version.gitVersion=" + KubernetesVersion +
-		" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37" +
-		" -X k8s.io/component-base/version.gitTreeState=clean"},
+	}, ldflags: kubernetesLdflags},
 	{module: "kwok", version: KwokVersion, pkgs: []string{"sigs.k8s.io/kwok/cmd/kwok"},
 		ldflags: "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=" + KwokVersion},
 	{module: "registry", version: RegistryVersion, cgo: true, ldflags: "-s -w",
 		pkgs: []string{"github.com/dcm-project/service-provider-manager/cmd/service-provider-manager"}},
 }
+
+// kubeletTool is built only when a real node is asked for (EnsureKubelet): the plain
+// control plane never needs it, and a cold build takes 10-25 minutes on 2 CPUs. It comes
+// from the same tools/kubernetes module graph as the control plane.
+var kubeletTool = tool{module: "kubernetes", name: "kubelet", version: KubernetesVersion,
+	pkgs: []string{"k8s.io/kubernetes/cmd/kubelet"}, ldflags: kubernetesLdflags}
 
 // CacheDir is where built binaries live: a per-user folder shared by every checkout, so a
 // cold build happens once per machine and version. SP_HARNESS_CACHE overrides it.
@@ -129,7 +149,7 @@ func EnsureBinaries(ctx context.Context, out io.Writer) (*Binaries, error) {
 
 	var toolsDir string
 	for _, t := range tools {
-		dir := filepath.Join(binDir, t.module+"-"+t.version)
+		dir := filepath.Join(binDir, t.cacheName())
 		if haveAll(dir, t.pkgs) {
 			continue
 		}
@@ -164,6 +184,40 @@ func EnsureBinaries(ctx context.Context, out io.Writer) (*Binaries, error) {
 		KwokStages:        stages,
 		Registry:          filepath.Join(binDir, "registry-"+RegistryVersion, "service-provider-manager"),
 	}, nil
+}
+
+// EnsureKubelet builds the kubelet into the cache when it is missing (progress and the
+// build time go to out; the same file lock as EnsureBinaries) and returns its path.
+func EnsureKubelet(ctx context.Context, out io.Writer) (string, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	binDir := filepath.Join(cache, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(binDir, kubeletTool.cacheName())
+	bin := filepath.Join(dir, "kubelet")
+	if haveAll(dir, kubeletTool.pkgs) {
+		return bin, nil
+	}
+	unlock, err := lockFile(filepath.Join(cache, "build.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if haveAll(dir, kubeletTool.pkgs) { // built by another process while we waited
+		return bin, nil
+	}
+	toolsDir, err := ToolsDir()
+	if err != nil {
+		return "", err
+	}
+	if err := build(ctx, out, filepath.Join(toolsDir, kubeletTool.module), dir, kubeletTool); err != nil {
+		return "", err
+	}
+	return bin, nil
 }
 
 func haveAll(dir string, pkgs []string) bool {

@@ -55,6 +55,7 @@ type Cluster struct {
 	Server     string     `json:"server"`
 	Processes  []*process `json:"processes"`
 	removeDir  bool
+	detached   bool
 }
 
 // Start builds what is missing, starts every component on free loopback ports and
@@ -68,7 +69,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: opts.Dir}
+	c = &Cluster{Dir: opts.Dir, detached: opts.Detached}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "sp-harness-"); err != nil {
 			return nil, err
@@ -135,6 +136,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--tls-cert-file="+p.ServingCert, "--tls-private-key-file="+p.ServingKey,
 		"--client-ca-file="+p.CACert, "--token-auth-file="+tokenFile,
 		"--authorization-mode=RBAC",
+		// On top of the defaults: a namespace's annotations can give its pods a node
+		// selector and tolerations, which is how RealNodeNamespace sends every pod of a
+		// namespace (e.g. the service's, which sets neither) to the real node.
+		"--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+p.SAPublic, "--service-account-signing-key-file="+p.SAPrivate,
 		"--service-cluster-ip-range=10.96.0.0/16",
@@ -276,8 +281,12 @@ func (c *Cluster) writeKubeconfig(caFile, token string) error {
 }
 
 // Stop ends every process the harness started, by PID, newest first, and removes a
-// temporary state folder.
+// temporary state folder. A real node joined to this cluster is stopped first: its
+// kubelet would be useless without the control plane.
 func (c *Cluster) Stop() {
+	if n, err := recordedRealNode(); err == nil && c.Kubeconfig != "" && n.JoinedTo(c.Kubeconfig) {
+		_ = n.Stop()
+	}
 	for i := len(c.Processes) - 1; i >= 0; i-- {
 		c.Processes[i].stop(5 * time.Second)
 	}

@@ -38,6 +38,10 @@ type Stack struct {
 	ProviderID  string
 	LogFile     string
 
+	// RealNode is the real kubelet the service's containers run on (REAL_NODE=1), or nil:
+	// then kwok plays the kubelet.
+	RealNode *harness.RealNode
+
 	cluster  *harness.Cluster
 	nats     *harness.NATS
 	registry *harness.Registry
@@ -47,7 +51,9 @@ type Stack struct {
 
 // Start brings everything up. environ holds the user's settings: SP_K8S_KUBECONFIG,
 // SP_NATS_URL and DCM_REGISTRATION_URL choose existing parts instead of local ones; any
-// other SP_ setting goes to the service. Progress goes to progress.
+// other SP_ setting goes to the service; REAL_NODE=1 adds a real node (or reuses the one
+// `make cluster-up REAL_NODE=1` joined to SP_K8S_KUBECONFIG's cluster) and makes the
+// service's namespace send every pod there. Progress goes to progress.
 func Start(ctx context.Context, dir string, environ []string, progress io.Writer) (s *Stack, err error) {
 	env := map[string]string{}
 	for _, kv := range environ {
@@ -62,7 +68,7 @@ func Start(ctx context.Context, dir string, environ []string, progress io.Writer
 		}
 	}()
 	// Every run starts from scratch: a fresh cluster, NATS store and registry database.
-	for _, sub := range []string{"cluster", "nats", "registry"} {
+	for _, sub := range []string{"cluster", "nats", "registry", "realnode"} {
 		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
 			return nil, err
 		}
@@ -91,7 +97,11 @@ func Start(ctx context.Context, dir string, environ []string, progress io.Writer
 	} else {
 		fmt.Fprintf(progress, "local: using the cluster of %s\n", s.Kubeconfig)
 	}
-	if err := ensureNamespace(ctx, s.Kubeconfig, s.Namespace); err != nil {
+	if env["REAL_NODE"] == "1" {
+		if err := s.startRealNode(ctx, progress); err != nil {
+			return nil, err
+		}
+	} else if err := ensureNamespace(ctx, s.Kubeconfig, s.Namespace, false); err != nil {
 		return nil, err
 	}
 	if s.NATSURL = env["SP_NATS_URL"]; s.NATSURL == "" {
@@ -204,12 +214,31 @@ func (s *Stack) Stop() {
 	if s.nats != nil {
 		s.nats.Stop()
 	}
+	if s.RealNode != nil && s.RealNode.Owned() {
+		_ = s.RealNode.Stop()
+	}
 	if s.cluster != nil {
 		s.cluster.Stop()
 	}
 }
 
-func ensureNamespace(ctx context.Context, kubeconfig, ns string) error {
+// startRealNode joins a real node to the local cluster, or finds the one already joined to
+// SP_K8S_KUBECONFIG's cluster (never to any other cluster: the kubelet would join it),
+// and makes the service's namespace a real-node namespace.
+func (s *Stack) startRealNode(ctx context.Context, progress io.Writer) error {
+	if n, err := harness.LoadRealNode(); err == nil && n.JoinedTo(s.Kubeconfig) {
+		s.RealNode = n
+		fmt.Fprintf(progress, "local: using the real node %s already joined to this cluster\n", n.Name)
+	} else if s.cluster == nil {
+		return fmt.Errorf("REAL_NODE=1 with SP_K8S_KUBECONFIG needs a cluster started by `make cluster-up REAL_NODE=1`: " +
+			"no real node is joined to it, and the harness never joins one to another cluster")
+	} else if s.RealNode, err = harness.StartRealNode(ctx, s.cluster, filepath.Join(s.Dir, "realnode"), progress); err != nil {
+		return fmt.Errorf("real node: %w", err)
+	}
+	return ensureNamespace(ctx, s.Kubeconfig, s.Namespace, true)
+}
+
+func ensureNamespace(ctx context.Context, kubeconfig, ns string, realNode bool) error {
 	rc, err := (&harness.Cluster{Kubeconfig: kubeconfig}).RESTConfig()
 	if err != nil {
 		return err
@@ -217,6 +246,9 @@ func ensureNamespace(ctx context.Context, kubeconfig, ns string) error {
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
+	}
+	if realNode {
+		return harness.RealNodeNamespace(ctx, cs, ns)
 	}
 	return harness.EnsureNamespace(ctx, cs, ns)
 }

@@ -9,17 +9,21 @@
 // The cluster starts lazily, on the first test that asks for it, and is stopped when the
 // test binary ends. When KUBECONFIG names a harness cluster (context "sp-harness", as
 // `make test` and `make cluster-up` provide) that cluster is reused instead, so all test
-// packages of one run share it.
+// packages of one run share it. The same goes for the optional real node (RealNode).
 package testenv
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,9 +49,22 @@ type Env struct {
 	Client     kubernetes.Interface
 }
 
-// Main runs the package's tests and stops a cluster that it started.
+// Main runs the package's tests and stops a real node and a cluster that it started.
 func Main(m *testing.M) {
 	code := m.Run()
+	if startedNode != nil {
+		if err := startedNode.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: stopping the real node: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+		if code == 0 {
+			_ = os.RemoveAll(startedNode.Dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "testenv: the real node's logs are in %s\n", startedNode.Dir)
+		}
+	}
 	if started != nil {
 		started.Stop()
 	}
@@ -103,6 +120,134 @@ func isHarnessKubeconfig(path string) bool {
 	return err == nil && cfg.CurrentContext == harness.ContextName
 }
 
+var (
+	realOnce    sync.Once
+	realNode    *harness.RealNode
+	realSkip    string
+	realErr     error
+	startedNode *harness.RealNode
+)
+
+// RealNode returns the run's real node (a real kubelet with containerd, see
+// harness.StartRealNode), joined to the run's cluster. It is skipped under -short and,
+// with the reason, where the machine cannot run one (harness.RealNodeSupported) or the
+// run has none. It reuses the node `sp-harness exec -real-node` (make test) or
+// `sp-harness up -real-node` (make cluster-up REAL_NODE=1) started for this cluster;
+// otherwise it starts one, once per test binary, stopped when the binary ends. Pods get
+// there from a namespace made with harness.RealNodeNamespace (RealNodeNamespace below).
+func RealNode(t testing.TB) *harness.RealNode {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs a real node (skipped with -short)")
+	}
+	if err := harness.RealNodeSupported(); err != nil {
+		t.Skipf("no real node on this machine: %v", err)
+	}
+	if reason, ok := strings.CutPrefix(os.Getenv(harness.RealNodeEnv), "unavailable:"); ok {
+		t.Skip("no real node in this run:" + reason)
+	}
+	e := Cluster(t)
+	realOnce.Do(func() { realNode, realSkip, realErr = setupRealNode(e) })
+	if realSkip != "" {
+		t.Skip(realSkip)
+	}
+	if realErr != nil {
+		t.Fatalf("real node: %v", realErr)
+	}
+	lockRealNode(t, realNode, syscall.LOCK_SH)
+	return realNode
+}
+
+// RealNodeExclusive is RealNode for a test that disturbs the node (stops its kubelet):
+// it waits until no other test, in any test binary of the run, uses the node, and keeps
+// the others out until it ends.
+func RealNodeExclusive(t testing.TB) *harness.RealNode {
+	t.Helper()
+	exclusiveMu.Lock()
+	exclusive[t.Name()] = true
+	exclusiveMu.Unlock()
+	t.Cleanup(func() {
+		exclusiveMu.Lock()
+		delete(exclusive, t.Name())
+		exclusiveMu.Unlock()
+	})
+	n := RealNode(t)
+	lockRealNode(t, n, syscall.LOCK_EX)
+	return n
+}
+
+var (
+	exclusiveMu sync.Mutex
+	exclusive   = map[string]bool{} // tests holding the node alone
+)
+
+// lockRealNode holds a lock on the node for the rest of the test: shared for ordinary
+// tests, exclusive for those that disturb the node. The lock is a flock on a file in
+// the node's folder, so it works across the test binaries `go test ./...` runs at once.
+// A test that holds the exclusive lock takes no shared one (flock would deadlock).
+func lockRealNode(t testing.TB, n *harness.RealNode, how int) {
+	t.Helper()
+	exclusiveMu.Lock()
+	skip := how == syscall.LOCK_SH && exclusive[t.Name()]
+	exclusiveMu.Unlock()
+	if skip {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(n.Dir, "tests.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	})
+}
+
+func setupRealNode(e *Env) (*harness.RealNode, string, error) {
+	if n, err := harness.LoadRealNode(); err == nil {
+		if n.JoinedTo(e.Kubeconfig) {
+			return n, "", nil
+		}
+		return nil, fmt.Sprintf("the machine's real node (one per machine) belongs to another cluster (%s)", n.Kubeconfig), nil
+	}
+	dir, err := os.MkdirTemp("", "sp-realnode-")
+	if err != nil {
+		return nil, "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	n, err := harness.StartRealNode(ctx, &harness.Cluster{Kubeconfig: e.Kubeconfig}, dir, os.Stderr)
+	if errors.Is(err, harness.ErrRealNodeBusy) {
+		_ = os.RemoveAll(dir)
+		return nil, err.Error(), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("%w (logs in %s)", err, dir)
+	}
+	startedNode = n
+	return n, "", nil
+}
+
+// RealNodeNamespace is Namespace made with harness.RealNodeNamespace: every pod created in
+// it, by the test or by the service, runs on the real node. It skips like RealNode.
+func RealNodeNamespace(t testing.TB) (*harness.RealNode, string) {
+	t.Helper()
+	n := RealNode(t)
+	e := Cluster(t)
+	name := nsName(t)
+	t.Cleanup(func() {
+		_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	if err := harness.RealNodeNamespace(context.Background(), e.Client, name); err != nil {
+		t.Fatal(err)
+	}
+	return n, name
+}
+
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // Namespace creates a namespace for this test, waits until pods can be created in it
@@ -110,12 +255,7 @@ var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
 func Namespace(t testing.TB) string {
 	t.Helper()
 	e := Cluster(t)
-	prefix := nonName.ReplaceAllString(strings.ToLower(t.Name()), "-")
-	if len(prefix) > 40 {
-		prefix = prefix[:40]
-	}
-	prefix = strings.Trim(prefix, "-")
-	name := prefix + "-" + randSuffix()
+	name := nsName(t)
 	t.Cleanup(func() {
 		_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
@@ -123,6 +263,15 @@ func Namespace(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// nsName is a fresh namespace name derived from the test's name.
+func nsName(t testing.TB) string {
+	prefix := nonName.ReplaceAllString(strings.ToLower(t.Name()), "-")
+	if len(prefix) > 40 {
+		prefix = prefix[:40]
+	}
+	return strings.Trim(prefix, "-") + "-" + randSuffix()
 }
 
 // NATS starts an embedded NATS server with JetStream for this test and stops it at the end.

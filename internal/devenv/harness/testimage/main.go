@@ -1,0 +1,101 @@
+// Command testimage is the one static binary inside every test image of the harness's real
+// node (see ../realnode_images.go): the first argument picks the workload it plays, so
+// each behaviour a status test needs is one image away, with no registry and no network.
+//
+//	pause   wait for SIGTERM (also the pod sandbox image)
+//	web     HTTP on :8080, GET /healthz answers 200
+//	web80   the same on :80 (fails without CAP_NET_BIND_SERVICE)
+//	crash   exit 1 at once
+//	exit0   exit 0 at once
+//	oom     allocate memory until the cgroup limit kills it (stops at 2 GiB without one)
+//	setuid  chown a file and setuid as root (fails with capabilities dropped), then wait
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func waitSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	<-ch
+}
+
+func main() {
+	role := "pause"
+	if len(os.Args) > 1 {
+		role = os.Args[1]
+	}
+	switch role {
+	case "pause":
+		waitSignal()
+	case "web", "web80":
+		serve(map[string]string{"web": ":8080", "web80": ":80"}[role])
+	case "crash":
+		fmt.Fprintln(os.Stderr, "crashing on purpose")
+		os.Exit(1)
+	case "exit0":
+		fmt.Println("done")
+	case "oom":
+		oom()
+	case "setuid":
+		setuid()
+	default:
+		fmt.Fprintln(os.Stderr, "unknown role", role)
+		os.Exit(64)
+	}
+}
+
+func serve(addr string) {
+	host, _ := os.Hostname()
+	http.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintf(w, "hello from %s\n", host) })
+	http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	fmt.Println("listening on", addr)
+	if err := http.ListenAndServe(addr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "listen:", err)
+		os.Exit(1)
+	}
+}
+
+// oom touches memory 16 MiB at a time so the pages are really used. Without a memory
+// limit it stops at 2 GiB and waits rather than eat the whole machine.
+func oom() {
+	var hold [][]byte
+	for i := 1; i <= 128; i++ {
+		b := make([]byte, 16<<20)
+		for j := range b {
+			b[j] = 1
+		}
+		hold = append(hold, b)
+		fmt.Printf("allocated %d MiB\n", i*16)
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Println("no memory limit hit at 2 GiB; waiting")
+	waitSignal()
+	_ = hold
+}
+
+// setuid does what only root with CAP_CHOWN and CAP_SETUID may do.
+func setuid() {
+	f := "/tmp/owned"
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "write:", err)
+		os.Exit(2)
+	}
+	if err := os.Chown(f, 1000, 1000); err != nil {
+		fmt.Fprintln(os.Stderr, "chown:", err)
+		os.Exit(3)
+	}
+	fmt.Println("chown ok")
+	if err := syscall.Setuid(1000); err != nil {
+		fmt.Fprintln(os.Stderr, "setuid:", err)
+		os.Exit(4)
+	}
+	fmt.Println("setuid ok, uid now", os.Getuid())
+	waitSignal()
+}

@@ -99,7 +99,7 @@ func TestStatusEvents(t *testing.T) {
 	events.waitStatus("pull", "PENDING", "ImagePullBackOff", 30*time.Second)
 	events.waitStatus("crash", "RUNNING", "CrashLoopBackOff", 30*time.Second)
 	events.waitStatus("crash", "RUNNING", "restarts: 5", time.Second)
-	events.waitStatus("oom", "FAILED", "OOMKilled (exit code 137)", 30*time.Second)
+	events.waitStatus("oom", "RUNNING", "last exit: OOMKilled, code 137", 30*time.Second)
 	events.waitStatus("huge", "PENDING", "Insufficient cpu", 30*time.Second)
 	events.waitStatus("huge", "PENDING", "Unschedulable", time.Second)
 
@@ -108,7 +108,7 @@ func TestStatusEvents(t *testing.T) {
 	if err := harness.MarkPodLost(ctx, cs, ns, pod.Name); err != nil {
 		t.Fatal(err)
 	}
-	events.waitStatus("lost", "UNKNOWN", "NodeLost", 30*time.Second)
+	events.waitStatus("lost", "UNKNOWN", "NodeNotReady", 30*time.Second)
 
 	events.waitStatus("apidel", "RUNNING", "", 30*time.Second)
 	if r := do(t, http.MethodDelete, p.URL+containers+"/apidel", nil); r.Status != http.StatusNoContent {

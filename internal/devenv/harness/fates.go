@@ -20,13 +20,15 @@ const (
 	// FateCrashLoopBackOff: Running, not Ready, waiting CrashLoopBackOff, 5 restarts,
 	// last termination Error exit 1.
 	FateCrashLoopBackOff = "kwok.invalid/fate/crash-loop-backoff"
-	// FateOOMKilled: Failed, container terminated OOMKilled with exit code 137.
+	// FateOOMKilled: Running, not Ready, waiting CrashLoopBackOff, 3 restarts, last
+	// termination OOMKilled exit 137 (a Deployment's pod restarts; it never turns Failed).
 	FateOOMKilled = "kwok.invalid/fate/oom-killed"
 )
 
 // LoseNode makes a node unreachable the way a dead kubelet would look: kwok stops
 // managing it (no more heartbeats or pod updates), its Ready condition turns Unknown, and
-// every pod on it is reported with phase Unknown. Use a node made with AddNode (tainted,
+// every pod on it is marked not ready as the node lifecycle controller would after its
+// grace period (MarkPodLost), without waiting for it. Use a node made with AddNode (tainted,
 // so only pods bound to it by name are there), not the shared NodeName, or every other
 // test in the run loses its pods too.
 func LoseNode(ctx context.Context, cs kubernetes.Interface, name string) error {
@@ -70,21 +72,20 @@ func LoseNode(ctx context.Context, cs kubernetes.Interface, name string) error {
 	return nil
 }
 
-// MarkPodLost writes phase Unknown and Ready=Unknown on one pod, as seen when its node
-// stops reporting. kwok's stages never touch a pod in phase Unknown, so it stays so.
+// MarkPodLost does to one pod what the node lifecycle controller does to the pods of a
+// node that stopped reporting (MarkPodsNotReady): its Ready condition turns False, and
+// nothing else changes (the phase stays Running, ContainersReady stays True; the kubelet
+// that would keep them consistent is gone). That is what the real node showed with its
+// kubelet stopped. kwok's stages only touch Pending pods, so it stays so.
 func MarkPodLost(ctx context.Context, cs kubernetes.Interface, namespace, name string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		pod, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		pod.Status.Phase = corev1.PodUnknown
-		pod.Status.Reason = "NodeLost"
-		pod.Status.Message = fmt.Sprintf("Node %s which was running pod %s is unresponsive", pod.Spec.NodeName, name)
 		for i, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodReady {
-				pod.Status.Conditions[i].Status = corev1.ConditionUnknown
-				pod.Status.Conditions[i].Reason = "NodeLost"
+				pod.Status.Conditions[i].Status = corev1.ConditionFalse
 				pod.Status.Conditions[i].LastTransitionTime = metav1.Now()
 			}
 		}

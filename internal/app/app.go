@@ -139,7 +139,13 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Health: func(ctx context.Context) error {
 			return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 		},
-		Registration:   registrar.State,
+		Registration: registrar.State,
+		Permissions: func() string {
+			if missing := st.MissingPermissions(); len(missing) > 0 {
+				return st.DescribeMissing(missing)
+			}
+			return ""
+		},
 		Version:        version,
 		RequestTimeout: cfg.Server.RequestTimeout,
 		Log:            log,
@@ -241,6 +247,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		"identity", a.cfg.Monitor.Identity, "pod_security", a.cfg.Kubernetes.PodSecurity)
 	return runInOrder(ctx, a.log, []component{
 		{"informers", a.runInformers},
+		{"permissions", a.checkPermissions},
 		{"nats", a.runNATS},
 		{"http", func(ctx context.Context) error { return a.serve(ctx, ln) }},
 		{"registration", func(ctx context.Context) error {
@@ -260,6 +267,40 @@ func (a *App) runInformers(ctx context.Context) error {
 	<-ctx.Done()
 	a.store.Shutdown()
 	return nil
+}
+
+// checkPermissions asks the apiserver what this identity may do, at start and then
+// regularly (a fixed Role clears the alarm): anything missing is one ERROR line naming
+// each verb and resource and the Role to apply (repeated at most once a minute), and
+// health reports it.
+func (a *App) checkPermissions(ctx context.Context) error {
+	wasMissing := false
+	for {
+		wait := 5 * time.Minute
+		missing, err := a.store.CheckPermissions(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			a.log.Warn("cannot check Kubernetes permissions yet", "err", err)
+			wait = 5 * time.Second
+		case len(missing) > 0:
+			names := make([]string, len(missing))
+			for i, p := range missing {
+				names[i] = p.String()
+			}
+			a.log.Error("missing Kubernetes permissions: "+a.store.DescribeMissing(missing), "missing", names)
+			wasMissing, wait = true, time.Minute
+		case wasMissing:
+			a.log.Info("Kubernetes permissions complete")
+			wasMissing = false
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
 }
 
 // runNATS holds the NATS connection (it connects and reconnects by itself) until ctx

@@ -89,20 +89,29 @@ func TestClusterRefusalIsBadRequest(t *testing.T) {
 	expectNothing(t, ns)
 }
 
-// A provider whose identity may not act in its namespace answers 500 without internals
-// and logs why.
-func TestRBACDenialIsInternalError(t *testing.T) {
+// A provider whose identity may not act in its namespace says which permissions it
+// lacks: a 503 naming them (never a bare "internal"), unhealthy health, an ERROR log.
+func TestRBACDenialNamesTheMissingPermissions(t *testing.T) {
 	ns := testenv.Namespace(t)
 	p := startProvider(t, ns, func(_ *config.Config, rc *rest.Config) {
 		rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":nobody"}
 	})
 	r := do(t, http.MethodPost, p.URL+containers+"?id=denied", spec("web", "nginx"))
-	expectProblem(t, r, http.StatusInternalServerError, "internal")
-	if body := string(r.Body); strings.Contains(body, "forbidden") || strings.Contains(body, "nobody") || strings.Contains(body, "leases") {
-		t.Errorf("500 leaks internals: %s", body)
+	expectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	detail, _ := r.JSON["detail"].(string)
+	if !strings.Contains(detail, "create coordination.k8s.io/leases") || !strings.Contains(detail, "deploy/base/role.yaml") ||
+		strings.Contains(detail, "nobody") {
+		t.Errorf("503 does not name the missing permission (or leaks the identity): %s", r.Body)
 	}
-	if !strings.Contains(p.Logs(), "RBAC") {
-		t.Errorf("no clear log line about RBAC; logs:\n%s", p.Logs())
+	testenv.Eventually(t, 30*time.Second, "health says why", func() error {
+		h := do(t, http.MethodGet, p.URL+"/health", nil)
+		if msg, _ := h.JSON["message"].(string); h.JSON["status"] != "unhealthy" || !strings.Contains(msg, "list pods") {
+			return fmt.Errorf("%s", h.Body)
+		}
+		return nil
+	})
+	if logs := p.Logs(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "missing Kubernetes permissions") {
+		t.Errorf("no ERROR log naming the missing permissions; logs:\n%s", logs)
 	}
 	expectNothing(t, ns)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,14 +49,13 @@ func manifest[T runtime.Object](t *testing.T, file string) T {
 // The service runs with exactly the RBAC of deploy/base (ServiceAccount token, namespaced
 // Role): every API operation and status event works, and the same identity cannot
 // touch another namespace.
-func TestDeployRBACIsEnough(t *testing.T) {
-	ns := testenv.Namespace(t)
-	env := testenv.Cluster(t)
-	cs := env.Client
+// asRole runs the provider as deploy/base's ServiceAccount, bound (by deploy/base's
+// RoleBinding) to role in ns.
+func asRole(t *testing.T, ns string, role *rbacv1.Role) providerOpt {
+	t.Helper()
+	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
-
 	sa := manifest[*corev1.ServiceAccount](t, "serviceaccount.yaml")
-	role := manifest[*rbacv1.Role](t, "role.yaml")
 	binding := manifest[*rbacv1.RoleBinding](t, "rolebinding.yaml")
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -72,12 +72,17 @@ func TestDeployRBACIsEnough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asSA := func(rc *rest.Config) { rc.BearerToken, rc.BearerTokenFile = tok.Status.Token, "" }
+	return func(_ *config.Config, rc *rest.Config) { rc.BearerToken, rc.BearerTokenFile = tok.Status.Token, "" }
+}
+
+func TestDeployRBACIsEnough(t *testing.T) {
+	ns := testenv.Namespace(t)
+	ctx := context.Background()
+	asSA := asRole(t, ns, manifest[*rbacv1.Role](t, "role.yaml"))
 
 	srv, stream := natsWithStream(t)
 	events := newStreamSink(t, stream)
-	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"),
-		func(_ *config.Config, rc *rest.Config) { asSA(rc) })
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), asSA)
 	p.waitSynced(t)
 	testenv.Eventually(t, 30*time.Second, "leading with the Role's Lease rights", func() error {
 		if !p.App.Leading() {
@@ -111,8 +116,8 @@ func TestDeployRBACIsEnough(t *testing.T) {
 
 	// The same identity has no rights anywhere else.
 	other := testenv.Namespace(t)
-	rc := rest.CopyConfig(env.Config)
-	asSA(rc)
+	rc := rest.CopyConfig(testenv.Cluster(t).Config)
+	asSA(nil, rc)
 	saClient, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +139,37 @@ func TestDeployRBACIsEnough(t *testing.T) {
 
 // The Deployment and Service of deploy/base are valid for the apiserver (server-side dry
 // run) and the shipped configuration loads.
+// DCM's own chart grants no Leases: the provider says so at start (one ERROR line
+// naming each missing verb and the Role to apply), health is unhealthy with the reason,
+// and a create answers 503 naming the permission, leaving nothing behind.
+func TestRoleWithoutLeases(t *testing.T) {
+	ns := testenv.Namespace(t)
+	role := manifest[*rbacv1.Role](t, "role.yaml")
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "leases") })
+	p := startProvider(t, ns, asRole(t, ns, role))
+	p.waitSynced(t)
+	testenv.Eventually(t, 30*time.Second, "health names the missing permissions", func() error {
+		h := do(t, http.MethodGet, p.URL+"/health", nil)
+		msg, _ := h.JSON["message"].(string)
+		if h.JSON["status"] != "unhealthy" || !strings.Contains(msg, "get coordination.k8s.io/leases, create coordination.k8s.io/leases, "+
+			"update coordination.k8s.io/leases, delete coordination.k8s.io/leases in namespace "+ns) {
+			return fmt.Errorf("%s", h.Body)
+		}
+		return nil
+	})
+	logs := p.Logs()
+	if !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "missing Kubernetes permissions") ||
+		!strings.Contains(logs, "deploy/base/role.yaml") || strings.Contains(logs, "create apps/deployments") {
+		t.Errorf("start-up log does not name exactly the missing permissions:\n%s", logs)
+	}
+	r := do(t, http.MethodPost, p.URL+containers+"?id=noleases", spec("web", "nginx"))
+	expectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	if detail, _ := r.JSON["detail"].(string); !strings.Contains(detail, "create coordination.k8s.io/leases") || r.Header.Get("Retry-After") == "" {
+		t.Errorf("create: %s", r.Body)
+	}
+	expectNothing(t, ns)
+}
+
 func TestDeployManifestsAreValid(t *testing.T) {
 	ns := testenv.Namespace(t)
 	cs := testenv.Cluster(t).Client

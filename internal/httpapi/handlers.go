@@ -39,6 +39,7 @@ type handlers struct {
 	objects      container.Options
 	health       HealthCheck
 	registration func() registration.State
+	permissions  func() string
 	version      string
 	started      time.Time
 	log          *slog.Logger
@@ -146,6 +147,11 @@ func (h *handlers) healthBody(ctx context.Context) v1alpha1.Health {
 	if h.registration != nil {
 		out.Registration = registrationBody(h.registration())
 	}
+	if h.permissions != nil {
+		if msg := h.permissions(); msg != "" {
+			out.Status, out.Message = v1alpha1.Unhealthy, &msg
+		}
+	}
 	return out
 }
 
@@ -180,6 +186,11 @@ func fromStore(err error, id string) *Problem {
 		return invalid(se.Fields...)
 	case store.KindQuota:
 		return &Problem{Status: http.StatusForbidden, Code: "permission-denied", Violations: se.Fields}
+	case store.KindPermission:
+		// The provider's set-up, not the client: say what is missing (the store names
+		// the permissions), and that it may work later, once the Role is fixed.
+		return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
+			Detail: se.Message, RetryAfter: 30, Cause: err}
 	case store.KindUnavailable:
 		return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
 			Detail: "the Kubernetes API is unavailable; retry later", RetryAfter: 5, Cause: err}

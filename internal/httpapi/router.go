@@ -15,10 +15,13 @@ import (
 
 // Options wire the HTTP layer to the rest of the provider.
 type Options struct {
-	Store          Store
-	Objects        container.Options
-	Health         HealthCheck
-	Registration   func() registration.State // nil: not shown
+	Store        Store
+	Objects      container.Options
+	Health       HealthCheck
+	Registration func() registration.State // nil: not shown
+	// Permissions describes the Kubernetes permissions the provider lacks ("" when
+	// none): health is then unhealthy, saying so. Optional.
+	Permissions    func() string
 	Version        string
 	RequestTimeout time.Duration
 	Log            *slog.Logger
@@ -31,7 +34,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 30 * time.Second
 	}
-	h := &handlers{store: o.Store, objects: o.Objects, health: o.Health, registration: o.Registration,
+	h := &handlers{store: o.Store, objects: o.Objects, health: o.Health, registration: o.Registration, permissions: o.Permissions,
 		version: o.Version, started: time.Now(), log: o.Log}
 	strict := v1alpha1.NewStrictHandlerWithOptions(h, nil, v1alpha1.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {

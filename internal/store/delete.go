@@ -17,6 +17,10 @@ import (
 // is a 404. The Deployment itself stays (terminating) until the status reporter has
 // delivered DELETED and removed the status finalizer.
 func (s *Store) Delete(ctx context.Context, id string) error {
+	return s.explainForbidden(ctx, s.delete(ctx, id))
+}
+
+func (s *Store) delete(ctx context.Context, id string) error {
 	sel := metav1.ListOptions{LabelSelector: container.InstanceSelector(id)}
 	deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, sel)
 	if err != nil {

@@ -25,6 +25,7 @@ const (
 	KindInvalid                 // the cluster refused the request's content
 	KindQuota                   // a ResourceQuota refused it
 	KindUnavailable             // the apiserver is unreachable, overloaded or timed out
+	KindPermission              // RBAC refused the provider (its Role lacks something)
 )
 
 // Error is a classified failure. Message is safe to show a client; Err is for the log.
@@ -73,7 +74,7 @@ func classify(what string, err error) error {
 		apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) || isNetworkError(err):
 		return wrap(KindUnavailable, "the Kubernetes API is unavailable")
 	case apierrors.IsForbidden(err):
-		return wrap(KindInternal, "the provider is not allowed to do this in its namespace (check its RBAC)")
+		return wrap(KindPermission, "the provider is not allowed to do this in its namespace (check its RBAC)")
 	}
 	return wrap(KindInternal, "unexpected error from the Kubernetes API")
 }

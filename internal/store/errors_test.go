@@ -29,7 +29,7 @@ func TestClassify(t *testing.T) {
 		{"field errors name request fields", invalid, KindInvalid, []string{"#/spec/image/reference", "#/spec/process/env", "#/spec"}},
 		{"admission denial without causes", apierrors.NewBadRequest("denied"), KindInvalid, []string{"#/spec"}},
 		{"quota", apierrors.NewForbidden(dep, "web", errors.New("exceeded quota: q, requested: count/deployments.apps=1")), KindQuota, []string{"#/spec/resources"}},
-		{"rbac", apierrors.NewForbidden(dep, "web", errors.New("cannot create")), KindInternal, nil},
+		{"rbac", apierrors.NewForbidden(dep, "web", errors.New("cannot create")), KindPermission, nil},
 		{"server timeout", apierrors.NewServerTimeout(dep, "create", 1), KindUnavailable, nil},
 		{"throttled", apierrors.NewTooManyRequests("slow down", 1), KindUnavailable, nil},
 		{"unavailable", apierrors.NewServiceUnavailable("down"), KindUnavailable, nil},

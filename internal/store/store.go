@@ -37,6 +37,7 @@ type Store struct {
 	services    cache.SharedIndexInformer
 	ids         *idSet
 	idsSynced   func() bool
+	access      access
 
 	// Clock tells the age of reservations (the take-over rule).
 	Clock clock.PassiveClock

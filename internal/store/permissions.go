@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Permission is one thing the service does in its namespace.
+type Permission struct{ Verb, Group, Resource string }
+
+func (p Permission) String() string {
+	if p.Group == "" {
+		return p.Verb + " " + p.Resource
+	}
+	return p.Verb + " " + p.Group + "/" + p.Resource
+}
+
+// Required is every verb and resource the service uses (deploy/base/role.yaml grants
+// exactly these). A deployment that lacks one (DCM's chart grants no Leases, for
+// example) is told so at start, not through failing requests.
+var Required = slices.Concat(
+	grant("apps", "deployments", "get", "list", "watch", "create", "update", "delete"),
+	grant("", "services", "get", "list", "watch", "create", "delete"),
+	grant("", "pods", "get", "list", "watch"),
+	grant("coordination.k8s.io", "leases", "get", "create", "update", "delete"),
+)
+
+func grant(group, resource string, verbs ...string) []Permission {
+	out := make([]Permission, len(verbs))
+	for i, v := range verbs {
+		out[i] = Permission{Verb: v, Group: group, Resource: resource}
+	}
+	return out
+}
+
+// access remembers what the last check found missing.
+type access struct {
+	mu      sync.Mutex
+	missing []Permission
+	checked bool
+}
+
+// CheckPermissions asks the apiserver (one SelfSubjectAccessReview per permission, in
+// parallel) which of Required this identity may not do in the namespace, remembers the
+// answer for MissingPermissions, and returns it.
+func (s *Store) CheckPermissions(ctx context.Context) ([]Permission, error) {
+	type answer struct {
+		p       Permission
+		allowed bool
+		err     error
+	}
+	answers := make(chan answer, len(Required))
+	for _, p := range Required {
+		go func() {
+			r, err := s.client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: s.namespace, Verb: p.Verb, Group: p.Group, Resource: p.Resource,
+				}},
+			}, metav1.CreateOptions{})
+			answers <- answer{p: p, allowed: err == nil && r.Status.Allowed, err: err}
+		}()
+	}
+	var missing []Permission
+	var firstErr error
+	for range Required {
+		a := <-answers
+		switch {
+		case a.err != nil && firstErr == nil:
+			firstErr = a.err
+		case a.err == nil && !a.allowed:
+			missing = append(missing, a.p)
+		}
+	}
+	if firstErr != nil {
+		return nil, classify("checking permissions", firstErr)
+	}
+	sortPermissions(missing)
+	s.access.mu.Lock()
+	s.access.missing, s.access.checked = missing, true
+	s.access.mu.Unlock()
+	return missing, nil
+}
+
+// MissingPermissions is what the last check found missing (nil before the first).
+func (s *Store) MissingPermissions() []Permission {
+	s.access.mu.Lock()
+	defer s.access.mu.Unlock()
+	return s.access.missing
+}
+
+// DescribeMissing says, in one line, what is missing and how to fix it.
+func (s *Store) DescribeMissing(missing []Permission) string {
+	names := make([]string, len(missing))
+	for i, p := range missing {
+		names[i] = p.String()
+	}
+	return fmt.Sprintf("the provider may not %s in namespace %s (grant them with the Role in deploy/base/role.yaml)",
+		strings.Join(names, ", "), s.namespace)
+}
+
+// forbidden turns an RBAC refusal of a write into an error naming what is missing,
+// asking the apiserver again (the Role may have changed since start).
+func (s *Store) forbidden(ctx context.Context, err error) error {
+	var se *Error
+	if !errors.As(err, &se) || se.Kind != KindPermission {
+		return err
+	}
+	missing, cerr := s.CheckPermissions(ctx)
+	if cerr == nil && len(missing) > 0 {
+		se.Message = s.DescribeMissing(missing)
+	}
+	return se
+}
+
+// sortPermissions puts permissions in Required's order, so messages are stable.
+func sortPermissions(ps []Permission) {
+	slices.SortFunc(ps, func(a, b Permission) int { return slices.Index(Required, a) - slices.Index(Required, b) })
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -92,6 +93,33 @@ func readable(path string) error {
 	return f.Close()
 }
 
+// podSecurity decides the pods' security profile: the configured one, or with "auto"
+// restricted when the namespace enforces Pod Security "restricted" (so pods are
+// admitted), else baseline. Reading the namespace's labels needs `get` on it (a
+// cluster-scoped grant, see deploy/base/clusterrole.yaml); without it, baseline, and the
+// log says why.
+func podSecurity(client kubernetes.Interface, cfg *config.Config, log *slog.Logger) container.PodSecurity {
+	if p := cfg.Kubernetes.PodSecurity; p != "auto" {
+		log.Info("pod security profile", "profile", p, "why", "SP_K8S_POD_SECURITY")
+		return container.PodSecurity(p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ns, err := client.CoreV1().Namespaces().Get(ctx, cfg.Kubernetes.Namespace, metav1.GetOptions{})
+	if err != nil {
+		log.Warn("pod security profile: cannot read the namespace's Pod Security labels; using baseline "+
+			"(set SP_K8S_POD_SECURITY, or grant get on the namespace)", "profile", "baseline", "err", err)
+		return container.Baseline
+	}
+	const enforce = "pod-security.kubernetes.io/enforce"
+	if ns.Labels[enforce] == string(container.Restricted) {
+		log.Info("pod security profile", "profile", "restricted", "why", "the namespace enforces "+enforce+"=restricted")
+		return container.Restricted
+	}
+	log.Info("pod security profile", "profile", "baseline", "why", "the namespace does not enforce restricted")
+	return container.Baseline
+}
+
 // New builds the provider. version is reported by the health endpoint.
 func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) (*App, error) {
 	a := &App{cfg: cfg, log: log}
@@ -134,7 +162,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Objects: container.Options{
 			Namespace:           cfg.Kubernetes.Namespace,
 			ExternalServiceType: corev1.ServiceType(cfg.Kubernetes.ExternalServiceType),
-			PodSecurity:         container.PodSecurity(cfg.Kubernetes.PodSecurity),
+			PodSecurity:         podSecurity(client, cfg, log),
 		},
 		Health: func(ctx context.Context) error {
 			return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
@@ -244,7 +272,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	a.log.Info("serving", "address", ln.Addr().String(), "namespace", a.cfg.Kubernetes.Namespace,
-		"identity", a.cfg.Monitor.Identity, "pod_security", a.cfg.Kubernetes.PodSecurity)
+		"identity", a.cfg.Monitor.Identity)
 	return runInOrder(ctx, a.log, []component{
 		{"informers", a.runInformers},
 		{"permissions", a.checkPermissions},

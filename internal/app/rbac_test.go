@@ -75,10 +75,34 @@ func asRole(t *testing.T, ns string, role *rbacv1.Role) providerOpt {
 	return func(_ *config.Config, rc *rest.Config) { rc.BearerToken, rc.BearerTokenFile = tok.Status.Token, "" }
 }
 
+// withNamespaceReader applies deploy/base's ClusterRole and ClusterRoleBinding for ns
+// (get on that one namespace), as kustomize would with namespace ns.
+func withNamespaceReader(t *testing.T, ns string) {
+	t.Helper()
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	cr := manifest[*rbacv1.ClusterRole](t, "clusterrole.yaml")
+	crb := manifest[*rbacv1.ClusterRoleBinding](t, "clusterrolebinding.yaml")
+	cr.Name, crb.Name, crb.RoleRef.Name = ns+"-reader", ns+"-reader", ns+"-reader"
+	cr.Rules[0].ResourceNames = []string{ns}
+	crb.Subjects[0].Namespace = ns
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+		_ = cs.RbacV1().ClusterRoles().Delete(context.Background(), cr.Name, metav1.DeleteOptions{})
+	})
+}
+
 func TestDeployRBACIsEnough(t *testing.T) {
 	ns := testenv.Namespace(t)
 	ctx := context.Background()
 	asSA := asRole(t, ns, manifest[*rbacv1.Role](t, "role.yaml"))
+	withNamespaceReader(t, ns)
 
 	srv, stream := natsWithStream(t)
 	events := newStreamSink(t, stream)
@@ -168,6 +192,42 @@ func TestRoleWithoutLeases(t *testing.T) {
 		t.Errorf("create: %s", r.Body)
 	}
 	expectNothing(t, ns)
+}
+
+// SP_K8S_POD_SECURITY=auto: a namespace enforcing Pod Security "restricted" gets the
+// restricted profile without being told (its pods are admitted); baseline or no label
+// gets baseline, whose pods the baseline level admits too. Run with deploy/base's RBAC.
+func TestPodSecurityFollowsTheNamespace(t *testing.T) {
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	for _, level := range []string{"restricted", "baseline", ""} {
+		t.Run("enforce="+level, func(t *testing.T) {
+			ns := testenv.Namespace(t)
+			if level != "" {
+				n, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n.Labels["pod-security.kubernetes.io/enforce"] = level
+				if _, err := cs.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			asSA := asRole(t, ns, manifest[*rbacv1.Role](t, "role.yaml"))
+			withNamespaceReader(t, ns)
+			srv := testenv.NATS(t)
+			events := newSink(t, srv.URL)
+			p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), asSA)
+			p.waitSynced(t)
+			create(t, p, "psa", spec("web", "nginx"))
+			events.waitStatus("psa", "RUNNING", "", 30*time.Second) // the pod was admitted
+			sc := deploymentOf(t, ns, "psa").Spec.Template.Spec.Containers[0].SecurityContext
+			restricted := sc.RunAsNonRoot != nil && *sc.RunAsNonRoot
+			if restricted != (level == "restricted") {
+				t.Errorf("restricted profile = %v for enforce=%q", restricted, level)
+			}
+		})
+	}
 }
 
 func TestDeployManifestsAreValid(t *testing.T) {

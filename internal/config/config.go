@@ -53,8 +53,9 @@ type Kubernetes struct {
 	Kubeconfig string `env:"SP_K8S_KUBECONFIG"`
 	// ExternalServiceType is the Service type for external ports.
 	ExternalServiceType string `env:"SP_K8S_EXTERNAL_SVC_TYPE" envDefault:"LoadBalancer"`
-	// PodSecurity is the security profile of every pod: baseline or restricted.
-	PodSecurity string `env:"SP_K8S_POD_SECURITY" envDefault:"baseline"`
+	// PodSecurity is the security profile of every pod: baseline, restricted, or auto
+	// (restricted when the namespace enforces Pod Security "restricted", else baseline).
+	PodSecurity string `env:"SP_K8S_POD_SECURITY" envDefault:"auto"`
 	// CreateTimeout bounds one create (reservation, Deployment, Service). A reservation
 	// older than twice this with no Deployment is taken over (its creator died).
 	CreateTimeout time.Duration `env:"SP_K8S_CREATE_TIMEOUT" envDefault:"20s"`
@@ -156,8 +157,8 @@ func (c *Config) validate() []string {
 	if t := c.Kubernetes.ExternalServiceType; t != "LoadBalancer" && t != "NodePort" {
 		p = append(p, fmt.Sprintf("SP_K8S_EXTERNAL_SVC_TYPE: %q must be LoadBalancer or NodePort", t))
 	}
-	if s := c.Kubernetes.PodSecurity; s != "baseline" && s != "restricted" {
-		p = append(p, fmt.Sprintf("SP_K8S_POD_SECURITY: %q must be baseline or restricted", s))
+	if s := c.Kubernetes.PodSecurity; s != "auto" && s != "baseline" && s != "restricted" {
+		p = append(p, fmt.Sprintf("SP_K8S_POD_SECURITY: %q must be auto, baseline or restricted", s))
 	}
 	if c.Kubernetes.CreateTimeout <= 0 {
 		p = append(p, "SP_K8S_CREATE_TIMEOUT: must be more than 0")

@@ -313,11 +313,7 @@ func (a *App) checkPermissions(ctx context.Context) error {
 			a.log.Warn("cannot check Kubernetes permissions yet", "err", err)
 			wait = 5 * time.Second
 		case len(missing) > 0:
-			names := make([]string, len(missing))
-			for i, p := range missing {
-				names[i] = p.String()
-			}
-			a.log.Error("missing Kubernetes permissions: "+a.store.DescribeMissing(missing), "missing", names)
+			a.log.Error("missing Kubernetes permissions: "+a.store.DescribeMissing(missing), "missing", store.Names(missing))
 			wasMissing, wait = true, time.Minute
 		case wasMissing:
 			a.log.Info("Kubernetes permissions complete")

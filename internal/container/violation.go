@@ -28,10 +28,12 @@ func Pointer(segments ...string) string {
 	b.WriteString("#")
 	for _, s := range segments {
 		b.WriteString("/")
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(s))
+		b.WriteString(pointerEscape.Replace(s))
 	}
 	return b.String()
 }
+
+var pointerEscape = strings.NewReplacer("~", "~0", "/", "~1")
 
 func violation(pointer, format string, args ...any) Violation {
 	return Violation{Pointer: pointer, Detail: fmt.Sprintf(format, args...)}

@@ -65,19 +65,13 @@ func NewHandler(o Options) (http.Handler, error) {
 	return withRequestID(withLogAndRecover(o.Log, withLimits(o.RequestTimeout, withJSONBody(validated)))), nil
 }
 
-// bodyProblem explains a body that could not be decoded.
+// bodyProblem explains a body that could not be decoded. Size and JSON syntax were
+// checked before (withLimits, withJSONBody); what is left is a value the schema allows
+// but Go's types do not (e.g. 1e3 for an int32).
 func bodyProblem(err error) *Problem {
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return tooLarge()
-	}
-	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &typ):
+	if errors.As(err, &typ) {
 		return invalid(container.Violation{Detail: fmt.Sprintf("%s must be %s, not %s", typ.Field, typ.Type, typ.Value)})
-	case errors.As(err, &syn):
-		return badRequest(fmt.Sprintf("the request body is not valid JSON (offset %d)", syn.Offset))
 	}
 	return badRequest("the request body could not be decoded as a container")
 }

@@ -38,11 +38,8 @@ func withValidation(next http.Handler) (http.Handler, error) {
 }
 
 func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *http.Request, opts middleware.ErrorHandlerOpts) {
-	var tooBig *http.MaxBytesError
+	// A body too large or not JSON never gets here: withJSONBody answered it.
 	switch {
-	case errors.As(err, &tooBig):
-		writeProblem(w, r, tooLarge())
-		return
 	case errors.Is(err, routers.ErrMethodNotAllowed):
 		w.Header().Set("Allow", allowed(r))
 		writeProblem(w, r, &Problem{Status: http.StatusMethodNotAllowed, Code: "invalid-argument",

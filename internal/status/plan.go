@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -56,7 +55,7 @@ func plan(snap container.Snapshot, last *container.Status, forced bool) Plan {
 		if hasFinalizer(d) {
 			p.Unhold = append(p.Unhold, d)
 		}
-		if reservedBy(d) {
+		if _, ok := container.ReservationOf(d); ok {
 			p.Release = append(p.Release, d)
 		}
 	}
@@ -65,10 +64,4 @@ func plan(snap container.Snapshot, last *container.Status, forced bool) Plan {
 
 func hasFinalizer(d *appsv1.Deployment) bool {
 	return slices.Contains(d.Finalizers, container.Finalizer)
-}
-
-func reservedBy(d *appsv1.Deployment) bool {
-	return slices.ContainsFunc(d.OwnerReferences, func(r metav1.OwnerReference) bool {
-		return r.Kind == "Lease" && r.APIVersion == "coordination.k8s.io/v1"
-	})
 }

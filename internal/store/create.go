@@ -23,17 +23,6 @@ func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (
 	return obs, s.explainForbidden(ctx, err)
 }
 
-// explainForbidden names the missing permissions in an RBAC refusal (bounded, detached
-// from a request that may have timed out).
-func (s *Store) explainForbidden(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	return s.forbidden(ctx, err)
-}
-
 func (s *Store) create(ctx context.Context, id string, objs container.Objects) (container.Observed, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.CreateTimeout)
 	defer cancel()

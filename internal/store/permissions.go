@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +45,6 @@ func grant(group, resource string, verbs ...string) []Permission {
 type access struct {
 	mu      sync.Mutex
 	missing []Permission
-	checked bool
 }
 
 // CheckPermissions asks the apiserver (one SelfSubjectAccessReview per permission, in
@@ -83,7 +83,7 @@ func (s *Store) CheckPermissions(ctx context.Context) ([]Permission, error) {
 	}
 	sortPermissions(missing)
 	s.access.mu.Lock()
-	s.access.missing, s.access.checked = missing, true
+	s.access.missing = missing
 	s.access.mu.Unlock()
 	return missing, nil
 }
@@ -95,23 +95,31 @@ func (s *Store) MissingPermissions() []Permission {
 	return s.access.missing
 }
 
-// DescribeMissing says, in one line, what is missing and how to fix it.
-func (s *Store) DescribeMissing(missing []Permission) string {
-	names := make([]string, len(missing))
-	for i, p := range missing {
+// Names lists permissions as "verb group/resource", for logs.
+func Names(ps []Permission) []string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
 		names[i] = p.String()
 	}
-	return fmt.Sprintf("the provider may not %s in namespace %s (grant them with the Role in deploy/base/role.yaml)",
-		strings.Join(names, ", "), s.namespace)
+	return names
 }
 
-// forbidden turns an RBAC refusal of a write into an error naming what is missing,
-// asking the apiserver again (the Role may have changed since start).
-func (s *Store) forbidden(ctx context.Context, err error) error {
+// DescribeMissing says, in one line, what is missing and how to fix it.
+func (s *Store) DescribeMissing(missing []Permission) string {
+	return fmt.Sprintf("the provider may not %s in namespace %s (grant them with the Role in deploy/base/role.yaml)",
+		strings.Join(Names(missing), ", "), s.namespace)
+}
+
+// explainForbidden turns an RBAC refusal of a write into an error naming what is
+// missing, asking the apiserver again (the Role may have changed since start). The
+// check is bounded and detached from a request that may have timed out.
+func (s *Store) explainForbidden(ctx context.Context, err error) error {
 	var se *Error
 	if !errors.As(err, &se) || se.Kind != KindPermission {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	missing, cerr := s.CheckPermissions(ctx)
 	if cerr == nil && len(missing) > 0 {
 		se.Message = s.DescribeMissing(missing)

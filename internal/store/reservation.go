@@ -108,7 +108,7 @@ func (s *Store) abandoned(ctx context.Context, id string, lease *coordinationv1.
 // ownedBy makes an object owned by the reservation.
 func ownedBy(lease *coordinationv1.Lease) []metav1.OwnerReference {
 	return []metav1.OwnerReference{{
-		APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: lease.Name, UID: lease.UID,
+		APIVersion: container.ReservationAPIVersion, Kind: container.ReservationKind, Name: lease.Name, UID: lease.UID,
 	}}
 }
 
@@ -130,12 +130,8 @@ func (s *Store) releaseReservation(ctx context.Context, name string, uid types.U
 // ReleaseReservation releases the reservation that owns dep (if it still exists and is
 // the same one), and with it, through the garbage collector, the container's Service.
 func (s *Store) ReleaseReservation(ctx context.Context, dep *appsv1.Deployment) error {
-	for _, ref := range dep.OwnerReferences {
-		if ref.Kind == "Lease" && ref.APIVersion == "coordination.k8s.io/v1" {
-			if err := s.releaseReservation(ctx, ref.Name, ref.UID); err != nil {
-				return err
-			}
-		}
+	if ref, ok := container.ReservationOf(dep); ok {
+		return s.releaseReservation(ctx, ref.Name, ref.UID)
 	}
 	return nil
 }

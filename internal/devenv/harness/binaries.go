@@ -349,12 +349,17 @@ func copyKwokStages(ctx context.Context, modDir, dest string) error {
 }
 
 // lockFile takes an exclusive flock, waiting for another holder to finish.
-func lockFile(path string) (func(), error) {
+func lockFile(path string) (func(), error) { return LockFile(path, syscall.LOCK_EX) }
+
+// LockFile takes a flock on path (created if missing), how being syscall.LOCK_EX or
+// LOCK_SH, waiting for a conflicting holder in any process; the returned function
+// releases it.
+func LockFile(path string, how int) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
 		f.Close()
 		return nil, err
 	}

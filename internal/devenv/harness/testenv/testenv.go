@@ -193,18 +193,11 @@ func lockRealNode(t testing.TB, n *harness.RealNode, how int) {
 	if skip {
 		return
 	}
-	f, err := os.OpenFile(filepath.Join(n.Dir, "tests.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err := harness.LockFile(filepath.Join(n.Dir, "tests.lock"), how)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Flock(int(f.Fd()), how); err != nil {
-		f.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	})
+	t.Cleanup(unlock)
 }
 
 func setupRealNode(e *Env) (*harness.RealNode, string, error) {

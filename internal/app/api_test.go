@@ -18,7 +18,6 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
-	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
 const containers = "/api/v1alpha1/containers"
@@ -402,7 +401,7 @@ func TestAbandonedReservationIsTakenOver(t *testing.T) {
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
 	_, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Name: store.ReservationName("orphan"), Labels: map[string]string{container.LabelManagedBy: "dcm", container.LabelInstanceID: "orphan"},
+		Name: container.RecordName("orphan"), Labels: map[string]string{container.LabelManagedBy: "dcm", container.LabelInstanceID: "orphan"},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +420,7 @@ func TestAbandonedReservationIsTakenOver(t *testing.T) {
 		t.Errorf("%d Deployments, %d reservations", d, l)
 	}
 	// Old, but its container exists: still taken.
-	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, store.ReservationName("orphan"), metav1.GetOptions{})
+	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName("orphan"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,6 +220,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Debounce:     time.Duration(cfg.Monitor.DebounceMS) * time.Millisecond,
 		MaxWait:      cfg.Monitor.DebounceMaxWait,
 		Resync:       cfg.Monitor.ResyncPeriod,
+		Settle:       2 * cfg.Kubernetes.CreateTimeout, // a create finishes or rolls back within one
 		DrainTimeout: cfg.Server.ShutdownTimeout / 2,
 		Republish:    republish,
 		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },

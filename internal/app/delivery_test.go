@@ -77,11 +77,14 @@ func TestStatusAfterRestart(t *testing.T) {
 	events.waitStatus("dies", "RUNNING", "", 30*time.Second)
 	first.Stop()
 
-	// Deleted with kubectl while no provider runs: the finalizer keeps it.
+	// Deleted with kubectl while no provider runs: the record remembers it. The new
+	// provider never saw the container; its record is seconds old, which could also be
+	// a create in progress, so DELETED comes once the record is twice the create timeout
+	// old (here 2 × 5 s).
 	deleteByHand(t, ns, "dies")
 	stays := len(events.events("stays"))
 
-	second := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	second := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100", "SP_K8S_CREATE_TIMEOUT=5s"))
 	second.waitSynced(t)
 	events.waitStatus("dies", "DELETED", "", 30*time.Second)
 	testenv.Eventually(t, 30*time.Second, "current status republished", func() error {
@@ -196,8 +199,8 @@ func TestStatusFlushedOnStop(t *testing.T) {
 }
 
 // A container made before this provider (by the reference provider: DCM labels, no
-// reservation, no finalizer, no annotation) is read, adopted (finalizer added), and its
-// deletion by hand is reported.
+// record, no incarnation, no annotation) is read, adopted (a record written for it, the
+// Deployment left as it is), and its deletion by hand is reported.
 func TestForeignContainerIsAdopted(t *testing.T) {
 	ns := testenv.Namespace(t)
 	srv, stream := natsWithStream(t)
@@ -234,12 +237,18 @@ func TestForeignContainerIsAdopted(t *testing.T) {
 		t.Errorf("GET foreign container: %d %s", r.Status, r.Body)
 	}
 	testenv.Eventually(t, 20*time.Second, "adopted", func() error {
-		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "legacy-app", metav1.GetOptions{})
-		if err == nil && len(d.Finalizers) != 1 {
-			err = fmt.Errorf("finalizers %v", d.Finalizers)
+		l, err := cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName("legacy"), metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-		return err
+		if _, ok := container.RecordOf(l, "legacy"); !ok || l.Labels[container.LabelRecord] != container.RecordValue {
+			return fmt.Errorf("record labels %v", l.Labels)
+		}
+		return nil
 	})
+	if d, err := cs.AppsV1().Deployments(ns).Get(ctx, "legacy-app", metav1.GetOptions{}); err != nil || len(d.Finalizers)+len(d.OwnerReferences) > 0 {
+		t.Errorf("the adopted Deployment was changed: %v %v", d.Finalizers, d.OwnerReferences)
+	}
 	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=legacy", spec("web", "nginx")), http.StatusConflict, "already-exists")
 	if err := cs.AppsV1().Deployments(ns).Delete(ctx, "legacy-app", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 )
@@ -119,24 +118,21 @@ func TestRealNodeStatus(t *testing.T) {
 			`"readinessProbe":{"httpGet":{"path":"/healthz","port":9999},"periodSeconds":1}}]}}}}`)
 		events.waitStatus("web", "RUNNING", "Container is running but not ready.", 90*time.Second)
 	}
-	// Delete stops the real pod.
-	{
-		if r := do(t, http.MethodDelete, p.URL+containers+"/crash", nil); r.Status != http.StatusNoContent {
+	// Delete stops the real pods at once: a crash-looping one and a running one.
+	for _, id := range []string{"crash", "setuid"} {
+		start := time.Now()
+		if r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil); r.Status != http.StatusNoContent {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		events.waitStatus("crash", "DELETED", "", 30*time.Second)
 		// A real kubelet removes the pod object only once its containers are stopped.
 		testenv.Eventually(t, 60*time.Second, "pod gone", func() error {
-			pods, err := testenv.Cluster(t).Client.CoreV1().Pods(ns).List(context.Background(),
-				metav1.ListOptions{LabelSelector: container.InstanceSelector("crash")})
-			if err != nil {
-				return err
-			}
-			if n := len(pods.Items); n > 0 {
+			if n := len(podsOf(t, ns, id)); n > 0 {
 				return fmt.Errorf("%d pods left", n)
 			}
 			return nil
 		})
+		t.Logf("%s: DELETE to pod gone on the real kubelet: %s", id, time.Since(start).Round(10*time.Millisecond))
+		events.waitStatus(id, "DELETED", "", 30*time.Second)
 	}
 }
 

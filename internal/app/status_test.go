@@ -116,13 +116,13 @@ func TestStatusEvents(t *testing.T) {
 	}
 	events.waitStatus("apidel", "DELETED", "", 30*time.Second)
 
-	// Deleted behind the provider's back: the finalizer holds the Deployment until
-	// DELETED is delivered, then the provider lets it go.
+	// Deleted behind the provider's back: the container's record remembers that
+	// DELETED is owed until it is delivered.
 	events.waitStatus("kubedel", "RUNNING", "", 30*time.Second)
 	deleteByHand(t, ns, "kubedel")
 	events.waitStatus("kubedel", "DELETED", "", 30*time.Second)
-	// The Deployments are released once DELETED is delivered; the hand-deleted
-	// container's reservation too, and with it its Service.
+	// Once DELETED is delivered the records are released, and the Service the
+	// hand-deleted container left is removed.
 	testenv.Eventually(t, 20*time.Second, "deleted containers released", func() error {
 		if d, s, l := objectsOf(t, ns, "kubedel", "apidel"); d+s+l > 0 {
 			return fmt.Errorf("%d Deployments, %d Services, %d reservations left", d, s, l)
@@ -216,4 +216,16 @@ func TestStatusDebounce(t *testing.T) {
 	setStatus(corev1.PodUnknown, "NodeGone")
 	events.waitStatus("flap", "UNKNOWN", "NodeGone", 5*time.Second)
 	events.noRepeats("flap")
+}
+
+// withStream starts NATS with the registry's stream, a sink on it and a provider
+// publishing there (debounce 100 ms, extra settings in env), synced.
+func withStream(t *testing.T, env ...string) (ns string, srv *harness.NATS, events *sink, p *provider) {
+	t.Helper()
+	ns = testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events = newStreamSink(t, stream)
+	p = startProvider(t, ns, withNATS(srv.URL), withEnv(append([]string{"SP_MONITOR_DEBOUNCE_MS=100"}, env...)...))
+	p.waitSynced(t)
+	return ns, srv, events, p
 }

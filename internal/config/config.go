@@ -56,8 +56,8 @@ type Kubernetes struct {
 	// PodSecurity is the security profile of every pod: baseline, restricted, or auto
 	// (restricted when the namespace enforces Pod Security "restricted", else baseline).
 	PodSecurity string `env:"SP_K8S_POD_SECURITY" envDefault:"auto"`
-	// CreateTimeout bounds one create (reservation, Deployment, Service). A reservation
-	// older than twice this with no Deployment is taken over (its creator died).
+	// CreateTimeout bounds one create (record, Deployment, Service). A record older
+	// than twice this with no Deployment is an abandoned create (its creator died).
 	CreateTimeout time.Duration `env:"SP_K8S_CREATE_TIMEOUT" envDefault:"20s"`
 }
 

@@ -24,18 +24,13 @@ const (
 	// AnnotationResources keeps spec.resources exactly as sent (cpu as integer or string,
 	// memory with its unit) so GET echoes what the client sent.
 	AnnotationResources = "dcm.project/requested-resources"
-
-	// Finalizer holds a deleted container's Deployment until its DELETED status has been
-	// delivered, so DCM learns of every deletion, including ones made with kubectl or
-	// while the provider was down. The status reporter removes it.
-	Finalizer = "dcm.project/status-reported"
 )
 
 // Selector is the label selector of everything this provider manages.
 const Selector = LabelManagedBy + "=" + ManagedByValue + "," + LabelServiceType + "=" + ServiceTypeValue
 
 // InstanceSelector selects the objects of one container: every lookup by id (deletes,
-// the reservation take-over check, tests) uses it, so they all agree on what "the
+// the record take-over check, tests) uses it, so they all agree on what "the
 // container's objects" are.
 func InstanceSelector(id string) string {
 	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue, LabelInstanceID: id}).String()

@@ -99,7 +99,6 @@ func Build(id string, spec *v1alpha1.ContainerSpec, opts Options) (Objects, erro
 			Namespace:    opts.Namespace,
 			Labels:       labels,
 			Annotations:  map[string]string{AnnotationResources: string(requested)},
-			Finalizers:   []string{Finalizer},
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),

@@ -1,6 +1,6 @@
 // Package status reports every container's status to DCM: informer events ->
 // per-container debounce -> workqueue -> plan (pure: snapshot and last sent status ->
-// what to publish and which finalizer/reservation steps to take) -> CloudEvents on NATS
+// what to publish and which container-record steps to take) -> CloudEvents on NATS
 // and the cluster steps, with nothing lost across NATS outages, restarts and leader
 // changes. Only the replica holding the leader Lease reports (election.go).
 package status

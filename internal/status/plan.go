@@ -2,66 +2,118 @@ package status
 
 import (
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
 // Plan is what the reporter does for one container, decided from its snapshot alone.
-// The reporter carries it out in this order: publish, adopt, release; a failed step
-// stops the rest and the whole container is planned again on the retry.
+// The reporter carries it out in this order: record, untie, delete services, publish,
+// release; a failed step stops the rest and the whole container is planned again on
+// the retry (every step is idempotent).
 type Plan struct {
+	// Record is the record to write first: restored for a live container that has
+	// none (deleted by hand), or marked DELETED owed for a container that is gone, so
+	// the DELETED survives a failed publish, a restart and a NATS outage.
+	Record *RecordWrite
+	// Untie are objects carrying an earlier version's ties (owner reference to the
+	// reservation, status finalizer on the Deployment).
+	Untie []metav1.Object
+	// DeleteServices are Services left by a container that is gone (deleted with
+	// kubectl, or while the provider was stopped).
+	DeleteServices []*corev1.Service
 	// Publish is the status to deliver; nil when DCM already has it.
 	Publish *container.Status
-	// Adopt is a live Deployment without the status finalizer (made before this
-	// provider, or the finalizer was removed by hand): it gets one, so its deletion will
-	// be reported too.
-	Adopt *appsv1.Deployment
-	// Unhold are Deployments being deleted whose DELETED is delivered (by this plan's
-	// Publish or before): their status finalizer comes off, so the garbage collector
-	// can finish them.
-	Unhold []*appsv1.Deployment
-	// Release are Deployments being deleted that are owned by an id reservation: the
-	// container is gone, so its reservation (and with it its Service) is released.
-	Release []*appsv1.Deployment
+	// Release is the record to delete once its DELETED has been delivered.
+	Release *container.Record
+	// RecheckAfter asks for the container to be planned again after this long: a
+	// record without a Deployment may be a create still in progress.
+	RecheckAfter time.Duration
+}
+
+// RecordWrite is a record as it should be.
+type RecordWrite struct {
+	Incarnation string
+	Owed        bool
 }
 
 // Empty reports whether the plan does nothing.
 func (p Plan) Empty() bool {
-	return p.Publish == nil && p.Adopt == nil && len(p.Unhold) == 0 && len(p.Release) == 0
+	return p.Record == nil && len(p.Untie) == 0 && len(p.DeleteServices) == 0 && p.Publish == nil &&
+		p.Release == nil && p.RecheckAfter == 0
 }
 
 // plan decides what to do for a container: snap is what the caches show now, last the
 // status DCM was last given (nil: none, as far as this reporter knows), forced asks for
 // the status to be sent even if unchanged (republish after sync, reconnect, resync).
-func plan(snap container.Snapshot, last *container.Status, forced bool) Plan {
+// A record without a live Deployment is a container that is gone once DELETED is owed
+// on it, the container was reported live, or the record is older than settle (no create
+// takes that long); before that it may be a create in progress. (So after a restart, a
+// container created and deleted by hand within settle is reported DELETED when its
+// record is settle old: late, never lost. Marking the record on every create would
+// cost each create one more write.)
+func plan(snap container.Snapshot, last *container.Status, forced bool, now time.Time, settle time.Duration) Plan {
 	var p Plan
-	st := snap.Status()
-	if forced || last == nil || *last != st {
-		p.Publish = &st
+	for _, d := range snap.Deployments {
+		if container.LegacyTied(d) {
+			p.Untie = append(p.Untie, d)
+		}
 	}
-	if snap.Live != nil && !hasFinalizer(snap.Live) {
-		p.Adopt = snap.Live
+	for _, s := range snap.Services {
+		if container.LegacyTied(s) {
+			p.Untie = append(p.Untie, s)
+		}
 	}
-	// Finalizers come off only once the container is DELETED: a Deployment being
-	// deleted while a newer one with the same id lives stays held until that one is
-	// gone too, so DCM is never told DELETED for an id that still runs.
-	if st.Status != v1alpha1.DELETED {
+	rec := snap.Record
+	if live := snap.Live(); live != nil {
+		inc := container.IncarnationOf(live)
+		// A record marked owed while its Deployment lives is a DELETE in progress
+		// (or one that failed half-way): left alone.
+		if rec == nil || !rec.Owed && (rec.Terminating || rec.Incarnation != inc) {
+			p.Record = &RecordWrite{Incarnation: inc}
+		}
+		p.Publish = changed(snap.Status(), last, forced)
 		return p
 	}
-	for _, d := range snap.Deleting {
-		if hasFinalizer(d) {
-			p.Unhold = append(p.Unhold, d)
+
+	wasLive := last != nil && last.Status != v1alpha1.DELETED
+	if rec == nil {
+		// No record and no live Deployment: a container deleted after its record was
+		// deleted by hand, or one deleted under an earlier version (its Deployment held
+		// by the old finalizer: that DELETED is owed and gets a record first).
+		if slices.ContainsFunc(snap.Deployments, func(d *appsv1.Deployment) bool { return container.LegacyTied(d) }) {
+			p.Record = &RecordWrite{Incarnation: container.IncarnationOf(snap.Deployments[0]), Owed: true}
+			return p
 		}
-		if _, ok := container.ReservationOf(d); ok {
-			p.Release = append(p.Release, d)
+		p.DeleteServices = snap.Services
+		if wasLive {
+			p.Publish = changed(snap.Status(), last, forced)
 		}
+		return p
 	}
+	age := now.Sub(rec.Created)
+	if !rec.Owed && !wasLive && len(snap.Deployments) == 0 && age < settle {
+		p.RecheckAfter = settle - age
+		return p
+	}
+	if !rec.Owed {
+		p.Record = &RecordWrite{Incarnation: rec.Incarnation, Owed: true}
+	}
+	p.DeleteServices = snap.Services
+	p.Publish = changed(snap.Status(), last, forced)
+	p.Release = rec
 	return p
 }
 
-func hasFinalizer(d *appsv1.Deployment) bool {
-	return slices.Contains(d.Finalizers, container.Finalizer)
+// changed is st when DCM does not have it yet (or it is forced), else nil.
+func changed(st container.Status, last *container.Status, forced bool) *container.Status {
+	if forced || last == nil || *last != st {
+		return &st
+	}
+	return nil
 }

@@ -1,7 +1,8 @@
 package status
 
 import (
-	"slices"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,33 +16,59 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+const settle = 40 * time.Second
+
 type depOpt func(*appsv1.Deployment)
 
 func dep(name string, opts ...depOpt) *appsv1.Deployment {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0)}}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0),
+		Labels: map[string]string{container.LabelIncarnation: "i1"}}}
 	for _, o := range opts {
 		o(d)
 	}
 	return d
 }
 
-func held(d *appsv1.Deployment) { d.Finalizers = append(d.Finalizers, container.Finalizer) }
-
-func reserved(d *appsv1.Deployment) {
+func legacyHeld(d *appsv1.Deployment) {
+	d.Finalizers = append(d.Finalizers, container.LegacyFinalizer)
 	d.OwnerReferences = append(d.OwnerReferences, metav1.OwnerReference{
 		APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: "dcm-container-x", UID: "u1"})
+	delete(d.Labels, container.LabelIncarnation)
 }
 
 func deleting(d *appsv1.Deployment) { now := metav1.NewTime(t0); d.DeletionTimestamp = &now }
 
-func otherFinalizer(d *appsv1.Deployment) { d.Finalizers = append(d.Finalizers, "foregroundDeletion") }
+func incarnation(inc string) depOpt {
+	return func(d *appsv1.Deployment) { d.Labels[container.LabelIncarnation] = inc }
+}
 
 func runningPod() *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(t0)},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(t0),
+			Labels: map[string]string{container.LabelIncarnation: "i1"}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
 			Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
 	}
+}
+
+func svc(name string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{container.LabelIncarnation: "i1"}}}
+}
+
+type recOpt func(*container.Record)
+
+func record(opts ...recOpt) *container.Record {
+	r := &container.Record{Name: "dcm-container-x", UID: "r1", Incarnation: "i1", Created: t0}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+func owed(r *container.Record)        { r.Owed = true }
+func terminating(r *container.Record) { r.Terminating = true }
+func created(ago time.Duration) recOpt {
+	return func(r *container.Record) { r.Created = t0.Add(-ago) }
 }
 
 func st(s v1alpha1.ContainerStatus, msg string) *container.Status {
@@ -49,13 +76,35 @@ func st(s v1alpha1.ContainerStatus, msg string) *container.Status {
 }
 
 var (
-	running  = st(v1alpha1.RUNNING, "Container is running.")
-	waiting  = st(v1alpha1.PENDING, "Waiting for the pod to be created.")
-	deleted  = st(v1alpha1.DELETED, "Container deleted.")
-	liveDep  = dep("web-1", held, reserved)
-	bareDep  = dep("web-1", reserved)
-	goneHeld = dep("web-1", held, reserved, deleting)
+	running = st(v1alpha1.RUNNING, "Container is running.")
+	waiting = st(v1alpha1.PENDING, "Waiting for the pod to be created.")
+	deleted = st(v1alpha1.DELETED, "Container deleted.")
+	live    = dep("web-1")
 )
+
+// summary writes a plan in the order the reporter carries it out.
+func summary(p Plan) string {
+	var out []string
+	if w := p.Record; w != nil {
+		out = append(out, fmt.Sprintf("record %q owed=%v", w.Incarnation, w.Owed))
+	}
+	for _, o := range p.Untie {
+		out = append(out, "untie "+o.GetName())
+	}
+	for _, s := range p.DeleteServices {
+		out = append(out, "delete service "+s.Name)
+	}
+	if p.Publish != nil {
+		out = append(out, "publish "+string(p.Publish.Status))
+	}
+	if p.Release != nil {
+		out = append(out, "release "+string(p.Release.UID))
+	}
+	if p.RecheckAfter > 0 {
+		out = append(out, "recheck in "+p.RecheckAfter.String())
+	}
+	return strings.Join(out, "; ")
+}
 
 // Every decision the reporter takes for one container. (What status a snapshot maps to,
 // row by row, is container.StatusOf's table; here the snapshot's status is one input.)
@@ -65,65 +114,76 @@ func TestPlan(t *testing.T) {
 		snap   container.Snapshot
 		last   *container.Status
 		forced bool
-
-		publish         *container.Status
-		adopt           bool
-		unhold, release []string
+		want   string
 	}{
-		{"new container: its first status is sent", container.Snapshot{Live: liveDep}, nil, false, waiting, false, nil, nil},
-		{"unchanged: nothing", container.Snapshot{Live: liveDep}, waiting, false, nil, false, nil, nil},
-		{"changed: the new status", container.Snapshot{Live: liveDep, Pods: []*corev1.Pod{runningPod()}}, waiting, false, running, false, nil, nil},
-		{"unchanged but forced (republish): sent again", container.Snapshot{Live: liveDep}, waiting, true, waiting, false, nil, nil},
-		{"live without the finalizer: adopted", container.Snapshot{Live: bareDep}, waiting, false, nil, true, nil, nil},
-		{"adopted and sent together", container.Snapshot{Live: bareDep}, nil, false, waiting, true, nil, nil},
-		{"deleted, held, reserved: DELETED, unhold, release", container.Snapshot{Deleting: []*appsv1.Deployment{goneHeld}},
-			running, false, deleted, false, []string{"web-1"}, []string{"web-1"}},
-		{"DELETED already sent but still held (a step failed): steps again, no event",
-			container.Snapshot{Deleting: []*appsv1.Deployment{goneHeld}}, deleted, false, nil, false, []string{"web-1"}, []string{"web-1"}},
-		{"deleted without our finalizer (removed by hand, or another finalizer holds it): release only",
-			container.Snapshot{Deleting: []*appsv1.Deployment{dep("web-1", reserved, otherFinalizer, deleting)}}, running, false, deleted, false, nil, []string{"web-1"}},
-		{"deleted, made by the reference provider (no reservation): unhold only",
-			container.Snapshot{Deleting: []*appsv1.Deployment{dep("web-1", held, deleting)}}, running, false, deleted, false, []string{"web-1"}, nil},
-		{"pods outlive their deleted Deployment: DELETED, nothing held",
-			container.Snapshot{Pods: []*corev1.Pod{runningPod()}}, running, false, deleted, false, nil, nil},
-		{"gone while the reporter was away: DELETED once", container.Snapshot{}, nil, false, deleted, false, nil, nil},
-		{"gone, DELETED delivered: nothing", container.Snapshot{}, deleted, false, nil, false, nil, nil},
-		{"re-created id while the old one terminates: the new one speaks, the old one stays held",
-			container.Snapshot{Live: liveDep, Deleting: []*appsv1.Deployment{dep("web-0", held, reserved, deleting)}},
-			deleted, false, waiting, false, nil, nil},
-		{"several being deleted: all unheld and released", container.Snapshot{Deleting: []*appsv1.Deployment{
-			dep("web-0", held, reserved, deleting), dep("web-1", held, reserved, deleting)}},
-			running, false, deleted, false, []string{"web-0", "web-1"}, []string{"web-0", "web-1"}},
+		// Live containers.
+		{"new container: its first status is sent",
+			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{live}}, nil, false, "publish PENDING"},
+		{"unchanged: nothing",
+			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{live}}, waiting, false, ""},
+		{"changed: the new status",
+			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{live}, Pods: []*corev1.Pod{runningPod()}}, waiting, false, "publish RUNNING"},
+		{"unchanged but forced (republish): sent again",
+			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{live}}, waiting, true, "publish PENDING"},
+		{"record deleted by hand: restored from the Deployment",
+			container.Snapshot{Deployments: []*appsv1.Deployment{live}}, waiting, false, `record "i1" owed=false`},
+		{"record being deleted by hand (foreground cascade): restored",
+			container.Snapshot{Record: record(terminating), Deployments: []*appsv1.Deployment{live}}, waiting, false, `record "i1" owed=false`},
+		{"made by the reference provider (no record, no incarnation): record written, status sent",
+			container.Snapshot{Deployments: []*appsv1.Deployment{dep("ref-1", incarnation(""))}}, nil, false, `record "" owed=false; publish PENDING`},
+		{"DELETE in progress (record owed, Deployment not yet gone): record left alone",
+			container.Snapshot{Record: record(owed), Deployments: []*appsv1.Deployment{live}}, waiting, false, ""},
+		{"made by an earlier version (tied to its reservation, held): untied, record relabelled",
+			container.Snapshot{Record: record(func(r *container.Record) { r.Incarnation = "" }), Deployments: []*appsv1.Deployment{dep("old-1", legacyHeld)}},
+			waiting, false, "untie old-1"},
+		{"a pod of an earlier incarnation never speaks for the live one",
+			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{dep("web-2", incarnation("i2"))}, Pods: []*corev1.Pod{runningPod()}},
+			nil, false, `record "i2" owed=false; publish PENDING`},
+
+		// Gone containers.
+		{"deleted through the API: DELETED, then the record released",
+			container.Snapshot{Record: record(owed)}, running, false, "publish DELETED; release r1"},
+		{"deleted by hand: marked owed first, its Service removed, DELETED, released",
+			container.Snapshot{Record: record(), Services: []*corev1.Service{svc("web-s")}}, running, false,
+			`record "i1" owed=true; delete service web-s; publish DELETED; release r1`},
+		{"deleted while the reporter was away (old record, nothing sent yet): DELETED",
+			container.Snapshot{Record: record(created(time.Hour))}, nil, false, `record "i1" owed=true; publish DELETED; release r1`},
+		{"created and deleted by hand while the reporter was away: DELETED once no create can be running",
+			container.Snapshot{Record: record(created(5 * time.Second))}, nil, false, "recheck in 35s"},
+		{"owed across a restart: DELETED sent again, released",
+			container.Snapshot{Record: record(owed)}, nil, false, "publish DELETED; release r1"},
+		{"DELETED delivered but the release failed: release again, no event",
+			container.Snapshot{Record: record(owed)}, deleted, false, "release r1"},
+		{"Deployment still terminating (foreground): the container is gone already",
+			container.Snapshot{Record: record(owed), Deployments: []*appsv1.Deployment{dep("web-1", deleting)}, Pods: []*corev1.Pod{runningPod()}},
+			running, false, "publish DELETED; release r1"},
+		{"record deleted by hand while owed (finalizer holds it): DELETED, released",
+			container.Snapshot{Record: record(owed, terminating)}, running, false, "publish DELETED; release r1"},
+		{"deleted under an earlier version (its finalizer holds the Deployment): record owed first",
+			container.Snapshot{Deployments: []*appsv1.Deployment{dep("old-1", legacyHeld, deleting)}}, running, false,
+			`record "" owed=true; untie old-1`},
+		{"record and Deployment both deleted by hand, reported live before: DELETED",
+			container.Snapshot{}, running, false, "publish DELETED"},
+		{"nothing left, nothing reported: nothing", container.Snapshot{}, nil, false, ""},
+		{"gone, DELETED delivered: nothing", container.Snapshot{}, deleted, false, ""},
+		{"a Service nobody owns any more (failed rollback): removed",
+			container.Snapshot{Services: []*corev1.Service{svc("web-s")}}, nil, false, "delete service web-s"},
+
+		// A create in progress.
+		{"record just written, no Deployment yet: look again when no create can still be running",
+			container.Snapshot{Record: record(created(10 * time.Second))}, nil, false, "recheck in 30s"},
+		{"same after an earlier container with the id was deleted",
+			container.Snapshot{Record: record(created(10 * time.Second))}, deleted, true, "recheck in 30s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := plan(tc.snap, tc.last, tc.forced)
-			switch {
-			case (p.Publish == nil) != (tc.publish == nil):
-				t.Errorf("publish %v, want %v", p.Publish, tc.publish)
-			case p.Publish != nil && *p.Publish != *tc.publish:
-				t.Errorf("publish %+v, want %+v", *p.Publish, *tc.publish)
+			p := plan(tc.snap, tc.last, tc.forced, t0, settle)
+			if got := summary(p); got != tc.want {
+				t.Errorf("plan:\n got %s\nwant %s", got, tc.want)
 			}
-			if (p.Adopt != nil) != tc.adopt {
-				t.Errorf("adopt %v, want %v", p.Adopt != nil, tc.adopt)
-			}
-			if got := names(p.Unhold); !slices.Equal(got, tc.unhold) {
-				t.Errorf("unhold %v, want %v", got, tc.unhold)
-			}
-			if got := names(p.Release); !slices.Equal(got, tc.release) {
-				t.Errorf("release %v, want %v", got, tc.release)
-			}
-			if p.Empty() != (tc.publish == nil && !tc.adopt && len(tc.unhold) == 0 && len(tc.release) == 0) {
+			if p.Empty() != (tc.want == "") {
 				t.Errorf("Empty() = %v", p.Empty())
 			}
 		})
 	}
-}
-
-func names(ds []*appsv1.Deployment) []string {
-	var out []string
-	for _, d := range ds {
-		out = append(out, d.Name)
-	}
-	return out
 }

@@ -19,13 +19,13 @@ import (
 // Source is where the reporter learns about containers (internal/store implements it
 // with its informer caches).
 type Source interface {
-	// Watch tells handler of every change to a container's Deployment or Pods.
+	// Watch tells handler of every change to a container's objects.
 	Watch(handler cache.ResourceEventHandler) (stop func(), err error)
 	// WaitForSync blocks until the caches are complete, or ctx ends (false).
 	WaitForSync(ctx context.Context) bool
 	// Snapshot is one container's objects as the caches hold them now.
 	Snapshot(id string) container.Snapshot
-	// IDs lists every container id known, including ones being deleted.
+	// IDs lists every container id known: live, being deleted, or with a record.
 	IDs() []string
 }
 
@@ -35,6 +35,9 @@ type Options struct {
 	// Resync republishes every container's current status this often (0: never), for
 	// consumers that missed events (the registry's stream may not have existed).
 	Resync time.Duration
+	// Settle is how old a record without a Deployment must be before its container
+	// counts as gone (a create may still be in progress before that).
+	Settle time.Duration
 	// DrainTimeout bounds the flush of pending events on a graceful stop.
 	DrainTimeout time.Duration
 	Workers      int
@@ -55,7 +58,7 @@ type Options struct {
 type Reporter struct {
 	src  Source
 	pub  Publisher
-	fin  Finalizers
+	cl   Cluster
 	opts Options
 	log  *slog.Logger
 
@@ -68,7 +71,7 @@ type Reporter struct {
 }
 
 // NewReporter builds a reporter.
-func NewReporter(src Source, pub Publisher, fin Finalizers, opts Options, log *slog.Logger) *Reporter {
+func NewReporter(src Source, pub Publisher, cl Cluster, opts Options, log *slog.Logger) *Reporter {
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
@@ -76,7 +79,7 @@ func NewReporter(src Source, pub Publisher, fin Finalizers, opts Options, log *s
 		opts.Clock = clock.RealClock{}
 	}
 	return &Reporter{
-		src: src, pub: pub, fin: fin, opts: opts, log: log,
+		src: src, pub: pub, cl: cl, opts: opts, log: log,
 		sent: map[string]container.Status{}, forced: map[string]bool{},
 	}
 }
@@ -215,7 +218,8 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 		return false
 	}
 	defer queue.Done(id)
-	if err := r.process(ctx, id); err != nil {
+	recheck, err := r.process(ctx, id)
+	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("status: will retry", "id", id, "err", err, "attempt", queue.NumRequeues(id)+1)
 			queue.AddRateLimited(id)
@@ -223,13 +227,17 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 		return true
 	}
 	queue.Forget(id)
+	if recheck > 0 {
+		queue.AddAfter(id, recheck)
+	}
 	return true
 }
 
-// process plans one container from what the caches show now and carries the plan out.
-// Planning at send time (not at event time) is what makes an older state impossible to
-// send after a newer one.
-func (r *Reporter) process(ctx context.Context, id string) error {
+// process plans one container from what the caches show now and carries the plan out;
+// it returns when to look at the container again (0: on its next change). Planning at
+// send time (not at event time) is what makes an older state impossible to send after
+// a newer one.
+func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error) {
 	// The force is taken here, not cleared after the publish: a republish asked for
 	// while this one is in flight sets it again and is not lost.
 	r.mu.Lock()
@@ -240,22 +248,34 @@ func (r *Reporter) process(ctx context.Context, id string) error {
 	forced := r.forced[id]
 	delete(r.forced, id)
 	r.mu.Unlock()
+	keepForce := func() {
+		if forced {
+			r.mu.Lock()
+			r.forced[id] = true
+			r.mu.Unlock()
+		}
+	}
 
-	p := plan(r.src.Snapshot(id), last, forced)
+	p := plan(r.src.Snapshot(id), last, forced, r.opts.Clock.Now(), r.opts.Settle)
+	if err := applyBefore(ctx, r.cl, id, p); err != nil {
+		keepForce()
+		return 0, err
+	}
 	if st := p.Publish; st != nil {
 		if err := r.publish(ctx, id, *st); err != nil {
-			if forced {
-				r.mu.Lock()
-				r.forced[id] = true
-				r.mu.Unlock()
-			}
-			return err
+			keepForce()
+			return 0, err
 		}
 		r.mu.Lock()
 		r.sent[id] = *st
 		r.mu.Unlock()
 	}
-	return applyClusterSteps(ctx, r.fin, p)
+	if p.Release != nil {
+		if err := r.cl.ReleaseRecord(ctx, *p.Release); err != nil {
+			return 0, err
+		}
+	}
+	return p.RecheckAfter, nil
 }
 
 func (r *Reporter) publish(ctx context.Context, id string, st container.Status) error {
@@ -281,7 +301,7 @@ func (r *Reporter) prune() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, st := range r.sent {
-		if st.Status == v1alpha1.DELETED && r.src.Snapshot(id).Gone() {
+		if st.Status == v1alpha1.DELETED && r.src.Snapshot(id).Empty() {
 			delete(r.sent, id)
 		}
 	}

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -91,16 +93,20 @@ func (j *journal) Publish(_ context.Context, id string, st container.Status) err
 	j.add("publish " + id + " " + string(st.Status))
 	return nil
 }
-func (j *journal) AddFinalizer(_ context.Context, d *appsv1.Deployment) error {
-	j.add("adopt " + d.Name)
+func (j *journal) EnsureRecord(_ context.Context, id, inc string, owed bool) error {
+	j.add(fmt.Sprintf("record %s %q owed=%v", id, inc, owed))
 	return nil
 }
-func (j *journal) RemoveFinalizer(_ context.Context, d *appsv1.Deployment) error {
-	j.add("unhold " + d.Name)
+func (j *journal) Untie(_ context.Context, o metav1.Object) error {
+	j.add("untie " + o.GetName())
 	return nil
 }
-func (j *journal) ReleaseReservation(_ context.Context, d *appsv1.Deployment) error {
-	j.add("release " + d.Name)
+func (j *journal) DeleteService(_ context.Context, s *corev1.Service) error {
+	j.add("delete service " + s.Name)
+	return nil
+}
+func (j *journal) ReleaseRecord(_ context.Context, r container.Record) error {
+	j.add("release " + string(r.UID))
 	return nil
 }
 
@@ -151,7 +157,7 @@ func startReporter(t *testing.T, debounce time.Duration, failFirst int) *rig {
 	}
 	r.out.failFirst = failFirst
 	r.rep = NewReporter(r.src, r.out, r.out, Options{
-		Debounce: debounce, MaxWait: 10 * debounce, DrainTimeout: time.Second, Workers: 1, Clock: r.clock,
+		Debounce: debounce, MaxWait: 10 * debounce, DrainTimeout: time.Second, Workers: 1, Clock: r.clock, Settle: settle,
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
@@ -165,12 +171,15 @@ func startReporter(t *testing.T, debounce time.Duration, failFirst int) *rig {
 	return r
 }
 
-func live(name string) *appsv1.Deployment { return dep(name, held, reserved) }
+// liveSnap is a live container with its record.
+func liveSnap(name string) container.Snapshot {
+	return container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{dep(name)}}
+}
 
 func TestReporterDebouncesThenPublishes(t *testing.T) {
 	r := startReporter(t, 100*time.Millisecond, 0)
-	r.src.set("a", container.Snapshot{Live: live("a-1")})
-	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	r.src.set("a", liveSnap("a-1"))
+	r.src.set("a", liveSnap("a-1"))
 	if n := r.rep.Pending(); n != 1 {
 		t.Fatalf("pending %d, want the change held by the debounce", n)
 	}
@@ -180,7 +189,7 @@ func TestReporterDebouncesThenPublishes(t *testing.T) {
 
 func TestReporterRetriesWithBackoffAndSendsOnce(t *testing.T) {
 	r := startReporter(t, 0, 2)
-	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	r.src.set("a", liveSnap("a-1"))
 	// Retries wait for the backoff (100 ms, doubling), on the clock.
 	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
 		[]string{"publish failed a", "publish failed a", "publish a PENDING"})
@@ -188,24 +197,33 @@ func TestReporterRetriesWithBackoffAndSendsOnce(t *testing.T) {
 
 func TestReporterReleasesOnlyAfterDeletedIsDelivered(t *testing.T) {
 	r := startReporter(t, 0, 1)
-	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish failed a")
-	gone := dep("a-1", held, reserved, deleting)
-	r.src.set("a", container.Snapshot{Deleting: []*appsv1.Deployment{gone}})
-	// The retry sends the newest state (DELETED), and only then are the steps taken.
+	r.src.set("a", container.Snapshot{Record: record(owed)})
+	// The retry sends the newest state (DELETED), and only then is the record released.
 	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
-		[]string{"publish failed a", "publish a DELETED", "unhold a-1", "release a-1"})
+		[]string{"publish failed a", "publish a DELETED", "release r1"})
 }
 
-func TestReporterAdoptsALiveDeploymentWithoutFinalizer(t *testing.T) {
+func TestReporterRestoresARecordDeletedByHand(t *testing.T) {
 	r := startReporter(t, 0, 0)
-	r.src.set("ref", container.Snapshot{Live: dep("ref-1")})
-	r.out.waitFor(t, "publish ref PENDING", "adopt ref-1")
+	r.src.set("ref", container.Snapshot{Deployments: []*appsv1.Deployment{dep("ref-1")}})
+	r.out.waitFor(t, `record ref "i1" owed=false`, "publish ref PENDING")
+}
+
+func TestReporterLooksAgainAtARecordWithoutDeployment(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.src.set("a", container.Snapshot{Record: record()}) // written at t0, settles at t0+40s
+	r.clock.Step(39 * time.Second)
+	r.out.waitFor(t)
+	// No Deployment came: the create died. The container counts as gone.
+	r.out.await(t, func() { r.clock.Step(100 * time.Millisecond) },
+		[]string{`record a "i1" owed=true`, "publish a DELETED", "release r1"})
 }
 
 func TestReporterDrainDeliversWhatTheDebounceHolds(t *testing.T) {
 	r := startReporter(t, time.Hour, 0)
-	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	r.src.set("a", liveSnap("a-1"))
 	close(r.drain)
 	// The drain polls the queue on the clock: keep it moving until Run returns.
 	for {
@@ -221,9 +239,9 @@ func TestReporterDrainDeliversWhatTheDebounceHolds(t *testing.T) {
 
 func TestReporterRepublishSendsUnchangedStatusAgain(t *testing.T) {
 	r := startReporter(t, 0, 0)
-	r.src.set("a", container.Snapshot{Live: live("a-1")})
+	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish a PENDING")
-	r.src.set("a", container.Snapshot{Live: live("a-1")}) // unchanged: nothing
+	r.src.set("a", liveSnap("a-1")) // unchanged: nothing
 	r.rep.RepublishAll()
 	r.out.waitFor(t, "publish a PENDING", "publish a PENDING")
 }

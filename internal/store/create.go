@@ -11,13 +11,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/google/uuid"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Create reserves the id, then creates the Deployment and the Service. Any failure
-// removes what was created (see rollback). It returns once the informer caches hold the
-// new objects, so a GET that follows on this replica sees them.
+// Create reserves the id (writes its record), then creates the Deployment and the
+// Service. Any failure removes what was created (see rollback). It returns once the
+// informer caches hold the new objects, so a GET that follows on this replica sees them.
 func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (container.Observed, error) {
 	obs, err := s.create(ctx, id, objs)
 	return obs, s.explainForbidden(ctx, err)
@@ -27,41 +30,47 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	ctx, cancel := context.WithTimeout(ctx, s.CreateTimeout)
 	defer cancel()
 
-	lease, err := s.reserve(ctx, id)
+	// Every container gets its own incarnation, so its Service and reads never select
+	// the pods of an earlier container with the same id that is still terminating.
+	inc := uuid.NewString()
+	record, err := s.reserve(ctx, id, inc)
 	if err != nil {
 		return container.Observed{}, err
 	}
-	// Containers made before this provider (e.g. by the reference provider) have no
-	// reservation: the cache still knows their Deployment.
-	if s.Snapshot(id).Live != nil {
-		s.rollback(id, lease, nil, nil)
+	// A container whose record was deleted by hand, or made before records (e.g. by the
+	// reference provider), has none: the cache still knows its Deployment.
+	if s.Snapshot(id).Live() != nil {
+		s.rollback(id, record, nil, nil)
 		return container.Observed{}, errTaken
 	}
 
-	// Both objects are owned by the reservation, so they can be created at once: a
-	// create costs the reservation plus the slower of the two, not their sum.
-	owner := ownedBy(lease)
-	dep := objs.Deployment.DeepCopy()
-	dep.Namespace, dep.OwnerReferences = s.namespace, owner
-	var svc *corev1.Service
-	if objs.Service != nil {
-		svc = objs.Service.DeepCopy()
-		svc.Namespace, svc.OwnerReferences = s.namespace, owner
+	// Nothing is owned by anything, so both objects are created at once: a create costs
+	// the record plus the slower of the two, not their sum.
+	objs = objs.ForIncarnation(inc)
+	dep := objs.Deployment
+	dep.Namespace = s.namespace
+	svc := objs.Service
+	if svc != nil {
+		svc.Namespace = s.namespace
 	}
 	var out container.Observed
 	var depErr, svcErr error
 	var wg sync.WaitGroup
 	if svc != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			out.Service, svcErr = s.client.CoreV1().Services(s.namespace).Create(ctx, svc, metav1.CreateOptions{})
-		}()
+			if svcErr != nil {
+				out.Service = nil // client-go answers an empty object with an error
+			}
+		})
 	}
 	out.Deployment, depErr = s.client.AppsV1().Deployments(s.namespace).Create(ctx, dep, metav1.CreateOptions{})
+	if depErr != nil {
+		out.Deployment = nil
+	}
 	wg.Wait()
 	if depErr != nil || svcErr != nil {
-		s.rollback(id, lease, out.Deployment, out.Service)
+		s.rollback(id, record, out.Deployment, out.Service)
 		if depErr != nil {
 			return container.Observed{}, classify("creating Deployment", depErr)
 		}
@@ -79,33 +88,41 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	return out, nil
 }
 
-// rollback deletes what a failed create made. It runs detached from the request's
-// context (a client that hung up must not leave objects behind). The reservation goes
-// first: the garbage collector then removes the Deployment and the Service even if the
-// explicit deletes below fail.
-func (s *Store) rollback(id string, lease *coordinationv1.Lease, dep *appsv1.Deployment, svc *corev1.Service) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// rollback deletes what a failed create made, detached from the request's context (a
+// client that hung up must not leave objects behind), retrying for a while. The record
+// goes last, and only once the workload is gone: should the apiserver refuse for longer,
+// the container stays a known one (readable, reported, deletable) rather than an orphan.
+func (s *Store) rollback(id string, record *coordinationv1.Lease, dep *appsv1.Deployment, svc *corev1.Service) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.CreateTimeout)
 	defer cancel()
-	if err := s.releaseReservation(ctx, lease.Name, lease.UID); err != nil {
-		s.log.Error("rollback: deleting reservation", "id", id, "err", err)
-	}
 	bg := metav1.DeletePropagationBackground
 	opts := func(uid types.UID) metav1.DeleteOptions {
 		return metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}}
 	}
-	if dep != nil {
-		// DCM never saw this container, so there is no DELETED to report: drop the
-		// status finalizer, or the Deployment would wait for the status reporter.
-		if err := s.RemoveFinalizer(ctx, dep); err != nil {
-			s.log.Error("rollback: removing the status finalizer", "id", id, "err", err)
-		}
-		if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, dep.Name, opts(dep.UID)); err != nil && !apierrors.IsNotFound(err) {
-			s.log.Error("rollback: deleting Deployment (the garbage collector will finish it)", "id", id, "err", err)
-		}
-	}
-	if svc != nil {
-		if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, svc.Name, opts(svc.UID)); err != nil && !apierrors.IsNotFound(err) {
-			s.log.Error("rollback: deleting Service (the garbage collector will finish it)", "id", id, "err", err)
-		}
+	gone := func(err error) bool { return err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) }
+	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 8, Cap: 2 * time.Second},
+		func(ctx context.Context) (bool, error) {
+			if dep != nil {
+				if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, dep.Name, opts(dep.UID)); !gone(err) {
+					s.log.Warn("rollback: deleting Deployment", "id", id, "err", err)
+					return false, nil
+				}
+				dep = nil
+			}
+			if svc != nil {
+				if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, svc.Name, opts(svc.UID)); !gone(err) {
+					s.log.Warn("rollback: deleting Service", "id", id, "err", err)
+					return false, nil
+				}
+				svc = nil
+			}
+			if err := s.deleteRecord(ctx, record.Name, record.UID); err != nil {
+				s.log.Warn("rollback: deleting the record", "id", id, "err", err)
+				return false, nil
+			}
+			return true, nil
+		})
+	if err != nil {
+		s.log.Error("rollback incomplete: the container stays known and can be deleted", "id", id, "err", err)
 	}
 }

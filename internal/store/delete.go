@@ -2,20 +2,24 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Delete removes a container: its Deployment (pods follow by cascade), its Service and
-// its id reservation. It asks the apiserver which objects exist rather than the cache, so
-// a container created a moment ago on another replica is still found. It returns once
-// this replica's caches show the Deployment gone or being deleted, so a GET that follows
-// is a 404. The Deployment itself stays (terminating) until the status reporter has
-// delivered DELETED and removed the status finalizer.
+// Delete removes a container: its record is marked DELETED owed, then its Deployment
+// (pods follow by cascade) and its Service are deleted at once. Nothing waits for the
+// DELETED event: the record remembers it, across restarts and NATS outages, and the
+// status reporter delivers it and then releases the record. It asks the apiserver which
+// objects exist rather than the cache, so a container created a moment ago on another
+// replica is still found, and returns once this replica's caches no longer show the
+// container, so a GET that follows is a 404.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	return s.explainForbidden(ctx, s.delete(ctx, id))
 }
@@ -30,14 +34,14 @@ func (s *Store) delete(ctx context.Context, id string) error {
 	if err != nil {
 		return classify("listing Services", err)
 	}
-	live := 0
-	for _, d := range deps.Items {
-		if d.DeletionTimestamp == nil {
-			live++
-		}
-	}
-	if live == 0 && len(svcs.Items) == 0 {
+	live := container.Snapshot{Deployments: pointers(deps.Items)}.Live()
+	if live == nil && len(svcs.Items) == 0 {
 		return ErrNotFound
+	}
+	if live != nil {
+		if err := s.markOwed(ctx, id, container.IncarnationOf(live)); err != nil {
+			return err
+		}
 	}
 	bg := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
@@ -51,11 +55,28 @@ func (s *Store) delete(ctx context.Context, id string) error {
 			return classify("deleting Service", err)
 		}
 	}
-	if err := s.releaseReservation(ctx, ReservationName(id), ""); err != nil {
-		return err
-	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_ = waitCached(wctx, func() bool { return s.Snapshot(id).Live == nil })
+	_ = waitCached(wctx, func() bool { return s.Snapshot(id).Live() == nil })
 	return nil
+}
+
+// markOwed writes "DELETED owed" on the container's record (creating it if it was
+// deleted by hand), waiting out a record someone is deleting at this moment.
+func (s *Store) markOwed(ctx context.Context, id, inc string) error {
+	var err error
+	_ = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Steps: 6},
+		func(ctx context.Context) (bool, error) {
+			err = s.EnsureRecord(ctx, id, inc, true)
+			return !errors.Is(err, errRecordBusy), nil
+		})
+	return classify("marking the container deleted", err)
+}
+
+func pointers(items []appsv1.Deployment) []*appsv1.Deployment {
+	out := make([]*appsv1.Deployment, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
 }

@@ -28,9 +28,9 @@ func (p Permission) String() string {
 // example) is told so at start, not through failing requests.
 var Required = slices.Concat(
 	grant("apps", "deployments", "get", "list", "watch", "create", "update", "delete"),
-	grant("", "services", "get", "list", "watch", "create", "delete"),
+	grant("", "services", "get", "list", "watch", "create", "update", "delete"),
 	grant("", "pods", "get", "list", "watch"),
-	grant("coordination.k8s.io", "leases", "get", "create", "update", "delete"),
+	grant("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "delete"),
 )
 
 func grant(group, resource string, verbs ...string) []Permission {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -35,14 +36,15 @@ type Store struct {
 	deployments cache.SharedIndexInformer
 	pods        cache.SharedIndexInformer
 	services    cache.SharedIndexInformer
+	records     cache.SharedIndexInformer
 	ids         *idSet
 	idsSynced   func() bool
 	access      access
 
-	// Clock tells the age of reservations (the take-over rule).
+	// Clock tells the age of records (the take-over rule).
 	Clock clock.PassiveClock
-	// CreateTimeout bounds one create, reservation to Service. A reservation older than
-	// twice this with no Deployment is abandoned (its creator died) and may be taken over.
+	// CreateTimeout bounds one create, record to Service. A record older than twice
+	// this with no Deployment is abandoned (its creator died) and may be taken over.
 	CreateTimeout time.Duration
 }
 
@@ -63,6 +65,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		deployments:   factory.Apps().V1().Deployments().Informer(),
 		pods:          factory.Core().V1().Pods().Informer(),
 		services:      factory.Core().V1().Services().Informer(),
+		records:       factory.Coordination().V1().Leases().Informer(),
 		Clock:         clock.RealClock{},
 		CreateTimeout: 20 * time.Second,
 	}
@@ -76,7 +79,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		}
 		return nil, nil
 	}}
-	for _, inf := range []cache.SharedIndexInformer{s.deployments, s.pods, s.services} {
+	for _, inf := range s.informers() {
 		if err := inf.AddIndexers(byID); err != nil {
 			return nil, err
 		}
@@ -90,8 +93,12 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 	return s, nil
 }
 
-// Watch tells handler of every change to a container's Deployment or Pods (what its
-// status is computed from) until the returned function is called.
+func (s *Store) informers() []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{s.deployments, s.pods, s.services, s.records}
+}
+
+// Watch tells handler of every change to a container's record, Deployment, Pods or
+// Service (what the status reporter decides on) until the returned function is called.
 func (s *Store) Watch(handler cache.ResourceEventHandler) (stop func(), err error) {
 	var regs []func()
 	stop = func() {
@@ -99,7 +106,7 @@ func (s *Store) Watch(handler cache.ResourceEventHandler) (stop func(), err erro
 			unregister()
 		}
 	}
-	for _, inf := range []cache.SharedIndexInformer{s.deployments, s.pods} {
+	for _, inf := range s.informers() {
 		reg, err := inf.AddEventHandler(handler)
 		if err != nil {
 			stop()
@@ -115,12 +122,21 @@ func (s *Store) Start(ctx context.Context) { s.factory.Start(ctx.Done()) }
 
 // Synced reports whether every cache has completed its first list.
 func (s *Store) Synced() bool {
-	return s.deployments.HasSynced() && s.pods.HasSynced() && s.services.HasSynced() && s.idsSynced()
+	for _, inf := range s.informers() {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return s.idsSynced()
 }
 
 // WaitForSync blocks until the caches are synced or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), s.deployments.HasSynced, s.pods.HasSynced, s.services.HasSynced, s.idsSynced)
+	synced := []cache.InformerSynced{s.idsSynced}
+	for _, inf := range s.informers() {
+		synced = append(synced, inf.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
 }
 
 // Shutdown stops the informers (after the Start context is cancelled) and waits.
@@ -141,40 +157,41 @@ func (s *Store) Get(id string) (container.Observed, error) {
 }
 
 // observed gathers a container's objects from the caches; false when it has no live
-// Deployment. A Deployment being deleted (held by the status finalizer until DCM has
-// been told) no longer counts as the container.
+// Deployment (it is gone, or being deleted).
 func (s *Store) observed(id string) (container.Observed, bool) {
 	snap := s.Snapshot(id)
-	if snap.Live == nil {
+	live := snap.Live()
+	if live == nil {
 		return container.Observed{}, false
 	}
-	o := container.Observed{Deployment: snap.Live, Pods: snap.Pods}
-	if svcs := byIndex[*corev1.Service](s.services, id); len(svcs) > 0 {
-		o.Service = svcs[0]
-	}
-	return o, true
+	return container.Observed{Deployment: live, Pods: snap.LivePods(), Service: snap.LiveService()}, true
 }
 
 // Snapshot reads one container's objects from the caches.
 func (s *Store) Snapshot(id string) container.Snapshot {
-	var snap container.Snapshot
-	deps := byIndex[*appsv1.Deployment](s.deployments, id)
-	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	for _, d := range deps {
-		switch {
-		case d.DeletionTimestamp != nil:
-			snap.Deleting = append(snap.Deleting, d)
-		case snap.Live == nil:
-			snap.Live = d
+	snap := container.Snapshot{
+		Deployments: byIndex[*appsv1.Deployment](s.deployments, id),
+		Pods:        byIndex[*corev1.Pod](s.pods, id),
+		Services:    byIndex[*corev1.Service](s.services, id),
+	}
+	slices.SortFunc(snap.Deployments, func(a, b *appsv1.Deployment) int {
+		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	})
+	for _, l := range byIndex[*coordinationv1.Lease](s.records, id) {
+		if rec, ok := container.RecordOf(l, id); ok {
+			snap.Record = &rec
 		}
 	}
-	snap.Pods = byIndex[*corev1.Pod](s.pods, id)
 	return snap
 }
 
-// IDs lists every container id the caches know, including ones being deleted.
+// IDs lists every container id the caches know: live, being deleted, or with a record
+// (a DELETED still owed).
 func (s *Store) IDs() []string {
-	return s.deployments.GetIndexer().ListIndexFuncValues(IndexByInstance)
+	ids := s.deployments.GetIndexer().ListIndexFuncValues(IndexByInstance)
+	ids = append(ids, s.records.GetIndexer().ListIndexFuncValues(IndexByInstance)...)
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // List returns up to limit containers whose ids sort after `after`, in id order, and

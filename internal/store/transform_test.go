@@ -32,7 +32,9 @@ func TestSlimObjectsReadTheSame(t *testing.T) {
 	d := objs.Deployment
 	d.Name, d.UID, d.CreationTimestamp = "web-x", "uid-1", now
 	d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	// An earlier version's ties: the cache keeps them, the reporter removes them.
 	d.OwnerReferences = []metav1.OwnerReference{{Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Name: "dcm-container-abc", UID: "l1"}}
+	d.Finalizers = []string{container.LegacyFinalizer}
 	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastTransitionTime: now}}
 	svc := objs.Service
 	svc.Name, svc.Spec.ClusterIP = "web-y", "10.96.0.9"

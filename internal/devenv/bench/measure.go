@@ -75,7 +75,6 @@ func (e *Env) rawCreate(ctx context.Context, ns, id string) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
-	objs.Deployment.Finalizers = nil
 	start := time.Now()
 	if _, err := e.Admin.AppsV1().Deployments(ns).Create(ctx, objs.Deployment, metav1.CreateOptions{}); err != nil {
 		return 0, err

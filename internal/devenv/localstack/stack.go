@@ -206,8 +206,6 @@ func (s *Stack) Stop() {
 	if s.stopApp != nil {
 		s.stopApp()
 	}
-	// Deployments keep the status finalizer until their DELETED is delivered; on the
-	// throw-away local cluster there is nothing to wait for.
 	if s.registry != nil {
 		s.registry.Stop()
 	}

@@ -1,0 +1,113 @@
+package container
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestRecordOf(t *testing.T) {
+	now := metav1.Now()
+	mk := func(edit func(*coordinationv1.Lease)) *coordinationv1.Lease {
+		l := NewRecord("web", "i1", false)
+		l.UID = "u1"
+		edit(l)
+		return l
+	}
+	for _, tc := range []struct {
+		name  string
+		lease *coordinationv1.Lease
+		ok    bool
+		want  Record
+	}{
+		{"a record", mk(func(*coordinationv1.Lease) {}), true, Record{Name: "dcm-container-web", UID: "u1", Incarnation: "i1"}},
+		{"owed, being deleted", mk(func(l *coordinationv1.Lease) {
+			l.Finalizers = []string{RecordFinalizer}
+			l.DeletionTimestamp = &now
+		}), true, Record{Name: "dcm-container-web", UID: "u1", Incarnation: "i1", Owed: true, Terminating: true}},
+		{"an earlier version's reservation (no record label, no incarnation)", mk(func(l *coordinationv1.Lease) {
+			l.Labels = map[string]string{LabelManagedBy: ManagedByValue, LabelInstanceID: "web"}
+		}), true, Record{Name: "dcm-container-web", UID: "u1"}},
+		{"right name, not ours (no labels): never touched", mk(func(l *coordinationv1.Lease) { l.Labels = nil }), false, Record{}},
+		{"right name, another id's labels", mk(func(l *coordinationv1.Lease) { l.Labels[LabelInstanceID] = "other" }), false, Record{}},
+		{"right labels, another name (e.g. a leader Lease)", mk(func(l *coordinationv1.Lease) { l.Name = "sp-status" }), false, Record{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := RecordOf(tc.lease, "web")
+			got.Created = Record{}.Created
+			if ok != tc.ok || got != tc.want {
+				t.Errorf("RecordOf = %+v %v, want %+v %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestForIncarnationStampsLabelsAndSelectors(t *testing.T) {
+	objs := Objects{
+		Deployment: &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Labels: SystemLabels("web")},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelInstanceID: "web"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: SystemLabels("web")}}},
+		},
+		Service: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Labels: SystemLabels("web")},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{LabelInstanceID: "web"}}},
+	}
+	out := objs.ForIncarnation("i9")
+	for what, m := range map[string]map[string]string{
+		"Deployment": out.Deployment.Labels, "selector": out.Deployment.Spec.Selector.MatchLabels,
+		"pod template": out.Deployment.Spec.Template.Labels, "Service": out.Service.Labels, "Service selector": out.Service.Spec.Selector,
+	} {
+		if m[LabelIncarnation] != "i9" {
+			t.Errorf("%s: %v", what, m)
+		}
+	}
+	if _, ok := objs.Deployment.Labels[LabelIncarnation]; ok {
+		t.Error("the input was changed")
+	}
+}
+
+func TestUntieRemovesOnlyTheLegacyTies(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
+		Finalizers: []string{"other/keep", LegacyFinalizer},
+		OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: "dcm-container-web"},
+			{APIVersion: "example.com/v1", Kind: "App", Name: "keep"},
+		},
+	}}
+	if !LegacyTied(d) {
+		t.Fatal("not recognised as tied")
+	}
+	Untie(d)
+	if LegacyTied(d) || len(d.Finalizers) != 1 || d.Finalizers[0] != "other/keep" || len(d.OwnerReferences) != 1 || d.OwnerReferences[0].Name != "keep" {
+		t.Errorf("after Untie: %v %v", d.Finalizers, d.OwnerReferences)
+	}
+}
+
+func TestSnapshotSelectsTheLiveIncarnation(t *testing.T) {
+	now := metav1.Now()
+	labelled := func(inc string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: "x-" + inc, Labels: map[string]string{LabelIncarnation: inc}}
+	}
+	old := &appsv1.Deployment{ObjectMeta: labelled("old")}
+	old.DeletionTimestamp = &now
+	live := &appsv1.Deployment{ObjectMeta: labelled("new")}
+	snap := Snapshot{
+		Deployments: []*appsv1.Deployment{old, live},
+		Pods:        []*corev1.Pod{{ObjectMeta: labelled("old")}, {ObjectMeta: labelled("new")}},
+		Services:    []*corev1.Service{{ObjectMeta: labelled("old")}, {ObjectMeta: labelled("new")}},
+	}
+	if snap.Live() != live || len(snap.LivePods()) != 1 || snap.LivePods()[0].Name != "x-new" || snap.LiveService().Name != "x-new" {
+		t.Errorf("live %v, pods %v, service %v", snap.Live().Name, snap.LivePods(), snap.LiveService().Name)
+	}
+	// A container made before incarnations selects every pod of its id.
+	legacy := Snapshot{Deployments: []*appsv1.Deployment{{}}, Pods: snap.Pods}
+	if len(legacy.LivePods()) != 2 {
+		t.Errorf("legacy pods %d", len(legacy.LivePods()))
+	}
+	if gone := (Snapshot{Deployments: []*appsv1.Deployment{old}}); gone.Live() != nil || gone.Status().Status != "DELETED" {
+		t.Errorf("gone: %v %v", gone.Live(), gone.Status())
+	}
+}

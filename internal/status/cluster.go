@@ -1,0 +1,39 @@
+package status
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// Cluster is how the reporter changes the cluster (internal/store implements it): the
+// container records, the ties of earlier versions, and Services a gone container left.
+type Cluster interface {
+	EnsureRecord(ctx context.Context, id, incarnation string, owed bool) error
+	Untie(ctx context.Context, obj metav1.Object) error
+	DeleteService(ctx context.Context, svc *corev1.Service) error
+	ReleaseRecord(ctx context.Context, rec container.Record) error
+}
+
+// applyBefore carries out the cluster steps that come before a plan's Publish.
+func applyBefore(ctx context.Context, c Cluster, id string, p Plan) error {
+	if w := p.Record; w != nil {
+		if err := c.EnsureRecord(ctx, id, w.Incarnation, w.Owed); err != nil {
+			return err
+		}
+	}
+	for _, o := range p.Untie {
+		if err := c.Untie(ctx, o); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.DeleteServices {
+		if err := c.DeleteService(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -126,7 +126,7 @@ func (s *Store) EnsureRecord(ctx context.Context, id, inc string, owed bool) err
 		}
 		rec, ok := container.RecordOf(cur, id)
 		if !ok {
-			return fmt.Errorf("Lease %s/%s is not the record of container %q (labels %v); rename or remove it",
+			return fmt.Errorf("the Lease %s/%s is not the record of container %q (labels %v); rename or remove it",
 				s.namespace, cur.Name, id, cur.Labels)
 		}
 		if rec.Terminating {

@@ -152,10 +152,12 @@ type Container struct {
 	Id         *string    `json:"id,omitempty"`
 
 	// Path containers/{id}
-	Path    *string          `json:"path,omitempty"`
-	Service *ServiceInfo     `json:"service,omitempty"`
-	Spec    ContainerSpec    `json:"spec"`
-	Status  *ContainerStatus `json:"status,omitempty"`
+	Path    *string      `json:"path,omitempty"`
+	Service *ServiceInfo `json:"service,omitempty"`
+
+	// Spec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most 262144 bytes (400 beyond, long before etcd's object limit).
+	Spec   ContainerSpec    `json:"spec"`
+	Status *ContainerStatus `json:"status,omitempty"`
 
 	// StatusMessage Human-readable reason for the status (e.g. ImagePullBackOff).
 	StatusMessage *string    `json:"status_message,omitempty"`
@@ -212,14 +214,14 @@ type ContainerResources struct {
 	Memory MemoryRange `json:"memory"`
 }
 
-// ContainerSpec defines model for ContainerSpec.
+// ContainerSpec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most 262144 bytes (400 beyond, long before etcd's object limit).
 type ContainerSpec struct {
 	Image    ContainerImage    `json:"image"`
 	Metadata ContainerMetadata `json:"metadata"`
 	Network  *ContainerNetwork `json:"network,omitempty"`
 	Process  *ContainerProcess `json:"process,omitempty"`
 
-	// ProviderHints Accepted and ignored.
+	// ProviderHints Accepted and ignored. At most 64 keys, 16384 bytes as JSON and 8 levels of nesting.
 	ProviderHints *map[string]interface{}  `json:"provider_hints,omitempty"`
 	Resources     ContainerResources       `json:"resources"`
 	ServiceType   ContainerSpecServiceType `json:"service_type"`
@@ -389,6 +391,13 @@ type NotFound = Problem
 // array for details" and `errors` lists them, resource bounds (cpu, then memory)
 // first, then label problems, then the rest in body order.
 type TooLarge = Problem
+
+// Unauthenticated RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
+type Unauthenticated = Problem
 
 // Unavailable RFC 9457 problem details, in the shape DCM's providers share. With exactly one
 // validation problem, `detail` is its message and `pointer` locates the offending
@@ -808,6 +817,15 @@ type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
+type UnauthenticatedResponseHeaders struct {
+	WWWAuthenticate *string
+}
+type UnauthenticatedApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnauthenticatedResponseHeaders
+}
+
 type UnavailableResponseHeaders struct {
 	RetryAfter *int
 }
@@ -851,6 +869,25 @@ func (response ListContainers400ApplicationProblemPlusJSONResponse) VisitListCon
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContainers401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListContainers401ApplicationProblemPlusJSONResponse) VisitListContainersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -925,6 +962,25 @@ func (response CreateContainer400ApplicationProblemPlusJSONResponse) VisitCreate
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContainer401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContainer401ApplicationProblemPlusJSONResponse) VisitCreateContainerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1049,6 +1105,25 @@ func (response DeleteContainer400ApplicationProblemPlusJSONResponse) VisitDelete
 	return err
 }
 
+type DeleteContainer401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContainer401ApplicationProblemPlusJSONResponse) VisitDeleteContainerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteContainer404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -1134,6 +1209,25 @@ func (response GetContainer400ApplicationProblemPlusJSONResponse) VisitGetContai
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetContainer401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetContainer401ApplicationProblemPlusJSONResponse) VisitGetContainerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1435,60 +1529,67 @@ func (sh *strictHandler) GetRootHealth(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fppc9tIc/4rXfO+VUtmIR625cRUbSW67FXWkhXZzn4QtfIQaBKzAmbgmYEkrpb/PTUHQIAADztebyrf",
-	"CHCOnu6nnz4GTyQUaSY4cq3I6IlIVJngCu3DEY2u8HOOSpunUHCN3P6kWZawkGomeD+TYpJg+uPvSnDz",
-	"nwpjTKn59U+JUzIi/+gvt+i7f1X/0s0ii8UiIBGqULLMLEdG5EOMIN22wBQwfk8TFh0AFzpmfAYPVEEY",
-	"Uz7DqEcWATkWfJqw8LvKeAhmJ8o4SnhgOgYdG1EjoIlEGs0BH5nS6gCYtvJyoWsyn3GNktPke8r8keNj",
-	"hqHGCBTKe5SAUgp5ADpGmIhoDhzN25BKydAo3smorMQXQr8WOY++p8QXoqLmmKpCy1agD0K8pXKGfxc0",
-	"rcaYgsQIIUHHlMMQztmRle4jp/eUJXSSfHcBf8knKDlqVHB4eWZEzLlEGsZGGBASNEsxApHrA5Co5Rzo",
-	"VKOEK/N779D+VhgKHqkeCUiMNEJp+aAyoi6tnmdIRsQgZobSCGZE8/KaAceFGc1DJkWGUjNHMqFEqvHW",
-	"CGUep0KmVJMRiajGPfs2IMan3vFkTkZa5hgU+yktGZ8ZdbPIkdeWYRnVsRlYV1qJMdV/YtFil/2MA7EQ",
-	"t1nqvRt2xqfCzsow3Dal1NR7M9hM0lTnavdpbng58TZFpahzk/qxf85TyvfMUS0wJFIlOEwNQGIENxs6",
-	"2Jv14CylM7zMk+SIhnfvptNubxcl5Vn0v7Xswoz4nDOJERldOwXelKPE5HcMtY8B7vhW0ibIJE5RIg9b",
-	"1PDu+AzKv0dwLXHGlJbz/o3ETCimhZxfjzSd3Vz/R8RmqPQNCUhKH98inxk4vRi8ehmQlPHixXDbMZbS",
-	"bDzLW+YC74q/lGg1T0xjujs4zPJ+PyolnZtnjo/6NqMzvNXiDnlTQYcThVyD4BYXCVUazHADgc3HrEi6",
-	"8ZznqGlENW2eNaETTOwvGkXMyEOTy9qIBuga23Dq4Fex2Mvnq/bKqDbBjozIb9d074/B3qubzvWe//Uv",
-	"xavuv/+TtODc7KAy6sD1ZYC2wm1UzgXqByHvmrphWdNUhv4vRQRnlzs5aCak/goUXQqpm0habDqFnbIe",
-	"yreZ/7/kCMb182fOz1iap2T0cn//+b41m3teOlkZdQJyzxSbsITpuVkMuRl4TbjghmqKfIYEBB/9z5ud",
-	"MexErG2x0W6XUoSoVPPQVM7qOl8H4dJDQ5Gm1GVeu09Cfr+zZU/5/X9T+YUmvUIlchliyxHDLN8Kpiy/",
-	"MumwWTLFVMj5thnndpSftGqlLCflOhvN8t6H4BVfKqLGTvh3McYKviSunWaWTGd5t3TsneYWRGD8domt",
-	"3RzWj3dT71mE8jZmvuJrZ1bHGCuBIAwxM+UD5RGwGRfSVDMt2pZVaOwk4RJMy+Tq1q279OPSF7e7bW2J",
-	"iqECb+qqjJvxUmZfhRSXpxcnZxdvSECuPl5cuF+vD8/enp6QgHy8+OXi3a8XJCAnp29PP5yemNW38vBx",
-	"lv9XTrn2vFXX+rGQqIAqoBw81UFnnA8Gz/EnGHYDk9FTcIuBmEJox3fG5NmYdM2fKUsSVr7dHwzSMeke",
-	"AIaxwAgmNLwzq5sYb4wpOL6bktH102aqfaqFzOHeq5trGyrTthB5487ofLfhfCl93IEtSgUtbBD4ohkr",
-	"4DDTbWRpNb0nw4aYZR6xKdELyD1Ncmxh6LbAX4xuE+NnpIkrVla0tS6d/zWe2wSt8HBX+MV2mXkANo/X",
-	"9fIwQ5kypZjgCpiGhIZ3qkc21E34SNPMVLTErds21ufP1Im12UpXlbHG07Be8BQu5w9BAlIeqIUCihdV",
-	"Me/+Te2VtLHnWWGvUFEvCtMeE/31h8mzonqpK/u9q49BMR5iXe1KU6kdMVazmZcvSGvGglJ5RW0GjGcy",
-	"rxxvkuX8UtQ2LLnQuZ5iTjBkKU0g50yrAxieH8FPMBz89hImc4OTTgUzYzI8HxNbAFYZwDj/j53zoz/f",
-	"HP354ajbmidXI/jXsMDKMXYjgtVJX8QFRaelobGr18fw6sX+v4Lv4ECEmrJEBcBcmaRimiGcHJ//oEpo",
-	"KPNWYg9+ZToGfKShTuYgOI5di9O6QbFiAJ/cmp9sE1Qr8J5vo++nTNh09hMkIqTGLmZTMZ0ijxifjfmU",
-	"YRId+N7kg7BxQEisrzomaZ5oliUIFQFsV1AFoNAh2z2PuU0KbX/AH3ZMnCxuwCdImNJWkDSAIrzCROTG",
-	"UTphlgfmPw4uTesaGaXS/qWt9IqzK/9S23ab0kaptt0mpPHasTFZHT1OotbE2Em3cy7sTX5qZrXl1Ywr",
-	"TX0joaWgslZpx8vLV4Mh/Of7dxdw6YbBVNJZamprxrXwp102Fz1nj8k/+irDsF9mLP0wy/sp42PSStZL",
-	"/mzSjWY6aeuBcDTBAMyEctszh0qgcpYbKcckgDG5EBqmxqbu8bDW73bviuY2vHdtZqvLNcIWlF2XJ9Y6",
-	"U6N+PwpTQ9bGHXszpuN8Yui6QEnfZkFhKCJ0+dDWjoQnUaeFUlMbPN/BoFVfYgoK71HSBJrea8PoOog2",
-	"a/bS5zlNTRpnoGA92CDfkUgktEm9TUhxXm0owaYPqrRYmOW9lHHoDAddSHOl7b0DPoaIEdg/6SN09rtr",
-	"bPFN0XsA1PWNHgpPLqiSuesQOhG5NuznXNsdt1OmKSyCzznKOWRU0hQ1yu72jpPXcZtBm6lGSwaFshnM",
-	"DXv5Kx5L6FA0CJsmTqjSt1hApqnfovZy3eoNjlskPpmjc1JkVWjOaR5+t/c4O9RB6xFe7U03K/gkN7vd",
-	"uiZTk1N9/+S2rQn1VtDoiCaGJCUwPpOoFJxdQkdIiIXSJvXtgigSpzAReQRUKTbjGBlA9NY12dZw7pc0",
-	"sfyp21tYlQzSG+DY6eHskgTkQkRuXlA74joj1Gu+ltzfk5GTf4OF2ntnXERYts1Wr80iBPNXYKN1IbcN",
-	"1jXj+A3Uaq5qO2/N4LG2SdcyVAotQtEekTWVM9S3Oy+3gmnfiKuuUtmwqciFjdoO5St57/E5+Jpg6fI6",
-	"phpkzm1yP0twr3LTK+RdImikQPBKHdWDUxrGY74cyJQlthPMEjG3HNmRaK/9FAy7xhCB40Vq7QRU3Slr",
-	"K6YDO9NbpjfmNgIpoBJhXdIJnXV3il2XK/moTyppfNngKLaCy0IBh5dnlcJiRO6HNMliOjSmExlymjEy",
-	"Is97g95zX4dYQPZpxvrF2H79lmKGLTB9nSfJHDKR5Qk1oW05xUQ9FrlsL3CX1RFMpUhr5PyDgpCGsYOv",
-	"cQ17/rPIUBBT+ngpgZHSBxFlWxt1Qc5djxl4nk5Quh5KVRRjkMxk3p3h3nAwGAQQ4ZTmiYb9gQ1Kpgoh",
-	"NlqRgqhMSeFuVRT7w+Ya5WWpn0xG+4NgQ8Pb7rSxCbMIGnlJRj/nCPYixymMQibxnolc2SP8oGDlvmed",
-	"/JUboarwlVuU/eGzJvPZdlflE5Jng8GG++8vu/euX4y13H6/KwxVM2EASMMYpnW42Vv6F066tk3LU/Qr",
-	"X8EsArK/y5Ty8w474fn2CdXPBezVeZ6mVM49lGuHYdye0TVq6Eyt3rRZolYt/nZsL9q/kJnY8jsQU0MW",
-	"gb/OUg3/c1strx23OOBxwpDrvTAWCq3ndw5PL/eGz551Xa1sEkWmXV3tSooZcrMfKqDw8ePZSW/Mx75N",
-	"NCZGaImONhwBtgGcRTVgt94Auh97N0+D4OVwsfEa0CHfwuRIRPNvD3oH+GUgNHnFouFtw79q4zYsRQfF",
-	"ZwJMge+Lf61fvRi82j6l/NTLTBju4FflR0J/g+c6HQFdeu9al10Ea8Nn0ZxcF0UPkwc6V/BsMKgao+yT",
-	"Lsuvlc+CQspNFTaxH36EsWtY1r34Deqfi87oX0bqfoc13zKVWRnl6gGlKs+ozKEfYtSxSbe0P4SqZmUr",
-	"5nAbmdBQq/A6mUgSjGAybxR43aq9vBk22+ppeV3MooUzVoJtteaJfe/adlUyNlV9JiKTDSaJeOjaTliZ",
-	"o5kM3hfHjuCsxpuWc6tX+XfFfi/WSRR9vf++2D6l/Ijwb3BHd76qOzptL7UfOM0bJXuFdzcE2VZvNJhd",
-	"+TLU7OFAG/hvM6o7fFV6+wb1BtsOvk8IqB01+Fbp1f95GL1B17TaTuqNpMdmIf7exichVb4gq9H926Yn",
-	"hre2xBJjUkVT9GwLVEEZAwKgLgOTQvjGgqk018DzSoj/T7HjvVWKgi1Buj1e+C8aChTkMiEj0icmYfSD",
-	"nxpwUPaK3b/1Sy1uFv8TAAD//w==",
+	"3Fp5c9s6kv8qXZipirRD6/A1iVxTu76Sp534WDuZbJXlUSCyJeGZBPgA0LYmo+++hYMUKVFH3r7J29r/",
+	"dKCBRp+/7sY3EookFRy5VqT3jUhUqeAK7ZczGt3hLxkqbb6Fgmvk9iNN05iFVDPB26kUoxiTP/2sBDf/",
+	"qXCKCTWf/ihxTHrkD+3FEW33r2rfOioyn88DEqEKJUvNdqRHPk0RpDsWmALGn2nMohPgQk8Zn8ALVRBO",
+	"KZ9g1CLzgJwLPo5Z+EN5PAVzEmUcJbwwPQU9NaxGQGOJNJoBvjKl1QkwbfnlQld47nONktP4R/L8meNr",
+	"iqHGCBTKZ5SAUgp5AnqKMBLRDDiaX0MqJUMjeMejshxfC/1eZDz6kRxfi5KYp1TlUrYMfRLiI5UT/L1M",
+	"00qMKYgNExL0lHLowhU7s9x95jTTU+Ta8ILRj2YyleKZRSgtt0yiAgojpNIwKp6QQ+P+dnh62x9+uvnr",
+	"5fXwff/jZRMoj6wt5Dec0gi44AhCAoUXKfgEBMc1nhiQKdIIpY0cX7582TstCaB6MT1LkfSI0pLxibmC",
+	"E9gzZTEdxT9co3/NRig5alRwets3Os24RBpODTPm8polGIHIdGDlUwg3puGTkWxpgxRlwpRiggeGMhGy",
+	"kKcCKhEYh3HMJlPtLKayHw1DTM06DYKHaJV0f3n3t8u74dXpfw/718P3H/sffvoUQIRjmsUajg+bJyBR",
+	"yxnQsUYJd+bz3qn9rDAUPFJLqimtqNWKcfsJSquWeeD/t5TnuS+aL6kUKUrNXKYIJVKNQyMo83UsZEI1",
+	"6ZGIatyzvwbEBMYbHs9IT8sMg2UrCAiLXAbasiylemoWVhVZBArV/sai+S7nmSjIQtxmPfduWZ+PhaVK",
+	"MdxGUkjq3iw2RJrqTO1O5pYXhMMElaIu1lWv/VOWUL5nrmqNVSJVgsPYGO0UwVFDA1uTFvQTOsHbLI7P",
+	"aPh0Mx43W7sIKUuj/61m52aFDUMR6T04AT4Wq8ToZwy1T+Tu+pbTVSOTOEaJPKwRw815H4q/e/AgccKU",
+	"lrP2o8RUKKaFnD30NJ08PvxHxCao9CMJSEJfPyKfGHM67Lw7DkjCeP5Dd9s1FtxsvMtH5tDTkr8U1mq+",
+	"MY3J7sZhtvfnUSnpzHzn+KqHKZ3g0Ib3VQGdjhRyE1asXcRUaTDLjQlsvmaJ0433vEJNI6rp6l1jOsLY",
+	"fqJRxAw/NL6trCjp4figxgYT+lomOD6sYYRTZ6BLe1U1mlJtMA3pkb8/0L1/dPbePTYe9vynf8t/av77",
+	"H0kNF+YElVJnft9n8pa5jeK7Rv0i5NOq9Fi6qkyTtG5FBP3bnVw4FVL/Cju7FVJ76fcd4cH+suXNN93J",
+	"brDe9Iep/7+IKYzrg33nlyzJEtI7Pjo6OLJKdN8XTllkqYA8M8VGLGZ6ZjZDbhY+EANcSEByEEsCgq/+",
+	"4+PONu9YrByxUYu3UoSo1OqlqZxUNVAy07fdd/v1Ru/Fvn90vOrxoUgS6uD4b7cp8ued7eSSP/+Nyuqm",
+	"3f2332Uhd6hEJkOskViYZlstNc3uDPi0PGAi5GwbxZVd5YmWlZ5mpNhno5bvPQKoOuUZKhahcogO5d6Y",
+	"YRxBzBKmlcONJZjodlUwylisYSxFYpA1mNQIDbP2AtNYzBITs3NY7nFIAFTBf97fXDchoTMYoYGLiVAa",
+	"9o/3u4eHMJqZExqHnQ6McCZ4FEBsoPsIxwaNog6jNzkHjj+LBJbCTp6CdwoVLmFbNSyywE6URdqwSayI",
+	"gTvR5jFzbpnPHW+32ObXO1KLvodT5nsg9WnKBdelrGoBO0ZWR2zChcSoBadeH8eH8IQzFUD3+OBtrhev",
+	"PEvxFmJ8xliBGANHpRmftMhu6U6WPWenKy98bQF9h27fRdQsIt/2IFnZoqT5wNtOmcfN7lRg45yL28vr",
+	"i/71BxKQu8/X1+7T+9P+x8sLEpDP13+9vvlyTQJycfnx8tPlhdl9aw48T7P/yijXPktU1XgupNMM5eAT",
+	"CzQGWadzgH+BbjNwBbDbzOgqtOsbA7I/IE1b5rE4ZsWvR51OMiDNE8BwKjCCEQ2fzO4GgRn9Co43Y9J7",
+	"+LY5sX2rwJXu3rvHBwtTkjp48uju6ELbSjBN6OsOwbQQ0Nym3O+iWDIOQ24NuVb1PnWssFmD4Wya2gjL",
+	"A/JM42yZ7mD/z8dvd4JlOX0doz8hjV2xuSTPdeXYl+msWtLbZsLUbjMLwNZhS6lg0TFQwLTrKbTIhroX",
+	"X2mSxuY/t2/dWl//UMfWZj3eldYaX8RqwZo7pb8ECUhxoZogkf9QZvPprdorAsuejxt7uYhaUZi0mGiv",
+	"v0yW5tVnVdj3rr8BivEQq2JXmkrtulJldHl8SGoRJErlBbXZYHys88LxKlnQF6zW2ZLDHuuD0AWGLKEx",
+	"ZJxpdQLdqzP4C3Q7fz/OE3rJZgakezUgLm2XYoQJD39qXJ3988PZPz+dNWurmDIE+jVxYukau4WKZaLv",
+	"ihZ5925FYnfvz+Hd4dGfwXcFIUJNWawCYK7MVVOaIlycX71RhWko86vEFnxhegr4SkMdzwz4Grg5g3WD",
+	"fMcAvro9v9pJhFbgPd+m76+psOXFV4hFSLXHfmI8Rh4xPhlwCwFP/IDgReQNwequA5JksWZpjFBiwLbm",
+	"VQAKnWW77wNuUbXt7/jLDojjxS34CjFT2jKSBJAnYBiJzDhKI0wzC0U5OJzbNDxKpf2PtlLP7678j64j",
+	"rLQRqu15C2m8dsBXMKPjqMaLAuK427m28Cq/NFR17Q7Glaa+EVRT7lqt1NvL8btO1wGwW7cMxpJOLM5m",
+	"XItK/9vc1sfsAflD24DzdoFp2mGatRPGB6Q2WC/i52q40UzHdT0sbgsHMATFsX1nlUDlJDNcDkgAA3It",
+	"NIyNTt3X08rQyf2WT5hs2YASrCzXMJuH7Co/U61T1Wu3ozAxwdq4Y2vC9DQbmXCdW0nb4qQwFBE6xLS1",
+	"o+SDqJNCIakNnu/MoFZeYgwKn1HSGFa9V7U2mGjtzMT5PKeJAXrGFFwRx7gPIpHQBu2blOK82oQECx9U",
+	"obEwzVoJ49DodpqQZErb4R++hogR2D/pKzSOmmt08Zta7wlQ1/d7yT05D5XMzSTpSGTalp7Wtd11GwVM",
+	"YRH8kqGcQUolTVCjbG7vGHoZ1yl0FWrUICiUq8ncRC8/Z7UBHfIG76qKY6r0EHOTWZVvXu65acMGx82B",
+	"T+rCOclRFZp7mi8/22HqDpXSegsvzxZWWyBxZk4buhbgakz1/axhXYvwo6DRGY1NkJTA+ESiUtC/hYaQ",
+	"MBVKG+jbdFMmI9IwFlkEVCk24RgZg2ita4Guibnf02L0t84bjMvRfbkoPXdy6N+SgFyLyNEFlSuuU0K1",
+	"KqzB/j4YOf43aKi+l8lFhEUbc3l2HSGYvwKbrXO+bbKuKMcfoJaxqu2EriaPtU3TmqVSaBGK+oysqZyg",
+	"Hu683ZJN+8ZoeZfSgauCtD2HMJNMz+6NFTj5uZH0aVY30LtJXQ+mB4LHs0oE86PtjPugsDLLboGr3Ky0",
+	"jRUwbuzfvW/gJhAzW4lbgzRsOkYW1za5z42LmXfNJbB+fgW+kFkwpKdUO64U45MY90pvRIR8igWNFAhe",
+	"Kv5acEnD6YAvFjJlo3Gp/deQaOffCrp2RB84UVBrXEDVk7IGxnRgKb05tQbcpk03dF6HlKGxbrjedADP",
+	"QxVSqj2Kvk1+FNzmAji97ZeqoR557tI4ndKusTeRIqcpIz1y0Oq0DnzxZK2gTVPWzte2q6OxCdb41vss",
+	"jmeQijSLqcnHCxKTqlnkIGrgnrlErr1aNp03CkIaTp3PGX+29+9HJm4ypc8XHBgufeZTtmNTZeTKDSqA",
+	"Z8kIpWsNlVkxCklNudDo7nU7nc5icH/UsZnUlE7EpliSR1dTB7lRnmL/wNxIqZOCJSa9o06wYWpiT9rY",
+	"W5oHq95Gf8nQPw6xAqOQSnxmIlP2Cm+M+1SGjOv4L40hy8yXmjNH3dXZxNx28UqPz/Y7nQ0PQb7vAUh1",
+	"GlvzDOQmV1RFhQEgDacwrpqbfd9z6LirO7S4Rbv0fs6SdLeTLL8bmgfkaJejigdlluBgp4OK9zY2OmdJ",
+	"QuXMu0BFCIxb2biuFJ2o5bGwzUqqxk/P7auQ74xobPHyzBTMOcqpRrcVv3VHLWbkWxz3PGbI9V44FQpt",
+	"xGicXt7udff3m64xYFAx066J4OqnCXJznn1J9flz/6I14APfExsQw7REF25c4KxzDBZVHKJ2GO0+7D1+",
+	"6wTH3fnGibTzGGteZyKa/fbO4hxlkfUNiJqveGn3X3VwnS1FJ/mbFqbAjwl+tD8edt5tpysepRqC7g7+",
+	"WDxn/B083skW6MLr17r6PFibrvMO7rqsfRq/0JmC/U6nrMSimbxAeEvv8ULKTak6sq+bwqnr6la9/wPq",
+	"n/L28b8sifgTtr24pFy9oFTFHZW59MsU9dTAO+0vocoocEkdHruKcRXvNlIRxxjBaLZSBTfL+vJq2Kyr",
+	"b4s3DiyaO2XFWFeQX1H55DqbBckbE+1CISMY5EM4EC9ou1G2Z+j2clTlwM+0glREBrHGsXhpLs+285eP",
+	"7k1yvjU+G2JHolzNGmHMnk0hvmoLF/bsciZYsojDut67oYl+fCQ53E5XPLz+HQKDk0s5MDgdLnQaOH0a",
+	"PXodNjfAhNq48KlsWou2mnOfwD90Kp/wq4D9B9QbbKLzY5JY5arB7w0s/8+b3wd0vcntaWkF7ln85cdz",
+	"Hn6VIx5ZxjW/LTAzkXdLNjSmoGiCPl8AVVBkscDEQdvLFcL3j0xtvsas74T4/5T97q1QFGyBGfUZzz9t",
+	"ya0gkzHpkTYxUNkv/rZiDsq+tfC/+q3mj/P/CQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

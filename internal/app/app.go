@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -47,6 +48,8 @@ type App struct {
 	registrar *registration.Registrar
 	metrics   *metrics.Metrics
 	leading   atomic.Bool
+	probe     *clusterProbe
+	tlsConfig *tls.Config // nil: plain HTTP
 }
 
 // RESTConfig loads the Kubernetes client configuration: the kubeconfig file when set,
@@ -68,7 +71,6 @@ func RESTConfig(cfg *config.Config) (*rest.Config, error) {
 	// Reads come from caches; writes are a few per create. Leave room for bursts of
 	// creates without client-side throttling becoming the bottleneck.
 	rc.QPS, rc.Burst = 100, 200
-	rc.Timeout = 15 * time.Second
 	return rc, nil
 }
 
@@ -130,11 +132,15 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		RegistrationState: func() string { return string(a.registrar.State().Phase) },
 	})
 	rc = rest.CopyConfig(rc)
+	// Per-call deadlines, not rc.Timeout: that one would cut every watch too.
+	rc.Timeout = 0
+	rc.Wrap(withPerCallDeadline(KubeCallTimeout))
 	rc.Wrap(a.metrics.Transport)
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
+	a.probe = &clusterProbe{client: client, interval: 5 * time.Second, log: log}
 	st, err := store.New(client, cfg.Kubernetes.Namespace, cfg.Monitor.ResyncPeriod, log)
 	if err != nil {
 		return nil, err
@@ -157,6 +163,11 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	apiToken, tlsConfig, err := security(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	a.tlsConfig = tlsConfig
 	handler, err := httpapi.NewHandler(httpapi.Options{
 		Store: st,
 		Objects: container.Options{
@@ -164,9 +175,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 			ExternalServiceType: corev1.ServiceType(cfg.Kubernetes.ExternalServiceType),
 			PodSecurity:         podSecurity(client, cfg, log),
 		},
-		Health: func(ctx context.Context) error {
-			return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
-		},
+		Health:       a.probe.Last,
 		Registration: registrar.State,
 		Permissions: func() string {
 			if missing := st.MissingPermissions(); len(missing) > 0 {
@@ -174,8 +183,10 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 			}
 			return ""
 		},
+		APIToken:       apiToken,
 		Version:        version,
 		RequestTimeout: cfg.Server.RequestTimeout,
+		MaxInFlight:    cfg.Server.MaxInFlight,
 		Log:            log,
 	})
 	if err != nil {
@@ -185,6 +196,21 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	// /metrics beside the API, outside its OpenAPI validation.
 	top := http.NewServeMux()
 	top.Handle("/metrics", a.metrics.Handler())
+	top.Handle("/readyz", httpapi.Readiness(
+		httpapi.Check{Name: "caches", Err: func() error {
+			if !st.Synced() {
+				return errorString("the informer caches are not synced yet")
+			}
+			return nil
+		}},
+		httpapi.Check{Name: "permissions", Err: func() error {
+			if missing := st.MissingPermissions(); len(missing) > 0 {
+				return errorString(st.DescribeMissing(missing))
+			}
+			return nil
+		}},
+	))
+	top.Handle("/livez", httpapi.Liveness())
 	top.Handle("/", a.metrics.Middleware(handler))
 	a.handler = top
 	// The service starts and serves while NATS is down; events wait for it. Whatever
@@ -237,6 +263,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		ReadHeaderTimeout: cfg.Server.ReadTimeout,
 		WriteTimeout:      cfg.Server.WriteTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    64 << 10, // a request's headers cost at most this (Go's default is 1 MiB)
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return a, nil
@@ -258,7 +285,7 @@ func (a *App) Handler() http.Handler { return a.handler }
 func (a *App) Store() *store.Store { return a.store }
 
 // Run serves until ctx ends, then stops gracefully. If ln is nil it listens on the
-// configured address.
+// configured address; with SP_SERVER_TLS_CERT_FILE/_KEY_FILE set it serves TLS on ln.
 //
 // The components start in this order and stop in the reverse one: the informer caches
 // (everything reads them), the NATS connection, the HTTP server, registration (once the
@@ -272,15 +299,20 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 	}
+	scheme := "http"
+	if a.tlsConfig != nil {
+		ln, scheme = tls.NewListener(ln, a.tlsConfig), "https"
+	}
 	a.log.Info("serving", "address", ln.Addr().String(), "namespace", a.cfg.Kubernetes.Namespace,
 		"identity", a.cfg.Monitor.Identity)
 	return runInOrder(ctx, a.log, []component{
+		{"cluster-probe", a.probe.Run},
 		{"informers", a.runInformers},
 		{"permissions", a.checkPermissions},
 		{"nats", a.runNATS},
 		{"http", func(ctx context.Context) error { return a.serve(ctx, ln) }},
 		{"registration", func(ctx context.Context) error {
-			a.registrar.Run(ctx, selfProbe("http://"+ln.Addr().String()+"/health"))
+			a.registrar.Run(ctx, selfProbe(scheme+"://"+ln.Addr().String()+"/health"))
 			return nil
 		}},
 		{"status", a.election.Run},
@@ -362,7 +394,7 @@ func selfProbe(url string) func(context.Context) error {
 		if err != nil {
 			return err
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := selfProbeClient.Do(req) // with TLS: see selfProbeClient
 		if err != nil {
 			return err
 		}

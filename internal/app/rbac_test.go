@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -182,6 +183,11 @@ func TestRoleWithoutLeases(t *testing.T) {
 		}
 		return nil
 	})
+	// Not ready, saying why: the caches cannot sync without Leases, and what is missing.
+	if r := do(t, http.MethodGet, p.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable ||
+		!strings.Contains(string(r.Body), "caches: the informer caches are not synced yet") || !strings.Contains(string(r.Body), "permissions: the provider may not get coordination.k8s.io/leases") {
+		t.Errorf("/readyz: %d %s", r.Status, r.Body)
+	}
 	logs := p.Logs()
 	if !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "missing Kubernetes permissions") ||
 		!strings.Contains(logs, "deploy/base/role.yaml") || strings.Contains(logs, "create apps/deployments") {
@@ -247,6 +253,30 @@ func TestDeployManifestsAreValid(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().Services(ns).Create(ctx, manifest[*corev1.Service](t, "service.yaml"), dry); err != nil {
 		t.Errorf("service.yaml: %v", err)
+	}
+	// The NetworkPolicy admits to the provider's pods, on the API port only.
+	np := manifest[*networkingv1.NetworkPolicy](t, "networkpolicy.yaml")
+	if np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != dep.Spec.Template.Labels["app.kubernetes.io/name"] ||
+		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector == nil ||
+		len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != dep.Spec.Template.Spec.Containers[0].Ports[0].Name {
+		t.Errorf("networkpolicy.yaml: %+v", np.Spec)
+	}
+	if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, dry); err != nil {
+		t.Errorf("networkpolicy.yaml: %v", err)
+	}
+	// kustomize applies only what kustomization.yaml lists.
+	kustomization, err := os.ReadFile(filepath.Join(deployDir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(deployDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if name := filepath.Base(f); name != "kustomization.yaml" && !strings.Contains(string(kustomization), "\n- "+name+"\n") {
+			t.Errorf("%s is not a resource in kustomization.yaml", name)
+		}
 	}
 	f, err := os.Open(filepath.Join(deployDir, "config.env"))
 	if err != nil {

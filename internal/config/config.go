@@ -16,6 +16,9 @@ import (
 	"github.com/caarlos0/env/v11"
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/secretfile"
 )
 
 // Config is every setting. The README lists them with defaults and meaning.
@@ -32,6 +35,7 @@ type Config struct {
 	Monitor      Monitor
 	Server       Server
 	Registration Registration
+	Security     Security
 }
 
 // Registration settings.
@@ -80,9 +84,26 @@ type Server struct {
 	Address         string        `env:"SP_SERVER_ADDRESS" envDefault:":8080"`
 	ShutdownTimeout time.Duration `env:"SP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	ReadTimeout     time.Duration `env:"SP_SERVER_READ_TIMEOUT" envDefault:"15s"`
-	WriteTimeout    time.Duration `env:"SP_SERVER_WRITE_TIMEOUT" envDefault:"15s"`
-	IdleTimeout     time.Duration `env:"SP_SERVER_IDLE_TIMEOUT" envDefault:"60s"`
-	RequestTimeout  time.Duration `env:"SP_SERVER_REQUEST_TIMEOUT" envDefault:"30s"`
+	// WriteTimeout bounds a whole exchange after the headers, answer included, so it
+	// must exceed RequestTimeout, which must cover a create (SP_K8S_CREATE_TIMEOUT):
+	// otherwise a slow create succeeds and the client gets EOF, and its retry makes a
+	// duplicate.
+	WriteTimeout   time.Duration `env:"SP_SERVER_WRITE_TIMEOUT" envDefault:"35s"`
+	IdleTimeout    time.Duration `env:"SP_SERVER_IDLE_TIMEOUT" envDefault:"60s"`
+	RequestTimeout time.Duration `env:"SP_SERVER_REQUEST_TIMEOUT" envDefault:"30s"`
+	// MaxInFlight caps the API requests served at once (503 with Retry-After beyond).
+	MaxInFlight int `env:"SP_SERVER_MAX_IN_FLIGHT" envDefault:"64"`
+}
+
+// Security settings, all off by default (DCM's registry sends no credentials).
+type Security struct {
+	// APITokenFile holds the bearer token every /api/v1alpha1/containers request but
+	// health must carry; re-read when it changes.
+	APITokenFile string `env:"SP_API_TOKEN_FILE"`
+	// TLSCertFile and TLSKeyFile (both or neither): serve HTTPS with this PEM pair,
+	// re-read when the files change.
+	TLSCertFile string `env:"SP_SERVER_TLS_CERT_FILE"`
+	TLSKeyFile  string `env:"SP_SERVER_TLS_KEY_FILE"`
 }
 
 // Load reads the environment (environ is os.Environ() in production) and validates it.
@@ -173,6 +194,22 @@ func (c *Config) validate() []string {
 	if msgs := validation.IsDNS1123Subdomain(c.Monitor.LeaderLease); c.Monitor.LeaderLease != "" && len(msgs) > 0 {
 		p = append(p, fmt.Sprintf("SP_MONITOR_LEADER_LEASE: %q: %s", c.Monitor.LeaderLease, strings.Join(msgs, ", ")))
 	}
+	// The leader Lease shares the namespace with the container records: a name in
+	// their space would be the record of some container id (SP_NAME=dcm-container-sp
+	// makes it the record of id "sp-status").
+	if prefix := container.RecordName(""); strings.HasPrefix(c.Monitor.LeaderLease, prefix) {
+		p = append(p, fmt.Sprintf("SP_MONITOR_LEADER_LEASE: %q would be the record of container %q (names starting with %q are container records); set SP_MONITOR_LEADER_LEASE or another SP_NAME",
+			c.Monitor.LeaderLease, strings.TrimPrefix(c.Monitor.LeaderLease, prefix), prefix))
+	}
+	if c.Server.MaxInFlight < 1 {
+		p = append(p, "SP_SERVER_MAX_IN_FLIGHT: must be 1 or more")
+	}
+	if s := c.Server; s.WriteTimeout > 0 && s.RequestTimeout > 0 && s.WriteTimeout <= s.RequestTimeout {
+		p = append(p, fmt.Sprintf("SP_SERVER_WRITE_TIMEOUT (%s) must be more than SP_SERVER_REQUEST_TIMEOUT (%s): the answer is written after the request's work", s.WriteTimeout, s.RequestTimeout))
+	}
+	if t := c.Kubernetes.CreateTimeout; t > 0 && c.Server.RequestTimeout > 0 && c.Server.RequestTimeout < t {
+		p = append(p, fmt.Sprintf("SP_SERVER_REQUEST_TIMEOUT (%s) must be at least SP_K8S_CREATE_TIMEOUT (%s): a create must be able to finish or roll back within its request", c.Server.RequestTimeout, t))
+	}
 	if c.Monitor.ResyncPeriod < 0 {
 		p = append(p, "SP_MONITOR_RESYNC_PERIOD: must be 0 (off) or more")
 	}
@@ -202,6 +239,27 @@ func (c *Config) validate() []string {
 	}
 	if c.Server.Address == "" {
 		p = append(p, "SP_SERVER_ADDRESS: must not be empty")
+	}
+	p = append(p, c.Security.validate()...)
+	return p
+}
+
+// validate reads the files now, so a missing, unreadable or empty token or a broken
+// certificate stops the service at start rather than failing its first request.
+func (s Security) validate() []string {
+	var p []string
+	if s.APITokenFile != "" {
+		if _, err := secretfile.LoadToken(s.APITokenFile); err != nil {
+			p = append(p, "SP_API_TOKEN_FILE: "+err.Error())
+		}
+	}
+	switch {
+	case (s.TLSCertFile == "") != (s.TLSKeyFile == ""):
+		p = append(p, "SP_SERVER_TLS_CERT_FILE / SP_SERVER_TLS_KEY_FILE: set both or neither")
+	case s.TLSCertFile != "":
+		if _, err := secretfile.LoadKeyPair(s.TLSCertFile, s.TLSKeyFile); err != nil {
+			p = append(p, "SP_SERVER_TLS_CERT_FILE / SP_SERVER_TLS_KEY_FILE: "+err.Error())
+		}
 	}
 	return p
 }

@@ -1,6 +1,15 @@
 package config
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +27,8 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.DisplayName != "k8s-container-sp" || c.Kubernetes.Namespace != "default" || c.Kubernetes.ExternalServiceType != "LoadBalancer" ||
 		c.Monitor.DebounceMS != 500 || c.Monitor.ResyncPeriod != 10*time.Minute || c.Server.Address != ":8080" ||
-		c.Server.ShutdownTimeout != 15*time.Second || c.Server.ReadTimeout != 15*time.Second || c.Server.WriteTimeout != 15*time.Second ||
-		c.Server.IdleTimeout != 60*time.Second || c.Server.RequestTimeout != 30*time.Second {
+		c.Server.ShutdownTimeout != 15*time.Second || c.Server.ReadTimeout != 15*time.Second || c.Server.WriteTimeout != 35*time.Second ||
+		c.Server.IdleTimeout != 60*time.Second || c.Server.RequestTimeout != 30*time.Second || c.Server.MaxInFlight != 64 {
 		t.Errorf("defaults: %+v", c)
 	}
 	if c.Monitor.LeaderLease != "k8s-container-sp-status" || c.Monitor.Identity == "" {
@@ -33,7 +42,7 @@ func TestDefaults(t *testing.T) {
 func TestOverrides(t *testing.T) {
 	c, err := Load(append(required, "SP_DISPLAY_NAME=K8s", "SP_REGION=eu-1", "SP_ZONE=eu-1a", "SP_K8S_NAMESPACE=dcm",
 		"SP_K8S_KUBECONFIG=/kc", "SP_K8S_EXTERNAL_SVC_TYPE=NodePort", "SP_MONITOR_DEBOUNCE_MS=0", "SP_MONITOR_RESYNC_PERIOD=1m",
-		"SP_SERVER_ADDRESS=127.0.0.1:9000", "SP_SERVER_REQUEST_TIMEOUT=5s"))
+		"SP_SERVER_ADDRESS=127.0.0.1:9000", "SP_SERVER_REQUEST_TIMEOUT=5s", "SP_K8S_CREATE_TIMEOUT=5s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +69,13 @@ func TestInvalid(t *testing.T) {
 		{"unparsable duration", append(required, "SP_SERVER_READ_TIMEOUT=soon"), []string{"SP_SERVER_READ_TIMEOUT"}},
 		{"unknown pod security profile", append(required, "SP_K8S_POD_SECURITY=privileged"), []string{"SP_K8S_POD_SECURITY"}},
 		{"zero timeout", append(required, "SP_SERVER_WRITE_TIMEOUT=0s"), []string{"SP_SERVER_WRITE_TIMEOUT"}},
+		// The reference provider's write timeout (15 s) under a 30 s request: a slow
+		// create would succeed and its client get EOF.
+		{"write timeout shorter than the request", append(required, "SP_SERVER_WRITE_TIMEOUT=15s"),
+			[]string{"SP_SERVER_WRITE_TIMEOUT (15s) must be more than SP_SERVER_REQUEST_TIMEOUT (30s)"}},
+		{"request timeout shorter than a create", append(required, "SP_SERVER_REQUEST_TIMEOUT=10s"),
+			[]string{"SP_SERVER_REQUEST_TIMEOUT (10s) must be at least SP_K8S_CREATE_TIMEOUT (20s)"}},
+		{"in-flight cap", append(required, "SP_SERVER_MAX_IN_FLIGHT=0"), []string{"SP_SERVER_MAX_IN_FLIGHT"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,5 +92,125 @@ func TestInvalid(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// selfSigned writes a PEM certificate and key for cn into dir and returns their paths.
+func selfSigned(t *testing.T, dir, cn string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, cn+".crt"), filepath.Join(dir, cn+".key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+func TestSecurity(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	token, empty := write("token", "  s3cret\n"), write("empty", " \n\t")
+	cert, key := selfSigned(t, dir, "one")
+	_, otherKey := selfSigned(t, dir, "two")
+	missing := filepath.Join(dir, "missing")
+
+	cases := []struct {
+		name string
+		env  []string
+		want []string // substrings of the error; none: valid
+		sec  Security // when valid
+	}{
+		{name: "off by default"},
+		{name: "token file", env: []string{"SP_API_TOKEN_FILE=" + token}, sec: Security{APITokenFile: token}},
+		{name: "certificate and key", env: []string{"SP_SERVER_TLS_CERT_FILE=" + cert, "SP_SERVER_TLS_KEY_FILE=" + key},
+			sec: Security{TLSCertFile: cert, TLSKeyFile: key}},
+		{name: "all three", env: []string{"SP_API_TOKEN_FILE=" + token, "SP_SERVER_TLS_CERT_FILE=" + cert, "SP_SERVER_TLS_KEY_FILE=" + key},
+			sec: Security{APITokenFile: token, TLSCertFile: cert, TLSKeyFile: key}},
+		{name: "empty token file", env: []string{"SP_API_TOKEN_FILE=" + empty}, want: []string{"SP_API_TOKEN_FILE", "is empty"}},
+		{name: "missing token file", env: []string{"SP_API_TOKEN_FILE=" + missing}, want: []string{"SP_API_TOKEN_FILE", missing}},
+		{name: "certificate without key", env: []string{"SP_SERVER_TLS_CERT_FILE=" + cert}, want: []string{"SP_SERVER_TLS_KEY_FILE", "both or neither"}},
+		{name: "key without certificate", env: []string{"SP_SERVER_TLS_KEY_FILE=" + key}, want: []string{"SP_SERVER_TLS_CERT_FILE", "both or neither"}},
+		{name: "missing certificate file", env: []string{"SP_SERVER_TLS_CERT_FILE=" + missing, "SP_SERVER_TLS_KEY_FILE=" + key},
+			want: []string{"SP_SERVER_TLS_CERT_FILE", missing}},
+		{name: "key of another certificate", env: []string{"SP_SERVER_TLS_CERT_FILE=" + cert, "SP_SERVER_TLS_KEY_FILE=" + otherKey},
+			want: []string{"SP_SERVER_TLS_CERT_FILE", "not a certificate and its key"}},
+		{name: "not PEM", env: []string{"SP_SERVER_TLS_CERT_FILE=" + token, "SP_SERVER_TLS_KEY_FILE=" + token},
+			want: []string{"SP_SERVER_TLS_CERT_FILE", "not a certificate and its key"}},
+		{name: "reported with the other problems", env: []string{"SP_API_TOKEN_FILE=" + empty, "SP_SERVER_TLS_CERT_FILE=" + cert, "SP_K8S_NAMESPACE=Bad_NS"},
+			want: []string{"SP_API_TOKEN_FILE", "SP_SERVER_TLS_KEY_FILE", "SP_K8S_NAMESPACE"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(append(required[:len(required):len(required)], tc.env...))
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Security != tc.sec {
+					t.Errorf("security %+v, want %+v", c.Security, tc.sec)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestUnreadableTokenFileNamesTheUID(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("root reads any file")
+	}
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte("s3cret"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(append(required[:len(required):len(required)], "SP_API_TOKEN_FILE="+p))
+	if err == nil || !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "uid") {
+		t.Errorf("error %v, want permission denied naming the uid", err)
+	}
+}
+
+// The leader Lease lives beside the container records: a name in their space is refused.
+func TestLeaderLeaseIsNeverAContainerRecord(t *testing.T) {
+	for _, env := range [][]string{
+		{"SP_NAME=dcm-container-sp"}, // leader Lease dcm-container-sp-status: the record of id sp-status
+		{"SP_MONITOR_LEADER_LEASE=dcm-container-x"},
+	} {
+		_, err := Load(append(required[:len(required):len(required)], env...))
+		if err == nil || !strings.Contains(err.Error(), "would be the record of container") {
+			t.Errorf("%v: %v", env, err)
+		}
+	}
+	if _, err := Load(append(required[:len(required):len(required)], "SP_NAME=dcm-container-sp", "SP_MONITOR_LEADER_LEASE=sp-leader")); err != nil {
+		t.Errorf("an explicit leader Lease outside the records: %v", err)
 	}
 }

@@ -57,16 +57,30 @@ func Validate(spec *v1alpha1.ContainerSpec) []Violation {
 		add(violation(namePtr, "metadata.name %q must start with a letter when a port is exposed (Kubernetes Service names do)", name))
 	}
 	add(validateImage(spec.Image.Reference)...)
-	if p := spec.Process; p != nil && p.Env != nil {
-		add(validateEnv(*p.Env)...)
+	if p := spec.Process; p != nil {
+		if p.Command != nil {
+			add(tooMany(Pointer("spec", "process", "command"), "process.command", len(*p.Command), MaxArgs)...)
+		}
+		if p.Args != nil {
+			add(tooMany(Pointer("spec", "process", "args"), "process.args", len(*p.Args), MaxArgs)...)
+		}
+		if p.Env != nil {
+			add(validateEnv(*p.Env)...)
+		}
 	}
 	if n := spec.Network; n != nil && n.Ports != nil {
 		add(validatePorts(*n.Ports)...)
+	}
+	if spec.ProviderHints != nil {
+		add(validateHints(*spec.ProviderHints)...)
 	}
 	return vs
 }
 
 func validateLabels(labels map[string]string) []Violation {
+	if vs := tooMany(Pointer("spec", "metadata", "labels"), "metadata.labels", len(labels), MaxLabels); vs != nil {
+		return vs
+	}
 	var vs []Violation
 	for _, k := range sortedKeys(labels) {
 		ptr := Pointer("spec", "metadata", "labels", k)
@@ -125,6 +139,9 @@ func validateRange(name string, lo, hi resource.Quantity, errLo, errHi error, mi
 }
 
 func validateEnv(env []v1alpha1.EnvVar) []Violation {
+	if vs := tooMany(Pointer("spec", "process", "env"), "process.env", len(env), MaxEnv); vs != nil {
+		return vs
+	}
 	var vs []Violation
 	seen := map[string]int{}
 	for i, e := range env {
@@ -146,6 +163,9 @@ func validateEnv(env []v1alpha1.EnvVar) []Violation {
 }
 
 func validatePorts(ports []v1alpha1.ContainerPort) []Violation {
+	if vs := tooMany(Pointer("spec", "network", "ports"), "network.ports", len(ports), MaxPorts); vs != nil {
+		return vs
+	}
 	var vs []Violation
 	seen := map[int32]int{}
 	for i, p := range ports {

@@ -137,6 +137,7 @@ type wireProblem struct {
 var wantTitles = map[string]string{
 	"invalid-argument": "Invalid argument", "not-found": "Not found", "already-exists": "Already exists",
 	"permission-denied": "Permission denied", "unavailable": "Service Unavailable", "internal": "Internal Server Error",
+	"unauthenticated": "Unauthenticated",
 }
 
 // noPointer stands for an errors[] entry without a pointer.

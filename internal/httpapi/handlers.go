@@ -65,6 +65,9 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 	if err != nil {
 		return nil, internal(err)
 	}
+	if vs := container.CheckSize(objs); len(vs) > 0 {
+		return nil, invalid(vs...)
+	}
 	obs, err := h.store.Create(ctx, id, objs)
 	if err != nil {
 		return nil, fromStore(err, id)
@@ -136,8 +139,9 @@ func (h *handlers) healthBody(ctx context.Context) v1alpha1.Health {
 	status := v1alpha1.Healthy
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if err := h.health(ctx); err != nil {
-		h.log.Warn("health: Kubernetes API unreachable", "err", err)
+	// The check reads the last background probe (which logs outages once); a poll logs
+	// nothing, however many arrive.
+	if h.health(ctx) != nil {
 		status = v1alpha1.Unhealthy
 	}
 	out := v1alpha1.Health{

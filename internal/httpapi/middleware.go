@@ -100,6 +100,35 @@ func withLimits(timeout time.Duration, next http.Handler) http.Handler {
 	})
 }
 
+// withInFlightLimit answers 503 (Retry-After: 1) once max requests are being served,
+// so a burst costs a known amount of memory and CPU (each request may hold a body of up
+// to MaxBodyBytes and its decoded form). Health is never refused: the registry and the
+// probes must learn that the provider is busy, not that it is gone.
+func withInFlightLimit(max int, next http.Handler) http.Handler {
+	if max <= 0 {
+		return next
+	}
+	slots := make(chan struct{}, max)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isHealthPath(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+			next.ServeHTTP(w, r)
+		default:
+			writeProblem(w, r, &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 1,
+				Detail: fmt.Sprintf("the provider is serving %d requests already; retry shortly", max)})
+		}
+	})
+}
+
+func isHealthPath(p string) bool {
+	return p == "/health" || p == "/api/v1alpha1/containers/health"
+}
+
 func tooLarge() *Problem {
 	return &Problem{Status: http.StatusRequestEntityTooLarge, Code: "invalid-argument",
 		Detail: fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes)}

@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -22,6 +23,7 @@ var titles = map[string]string{
 	"not-found":         "Not found",
 	"already-exists":    "Already exists",
 	"permission-denied": "Permission denied",
+	"unauthenticated":   "Unauthenticated",
 	"unavailable":       "Service Unavailable",
 	"internal":          "Internal Server Error",
 }
@@ -79,8 +81,7 @@ func (p *Problem) body(instance string) v1alpha1.Problem {
 	out := v1alpha1.Problem{
 		Type: ProblemTypeBase + p.Code, Title: titles[p.Code], Status: p.Status, Instance: &instance,
 	}
-	vs := append([]container.Violation(nil), p.Violations...)
-	container.SortViolations(vs)
+	vs, more := container.Capped(append([]container.Violation(nil), p.Violations...))
 	switch {
 	case p.Code == "internal":
 		out.Detail = ptr(internalDetail)
@@ -97,6 +98,11 @@ func (p *Problem) body(instance string) v1alpha1.Problem {
 			if v.Pointer != "" {
 				errs[i].Pointer = ptr(v.Pointer)
 			}
+		}
+		if more > 0 {
+			// The answer stays small whatever the request: the first MaxViolations are
+			// listed, the rest counted.
+			errs = append(errs, v1alpha1.ProblemError{Detail: fmt.Sprintf("and %d more", more)})
 		}
 		out.Errors = &errs
 	case p.Detail != "":

@@ -21,15 +21,20 @@ type Options struct {
 	Registration func() registration.State // nil: not shown
 	// Permissions describes the Kubernetes permissions the provider lacks ("" when
 	// none): health is then unhealthy, saying so. Optional.
-	Permissions    func() string
+	Permissions func() string
+	// APIToken returns the bearer token every request but health and readiness must
+	// carry; nil: no authentication.
+	APIToken       func() []byte
 	Version        string
 	RequestTimeout time.Duration
-	Log            *slog.Logger
+	// MaxInFlight caps the requests served at once (503 beyond); 0: no cap.
+	MaxInFlight int
+	Log         *slog.Logger
 }
 
 // NewHandler builds the whole HTTP stack:
-// request id -> log/recover -> limits -> JSON body -> OpenAPI validation -> generated
-// router -> handlers.
+// request id -> log/recover -> authentication -> in-flight cap -> limits -> JSON body -> OpenAPI
+// validation -> generated router -> handlers.
 func NewHandler(o Options) (http.Handler, error) {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 30 * time.Second
@@ -62,7 +67,8 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return withRequestID(withLogAndRecover(o.Log, withLimits(o.RequestTimeout, withJSONBody(validated)))), nil
+	return withRequestID(withLogAndRecover(o.Log, withAuth(o.APIToken,
+		withInFlightLimit(o.MaxInFlight, withLimits(o.RequestTimeout, withJSONBody(validated)))))), nil
 }
 
 // bodyProblem explains a body that could not be decoded. Size and JSON syntax were

@@ -126,15 +126,27 @@ func Route(path string) string {
 	return "other"
 }
 
+// Method names an HTTP method with bounded cardinality: a client may send any token as
+// the method, and a label value per distinct token would grow the registry (and
+// /metrics) without bound.
+func Method(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
+}
+
 // Middleware records every HTTP request.
 func (m *Metrics) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		route := Route(r.URL.Path)
-		m.httpRequests.WithLabelValues(route, r.Method, strconv.Itoa(rec.code)).Inc()
-		m.httpDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		route, method := Route(r.URL.Path), Method(r.Method)
+		m.httpRequests.WithLabelValues(route, method, strconv.Itoa(rec.code)).Inc()
+		m.httpDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 	})
 }
 

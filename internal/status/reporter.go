@@ -68,6 +68,7 @@ type Reporter struct {
 	queue  workqueue.TypedRateLimitingInterface[string]
 	deb    *debouncer
 	active atomic.Bool
+	outage outage
 }
 
 // NewReporter builds a reporter.
@@ -221,10 +222,18 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 	recheck, err := r.process(ctx, id)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.log.Warn("status: will retry", "id", id, "err", err, "attempt", queue.NumRequeues(id)+1)
+			if r.outage.failed(r.opts.Clock.Now(), id) {
+				r.log.Warn("status: cannot deliver; every container retries with backoff (logged again when delivery resumes)",
+					"id", id, "err", err)
+			} else {
+				r.log.Debug("status: will retry", "id", id, "err", err, "attempt", queue.NumRequeues(id)+1)
+			}
 			queue.AddRateLimited(id)
 		}
 		return true
+	}
+	if ended, lasted, failures, containers := r.outage.recovered(r.opts.Clock.Now()); ended {
+		r.log.Info("status: delivering again", "outage", lasted.Round(time.Millisecond), "failed_attempts", failures, "containers", containers)
 	}
 	queue.Forget(id)
 	if recheck > 0 {

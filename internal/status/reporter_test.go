@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -244,4 +245,58 @@ func TestReporterRepublishSendsUnchangedStatusAgain(t *testing.T) {
 	r.src.set("a", liveSnap("a-1")) // unchanged: nothing
 	r.rep.RepublishAll()
 	r.out.waitFor(t, "publish a PENDING", "publish a PENDING")
+}
+
+// lines counts log lines by level.
+type lines struct {
+	mu     sync.Mutex
+	counts map[slog.Level]int
+	text   []string
+}
+
+func (l *lines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *lines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.counts[r.Level]++
+	l.text = append(l.text, r.Message)
+	return nil
+}
+func (l *lines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *lines) WithGroup(string) slog.Handler      { return l }
+
+// An outage is two log lines, not one per container per retry.
+func TestReporterLogsAnOutageOnce(t *testing.T) {
+	r := startReporter(t, 0, 60)
+	logs := &lines{counts: map[slog.Level]int{}}
+	r.rep.log = slog.New(logs)
+	for _, id := range []string{"a", "b", "c"} {
+		r.src.set(id, liveSnap(id+"-1"))
+	}
+	// Keep the clock moving until all three were delivered after 60 failures.
+	deadline := time.After(20 * time.Second)
+	for {
+		r.out.mu.Lock()
+		delivered := 0
+		for _, e := range r.out.entries {
+			if strings.HasPrefix(e, "publish ") && !strings.HasPrefix(e, "publish failed") {
+				delivered++
+			}
+		}
+		r.out.mu.Unlock()
+		if delivered == 3 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("not delivered: %v", r.out.entries)
+		case <-time.After(time.Millisecond):
+			r.clock.Step(50 * time.Millisecond)
+		}
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if logs.counts[slog.LevelWarn] != 1 || logs.counts[slog.LevelInfo] < 1 {
+		t.Errorf("log lines by level %v: %v", logs.counts, logs.text)
+	}
 }

@@ -65,6 +65,14 @@ func classify(what string, err error) error {
 		e := wrap(KindInvalid, "the cluster refused the container")
 		e.Fields = fieldsFromStatus(err)
 		return e
+	case apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(err.Error(), "request is too large"):
+		// The apiserver's own limit (3 MiB) or etcd's (1.5 MiB): the container is too big
+		// for the cluster. Validation refuses long before (container.MaxObjectBytes), so
+		// this is a cluster with smaller limits.
+		e := wrap(KindInvalid, "the container is too large for the cluster")
+		e.Fields = []container.Violation{{Pointer: container.Pointer("spec"),
+			Detail: "the cluster refused the container as too large: " + apiMessage(err)}}
+		return e
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
 		e := wrap(KindQuota, "a resource quota refused the container")
 		e.Fields = []container.Violation{{Pointer: container.Pointer("spec", "resources"),

@@ -36,6 +36,8 @@ func TestClassify(t *testing.T) {
 		{"connection refused", &url.Error{Op: "Post", URL: "https://127.0.0.1:1", Err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}}, KindUnavailable, nil},
 		{"deadline", fmt.Errorf("waiting: %w", context.DeadlineExceeded), KindUnavailable, nil},
 		{"something else", apierrors.NewInternalError(errors.New("etcd says no")), KindInternal, nil},
+		{"too large for the apiserver", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), KindInvalid, []string{"#/spec"}},
+		{"too large for etcd", apierrors.NewInternalError(errors.New("etcdserver: request is too large")), KindInvalid, []string{"#/spec"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

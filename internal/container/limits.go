@@ -1,0 +1,98 @@
+package container
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// What one container may ask for. Each bounds what one request can cost (decoding,
+// validation, the answer) and what one container adds to the informer caches and to
+// etcd. The list and string limits are also in api/v1alpha1/openapi.yaml (the request
+// validator enforces them first; TestLimitsMatchTheContract keeps both in step);
+// Validate checks the counts again so that a long list costs one violation, not one
+// per item.
+const (
+	MaxLabels      = 64
+	MaxEnv         = 128
+	MaxEnvName     = 256
+	MaxEnvValue    = 32768
+	MaxArgs        = 256 // command and args, each
+	MaxArg         = 8192
+	MaxPorts       = 32
+	MaxHintKeys    = 64
+	MaxHintBytes   = 16384
+	MaxHintDepth   = 8
+	MaxObjectBytes = 256 << 10 // the Deployment and the Service, as JSON
+	// MaxViolations is how many problems one answer lists; the rest are counted.
+	MaxViolations = 50
+)
+
+// tooMany is the one violation for a list longer than its limit.
+func tooMany(pointer, field string, n, limit int) []Violation {
+	if n <= limit {
+		return nil
+	}
+	return []Violation{violation(pointer, "%s has %d entries; at most %d are allowed", field, n, limit)}
+}
+
+// validateHints bounds provider_hints, which are accepted and ignored: an open object
+// must not be a way to make every request expensive.
+func validateHints(h map[string]any) []Violation {
+	ptr := Pointer("spec", "provider_hints")
+	if vs := tooMany(ptr, "provider_hints", len(h), MaxHintKeys); vs != nil {
+		return vs
+	}
+	if d := depth(h); d > MaxHintDepth {
+		return []Violation{violation(ptr, "provider_hints is nested %d levels deep; at most %d are allowed", d, MaxHintDepth)}
+	}
+	if b, err := json.Marshal(h); err != nil || len(b) > MaxHintBytes {
+		return []Violation{violation(ptr, "provider_hints is %d bytes as JSON; at most %d are allowed", len(b), MaxHintBytes)}
+	}
+	return nil
+}
+
+func depth(v any) int {
+	d := 0
+	switch t := v.(type) {
+	case map[string]any:
+		for _, e := range t {
+			d = max(d, depth(e))
+		}
+	case []any:
+		for _, e := range t {
+			d = max(d, depth(e))
+		}
+	default:
+		return 0
+	}
+	return d + 1
+}
+
+// CheckSize refuses a container whose Kubernetes objects would be larger than
+// MaxObjectBytes: a clear 400 long before etcd's limit (1.5 MiB) refuses the write, and
+// a known bound on what each container adds to every replica's caches.
+func CheckSize(objs Objects) []Violation {
+	n := 0
+	for _, o := range []any{objs.Deployment, objs.Service} {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return []Violation{violation(Pointer("spec"), "the container cannot be encoded: %v", err)}
+		}
+		n += len(b)
+	}
+	if n > MaxObjectBytes {
+		return []Violation{{Pointer: Pointer("spec"), Detail: fmt.Sprintf(
+			"the container's Kubernetes objects would be %d bytes; at most %d are allowed (shorten env, command, args or labels)", n, MaxObjectBytes)}}
+	}
+	return nil
+}
+
+// Capped keeps the first MaxViolations problems (in contract order) and reports how
+// many were left out.
+func Capped(vs []Violation) ([]Violation, int) {
+	SortViolations(vs)
+	if len(vs) <= MaxViolations {
+		return vs, 0
+	}
+	return vs[:MaxViolations], len(vs) - MaxViolations
+}

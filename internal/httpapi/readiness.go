@@ -1,0 +1,44 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+)
+
+// Check is one condition of readiness; nil when it holds.
+type Check struct {
+	Name string
+	Err  func() error
+}
+
+// Readiness answers a Kubernetes readiness probe (/readyz): 200 "ok" when every check
+// holds, else 503 naming each that fails. A replica is ready to take traffic once its
+// caches are synced (reads answer from them) and its permissions are complete; a
+// Kubernetes API outage does not make it unready (every replica would drop out of the
+// Service at once, and clients would get refused connections instead of 503s).
+func Readiness(checks ...Check) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var failed []string
+		for _, c := range checks {
+			if err := c.Err(); err != nil {
+				failed = append(failed, c.Name+": "+err.Error())
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if len(failed) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready\n" + strings.Join(failed, "\n") + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}
+
+// Liveness answers /livez: the process serves HTTP.
+func Liveness() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}

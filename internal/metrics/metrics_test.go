@@ -1,0 +1,50 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestLabelsAreBounded(t *testing.T) {
+	for _, tc := range []struct{ in, route string }{
+		{"/api/v1alpha1/containers", "containers"}, {"/api/v1alpha1/containers/", "containers"},
+		{"/api/v1alpha1/containers/web-1", "container"}, {"/api/v1alpha1/containers/health", "health"},
+		{"/health", "health"}, {"/metrics", "metrics"},
+		{"/api/v1alpha1/containers/a/b", "other"}, {"/" + strings.Repeat("x", 4096), "other"},
+	} {
+		if got := Route(tc.in); got != tc.route {
+			t.Errorf("Route(%.40q) = %q, want %q", tc.in, got, tc.route)
+		}
+	}
+	for in, want := range map[string]string{"GET": "GET", "DELETE": "DELETE", "get": "other", "BREW": "other", strings.Repeat("M", 4096): "other"} {
+		if got := Method(in); got != want {
+			t.Errorf("Method(%.20q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// The reproduction from the hardening issue: thousands of distinct methods and paths
+// must not add a series each.
+func TestHostileRequestsAddNoSeries(t *testing.T) {
+	m := New(Gauges{EventsPending: func() float64 { return 0 }, InformersSynced: func() bool { return true },
+		Leader: func() bool { return true }, RegistrationState: func() string { return "registered" }})
+	h := m.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusMethodNotAllowed) }))
+	size := func() int {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		b, _ := io.ReadAll(rec.Body)
+		return len(b)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("BREW", "/x", nil))
+	before := size()
+	for i := range 2000 {
+		method := strings.Repeat("M", 100) + string(rune('A'+i%26)) + strings.Repeat("Z", i%50)
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(method, "/api/v1alpha1/"+strings.Repeat("p", i), nil))
+	}
+	if after := size(); after > before+200 {
+		t.Errorf("/metrics grew from %d to %d bytes", before, after)
+	}
+}

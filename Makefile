@@ -12,7 +12,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 # sp-harness says why and the tests that need it are skipped.
 test harness-build: REAL_NODE ?= 1
 
-.PHONY: build test test-unit lint lint-api generate check-generated cluster-up cluster-down harness-build run bench clean
+.PHONY: build test test-unit fuzz lint lint-api generate check-generated cluster-up cluster-down harness-build run bench clean
 
 build:
 	go build -o $(BIN)/ ./cmd/...
@@ -31,6 +31,16 @@ test: $(HARNESS)
 # Unit tests only: no control plane.
 test-unit:
 	go test -short -race -count=1 ./...
+
+# Go native fuzzing: each target in turn for FUZZTIME, starting from its committed seed
+# corpus (testdata/fuzz/<target>/). A failing input is written there by go test and so
+# becomes a regression test that plain go test runs. make fuzz FUZZTIME=1m for longer.
+FUZZTIME ?= 5s
+fuzz:
+	go test -run='^$$' -fuzz='^FuzzCreateRequest$$' -fuzztime=$(FUZZTIME) ./internal/httpapi
+	go test -run='^$$' -fuzz='^FuzzPageToken$$' -fuzztime=$(FUZZTIME) ./internal/httpapi
+	go test -run='^$$' -fuzz='^FuzzValidateAndBuild$$' -fuzztime=$(FUZZTIME) ./internal/container
+	go test -run='^$$' -fuzz='^FuzzStatusOf$$' -fuzztime=$(FUZZTIME) ./internal/container
 
 # api/v1alpha1/openapi.yaml is the contract; the server code is generated from it.
 generate:

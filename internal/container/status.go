@@ -3,6 +3,7 @@ package container
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,42 @@ type Status struct {
 // pods are only waiting for the garbage collector, and reporting them (RUNNING) after
 // DELETED would tell DCM the container came back.
 func StatusOf(dep *appsv1.Deployment, pods []*corev1.Pod) Status {
+	st := statusOf(dep, pods)
+	// Kubernetes' reasons and messages may be empty (FuzzStatusOf found a ReplicaFailure
+	// with neither) or long (a kubelet error quoting a whole registry answer): every
+	// status says something, and at most MaxStatusMessage bytes of it.
+	if strings.TrimSpace(st.Message) == "" {
+		st.Message = defaultMessage[st.Status]
+	}
+	st.Message = Clip(st.Message, MaxStatusMessage)
+	return st
+}
+
+// MaxStatusMessage bounds a status message (events, GET's status_message).
+const MaxStatusMessage = 1024
+
+var defaultMessage = map[v1alpha1.ContainerStatus]string{
+	v1alpha1.PENDING: "The container is not running yet.",
+	v1alpha1.RUNNING: "Container is running.",
+	v1alpha1.FAILED:  "The container failed.",
+	v1alpha1.UNKNOWN: "The container's state is unknown.",
+	v1alpha1.DELETED: "Container deleted.",
+}
+
+// Clip shortens s to at most n bytes (on a rune boundary), saying how much was left out.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	suffix := fmt.Sprintf("… (%d bytes in all)", len(s))
+	cut := max(n-len(suffix), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + suffix
+}
+
+func statusOf(dep *appsv1.Deployment, pods []*corev1.Pod) Status {
 	if dep == nil || dep.DeletionTimestamp != nil {
 		return Status{v1alpha1.DELETED, "Container deleted."}
 	}
@@ -192,7 +229,7 @@ func joinReason(reason, message string) string {
 }
 
 func orDefault(s, def string) string {
-	if s == "" {
+	if strings.TrimSpace(s) == "" {
 		return def
 	}
 	return s

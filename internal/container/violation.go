@@ -35,9 +35,23 @@ func Pointer(segments ...string) string {
 
 var pointerEscape = strings.NewReplacer("~", "~0", "/", "~1")
 
+// violation formats a problem. A value the client sent is quoted in it at most
+// MaxQuoted bytes long: a problem's size must not grow with the request (a 1 MiB name
+// used to give a 6 MB answer).
 func violation(pointer, format string, args ...any) Violation {
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			args[i] = Clip(v, MaxQuoted)
+		case error:
+			args[i] = Clip(v.Error(), MaxQuoted)
+		}
+	}
 	return Violation{Pointer: pointer, Detail: fmt.Sprintf(format, args...)}
 }
+
+// MaxQuoted bounds how much of a client's value one problem quotes.
+const MaxQuoted = 128
 
 // bodyOrder ranks where a problem is reported. DCM's contract tests read problems by
 // index: resource bounds (cpu, then memory) first, then labels, then the rest in the

@@ -59,6 +59,12 @@ func TestRequestCostIsBounded(t *testing.T) {
 			[]string{"and 14 more"}},
 		{"every field within its limit, the objects too large", bigEnv(), 4 << 10,
 			[]string{"Kubernetes objects would be", "at most 262144"}},
+		// Found by the fuzzing helper: problems quoted the client's value in full, and
+		// JSON escapes '<' as 6 bytes: a 1 MiB name gave a 6.29 MB answer.
+		{"a 1 MiB name of '<'", strings.Replace(spec(""), `"name":"web"`, `"name":"`+strings.Repeat("<", MaxBodyBytes-400)+`"`, 1), 8 << 10,
+			[]string{"bytes in all"}},
+		{"a 33 KB image reference", strings.Replace(spec(""), `"reference":"nginx"`, `"reference":"`+strings.Repeat("A", 33000)+`"`, 1), 8 << 10,
+			[]string{"bytes in all"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if len(tc.body) > MaxBodyBytes {

@@ -76,6 +76,10 @@ func internal(cause error) *Problem {
 	return &Problem{Status: http.StatusInternalServerError, Code: "internal", Cause: cause}
 }
 
+// maxDetail bounds one problem's detail, whatever it quotes (with MaxViolations, the
+// whole answer is bounded).
+const maxDetail = 1024
+
 // body renders the problem as DCM reads it; instance is the request path.
 func (p *Problem) body(instance string) v1alpha1.Problem {
 	out := v1alpha1.Problem{
@@ -86,7 +90,7 @@ func (p *Problem) body(instance string) v1alpha1.Problem {
 	case p.Code == "internal":
 		out.Detail = ptr(internalDetail)
 	case len(vs) == 1:
-		out.Detail = ptr(vs[0].Detail)
+		out.Detail = ptr(container.Clip(vs[0].Detail, maxDetail))
 		if vs[0].Pointer != "" {
 			out.Pointer = ptr(vs[0].Pointer)
 		}
@@ -94,7 +98,7 @@ func (p *Problem) body(instance string) v1alpha1.Problem {
 		out.Detail = ptr(multipleDetail)
 		errs := make([]v1alpha1.ProblemError, len(vs))
 		for i, v := range vs {
-			errs[i].Detail = v.Detail
+			errs[i].Detail = container.Clip(v.Detail, maxDetail)
 			if v.Pointer != "" {
 				errs[i].Pointer = ptr(v.Pointer)
 			}

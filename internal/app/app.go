@@ -146,6 +146,13 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		return nil, err
 	}
 	st.CreateTimeout = cfg.Kubernetes.CreateTimeout
+	// Confirming cache misses (a GET of an id this replica's cache does not know) has
+	// its own client, so its own rate limiter: unknown ids cannot starve other calls.
+	confirmRC := rest.CopyConfig(rc)
+	confirmRC.QPS, confirmRC.Burst = 20, 40
+	if st.Confirm, err = kubernetes.NewForConfig(confirmRC); err != nil {
+		return nil, err
+	}
 	registrar, err := registration.New(registration.Options{
 		RegistryURL: cfg.RegistrationURL,
 		Name:        cfg.Name,

@@ -65,7 +65,7 @@ func (f fakeStore) Create(_ context.Context, _ string, objs container.Objects) (
 	return container.Observed{Deployment: objs.Deployment, Service: objs.Service}, nil
 }
 
-func (f fakeStore) Get(string) (container.Observed, error) {
+func (f fakeStore) Get(context.Context, string) (container.Observed, error) {
 	a, err := f.reply("Get")
 	if err != nil {
 		return container.Observed{}, err

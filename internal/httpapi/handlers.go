@@ -19,7 +19,7 @@ import (
 // Store is what the handlers need from the cluster (internal/store implements it).
 type Store interface {
 	Create(ctx context.Context, id string, objs container.Objects) (container.Observed, error)
-	Get(id string) (container.Observed, error)
+	Get(ctx context.Context, id string) (container.Observed, error)
 	List(after string, limit int) ([]container.Observed, bool, error)
 	Delete(ctx context.Context, id string) error
 }
@@ -83,8 +83,8 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 	return v1alpha1.CreateContainer201JSONResponse(out), nil
 }
 
-func (h *handlers) GetContainer(_ context.Context, req v1alpha1.GetContainerRequestObject) (v1alpha1.GetContainerResponseObject, error) {
-	obs, err := h.store.Get(req.ContainerId)
+func (h *handlers) GetContainer(ctx context.Context, req v1alpha1.GetContainerRequestObject) (v1alpha1.GetContainerResponseObject, error) {
+	obs, err := h.store.Get(ctx, req.ContainerId)
 	if err != nil {
 		return nil, fromStore(err, req.ContainerId)
 	}

@@ -21,7 +21,7 @@ type panicStore struct{}
 func (panicStore) Create(context.Context, string, container.Objects) (container.Observed, error) {
 	panic("boom")
 }
-func (panicStore) Get(string) (container.Observed, error) {
+func (panicStore) Get(context.Context, string) (container.Observed, error) {
 	return container.Observed{}, store.ErrNotFound
 }
 func (panicStore) List(string, int) ([]container.Observed, bool, error) {

@@ -109,7 +109,7 @@ type blockingStore struct {
 	release chan struct{}
 }
 
-func (b blockingStore) Get(string) (container.Observed, error) {
+func (b blockingStore) Get(context.Context, string) (container.Observed, error) {
 	b.entered <- struct{}{}
 	<-b.release
 	return container.Observed{}, store.ErrNotFound

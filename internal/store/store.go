@@ -43,6 +43,10 @@ type Store struct {
 
 	// Clock tells the age of records (the take-over rule).
 	Clock clock.PassiveClock
+	// Confirm is the client that confirms cache misses (confirmMiss): its own rate
+	// limiter, so a flood of GETs for unknown ids never delays the provider's other
+	// Kubernetes calls (leader renewal included). Default: the main client.
+	Confirm kubernetes.Interface
 	// CreateTimeout bounds one create, record to Service. A record older than twice
 	// this with no Deployment is abandoned (its creator died) and may be taken over.
 	CreateTimeout time.Duration
@@ -67,6 +71,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		services:      factory.Core().V1().Services().Informer(),
 		records:       factory.Coordination().V1().Leases().Informer(),
 		Clock:         clock.RealClock{},
+		Confirm:       client,
 		CreateTimeout: 20 * time.Second,
 	}
 	byID := cache.Indexers{IndexByInstance: func(obj any) ([]string, error) {
@@ -144,16 +149,20 @@ func (s *Store) Shutdown() { s.factory.Shutdown() }
 
 var errNotSynced = &Error{Kind: KindUnavailable, Message: "the provider has not loaded the cluster state yet"}
 
-// Get returns one container from the caches.
-func (s *Store) Get(id string) (container.Observed, error) {
+// Get returns one container from the caches. A miss is confirmed before it becomes a
+// 404 (see confirmMiss), so a 404 is authoritative even on a replica whose cache has not
+// yet seen a container another replica just created.
+func (s *Store) Get(ctx context.Context, id string) (container.Observed, error) {
 	if !s.Synced() {
 		return container.Observed{}, errNotSynced
 	}
-	o, ok := s.observed(id)
-	if !ok {
-		return container.Observed{}, ErrNotFound
+	if o, ok := s.observed(id); ok {
+		return o, nil
 	}
-	return o, nil
+	if o, ok := s.confirmMiss(ctx, id); ok {
+		return o, nil
+	}
+	return container.Observed{}, ErrNotFound
 }
 
 // observed gathers a container's objects from the caches; false when it has no live

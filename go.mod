@@ -3,6 +3,7 @@ module github.com/dcm-project/k8s-container-sp
 go 1.26.0
 
 require (
+	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/dcm-project/service-provider-manager v0.1.0-rc.1
@@ -61,6 +62,7 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
+	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect

@@ -11,10 +11,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -29,6 +31,13 @@ func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	// client-go logs (leader election, reflectors) go to the same JSON log.
 	klog.SetSlogLogger(log)
+	// The Go runtime's soft memory limit follows the container's (cgroup) limit, so the
+	// heap's garbage stays below it without an operator-set GOMEMLIMIT.
+	if limit, err := memlimit.Set(); err != nil {
+		log.Info("Go memory limit not derived from a cgroup", "reason", err.Error())
+	} else if limit < math.MaxInt64 {
+		log.Info("Go memory limit", "bytes", limit, "from", "90% of the container's cgroup memory limit, or GOMEMLIMIT")
+	}
 	cfg, err := config.Load(os.Environ())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "k8s-container-sp:", err)

@@ -94,7 +94,7 @@ func TestUnreadableKubeconfigIsOneClearLine(t *testing.T) {
 	}
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"SP_NAME=sp", "SP_ENDPOINT=http://127.0.0.1:1", "DCM_REGISTRATION_URL=http://127.0.0.1:1/api",
-		"SP_NATS_URL=nats://127.0.0.1:1", "SP_K8S_KUBECONFIG=" + kc}
+		"SP_NATS_URL=nats://127.0.0.1:1", "SP_K8S_KUBECONFIG=" + kc, "AUTOMEMLIMIT=off"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -250,4 +250,26 @@ func TestLeaderCrashFailover(t *testing.T) {
 		return nil
 	})
 	t.Logf("failover after a crash took %s", time.Since(killed).Round(100*time.Millisecond))
+}
+
+// The Go runtime's memory limit follows the container's: 90% of the cgroup's memory
+// limit, with no GOMEMLIMIT set by the operator.
+func TestGoMemoryLimitFollowsTheCgroup(t *testing.T) {
+	dir := "/sys/fs/cgroup/memory/sp-memlimit-test"
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("cannot make a memory cgroup (cgroup v1 memory controller, root needed): %v", err)
+	}
+	defer os.Remove(dir)
+	if err := os.WriteFile(dir+"/memory.limit_in_bytes", []byte("268435456"), 0o644); err != nil {
+		t.Skipf("cannot limit the cgroup: %v", err)
+	}
+	// The shell joins the cgroup, then becomes the service (which stops at once: no
+	// kubeconfig), so the limit is in place before the Go runtime starts.
+	cmd := exec.Command("sh", "-c", "echo $$ > "+dir+"/cgroup.procs && exec "+binary(t))
+	cmd.Env = []string{"SP_NAME=sp", "SP_ENDPOINT=http://127.0.0.1:1", "DCM_REGISTRATION_URL=http://127.0.0.1:1/api",
+		"SP_NATS_URL=nats://127.0.0.1:1", "SP_K8S_KUBECONFIG=/nonexistent"}
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), `"msg":"Go memory limit","bytes":241591910`) { // 0.9 * 256 MiB
+		t.Errorf("no memory limit from the cgroup:\n%s", out)
+	}
 }

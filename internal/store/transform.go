@@ -17,11 +17,17 @@ import (
 func stripForCache(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return slimPod(o), nil
+		p := slimPod(o)
+		internPod(p)
+		return p, nil
 	case *appsv1.Deployment:
-		return slimDeployment(o), nil
+		d := slimDeployment(o)
+		internDeployment(d)
+		return d, nil
 	case *corev1.Service:
-		return slimService(o), nil
+		v := slimService(o)
+		internService(v)
+		return v, nil
 	}
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)

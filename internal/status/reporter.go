@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
@@ -19,8 +17,8 @@ import (
 // Source is where the reporter learns about containers (internal/store implements it
 // with its informer caches).
 type Source interface {
-	// Watch tells handler of every change to a container's objects.
-	Watch(handler cache.ResourceEventHandler) (stop func(), err error)
+	// Watch calls changed with the id of every container whose objects change.
+	Watch(changed func(id string)) (stop func(), err error)
 	// WaitForSync blocks until the caches are complete, or ctx ends (false).
 	WaitForSync(ctx context.Context) bool
 	// Snapshot is one container's objects as the caches hold them now.
@@ -97,11 +95,7 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	r.queue, r.deb = queue, deb
 	r.mu.Unlock()
 
-	stopWatch, err := r.src.Watch(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.touch(obj) },
-		UpdateFunc: func(_, obj any) { r.touch(obj) },
-		DeleteFunc: func(obj any) { r.touch(obj) },
-	})
+	stopWatch, err := r.src.Watch(r.touch)
 	if err != nil {
 		r.log.Error("status: cannot watch", "err", err)
 		return
@@ -197,20 +191,11 @@ func (r *Reporter) Pending() int {
 	return r.queue.Len() + r.deb.pending()
 }
 
-func (r *Reporter) touch(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return
-	}
-	if id := container.InstanceID(m.GetLabels()); id != "" {
-		r.mu.Lock()
-		deb := r.deb
-		r.mu.Unlock()
-		deb.touch(id)
-	}
+func (r *Reporter) touch(id string) {
+	r.mu.Lock()
+	deb := r.deb
+	r.mu.Unlock()
+	deb.touch(id)
 }
 
 func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {

@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -28,10 +27,10 @@ import (
 type fakeSource struct {
 	mu      sync.Mutex
 	snaps   map[string]container.Snapshot
-	handler cache.ResourceEventHandler
+	handler func(id string)
 }
 
-func (s *fakeSource) Watch(h cache.ResourceEventHandler) (func(), error) {
+func (s *fakeSource) Watch(h func(id string)) (func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handler = h
@@ -59,8 +58,7 @@ func (s *fakeSource) set(id string, snap container.Snapshot) {
 	s.snaps[id] = snap
 	h := s.handler
 	s.mu.Unlock()
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Labels: container.SystemLabels(id)}}
-	h.OnUpdate(d, d)
+	h(id)
 }
 
 // journal records, in order, everything the reporter did to the outside world.

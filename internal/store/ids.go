@@ -5,8 +5,6 @@ import (
 
 	"github.com/google/btree"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
 // idSet keeps the ids of every cached Deployment in order, so a LIST page costs
@@ -29,11 +27,7 @@ func (s *idSet) handler() cache.ResourceEventHandler {
 		AddFunc:    func(obj any) { s.add(obj) },
 		UpdateFunc: func(_, obj any) { s.add(obj) },
 		DeleteFunc: func(obj any) {
-			m, err := metaOf(obj)
-			if err != nil {
-				return
-			}
-			id := container.InstanceID(m.GetLabels())
+			id := instanceIDOf(obj)
 			if id == "" || s.has(id) {
 				return
 			}
@@ -45,11 +39,7 @@ func (s *idSet) handler() cache.ResourceEventHandler {
 }
 
 func (s *idSet) add(obj any) {
-	m, err := metaOf(obj)
-	if err != nil {
-		return
-	}
-	if id := container.InstanceID(m.GetLabels()); id != "" {
+	if id := instanceIDOf(obj); id != "" {
 		s.mu.Lock()
 		s.tree.ReplaceOrInsert(id)
 		s.mu.Unlock()

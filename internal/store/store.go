@@ -6,9 +6,10 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,8 +24,9 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// IndexByInstance indexes every cached object by its DCM instance id.
-const IndexByInstance = "by-instance-id"
+// IndexByInstance indexes cached Deployments, Pods and Services by a bucket of their DCM
+// instance id (see indexByInstance).
+const IndexByInstance = "by-instance-id-bucket"
 
 // Store reads and writes containers in one namespace.
 type Store struct {
@@ -59,7 +61,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = container.Selector }),
 		// The caches hold every container's objects: drop what no reader needs.
-		informers.WithTransform(stripForCache),
+		informers.WithTransform(packForCache),
 	)
 	s := &Store{
 		client:        client,
@@ -74,17 +76,9 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		Confirm:       client,
 		CreateTimeout: 20 * time.Second,
 	}
-	byID := cache.Indexers{IndexByInstance: func(obj any) ([]string, error) {
-		m, err := metaOf(obj)
-		if err != nil {
-			return nil, err
-		}
-		if id := container.InstanceID(m.GetLabels()); id != "" {
-			return []string{id}, nil
-		}
-		return nil, nil
-	}}
-	for _, inf := range s.informers() {
+	byID := cache.Indexers{IndexByInstance: indexByInstance}
+	// Records need no index: a record's name is made from its id.
+	for _, inf := range []cache.SharedIndexInformer{s.deployments, s.pods, s.services} {
 		if err := inf.AddIndexers(byID); err != nil {
 			return nil, err
 		}
@@ -102,9 +96,20 @@ func (s *Store) informers() []cache.SharedIndexInformer {
 	return []cache.SharedIndexInformer{s.deployments, s.pods, s.services, s.records}
 }
 
-// Watch tells handler of every change to a container's record, Deployment, Pods or
-// Service (what the status reporter decides on) until the returned function is called.
-func (s *Store) Watch(handler cache.ResourceEventHandler) (stop func(), err error) {
+// Watch calls changed with a container's id on every change to its record,
+// Deployment, Pods or Service (what the status reporter decides on) until the returned
+// function is called.
+func (s *Store) Watch(changed func(id string)) (stop func(), err error) {
+	touch := func(obj any) {
+		if id := instanceIDOf(obj); id != "" {
+			changed(id)
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    touch,
+		UpdateFunc: func(_, obj any) { touch(obj) },
+		DeleteFunc: touch,
+	}
 	var regs []func()
 	stop = func() {
 		for _, unregister := range regs {
@@ -186,9 +191,11 @@ func (s *Store) Snapshot(id string) container.Snapshot {
 	slices.SortFunc(snap.Deployments, func(a, b *appsv1.Deployment) int {
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
-	for _, l := range byIndex[*coordinationv1.Lease](s.records, id) {
-		if rec, ok := container.RecordOf(l, id); ok {
-			snap.Record = &rec
+	if obj, ok, _ := s.records.GetStore().GetByKey(s.namespace + "/" + container.RecordName(id)); ok {
+		if p, ok := obj.(unpacker[*coordinationv1.Lease]); ok {
+			if rec, ok := container.RecordOf(p.unpack(), id); ok {
+				snap.Record = &rec
+			}
 		}
 	}
 	return snap
@@ -197,8 +204,16 @@ func (s *Store) Snapshot(id string) container.Snapshot {
 // IDs lists every container id the caches know: live, being deleted, or with a record
 // (a DELETED still owed).
 func (s *Store) IDs() []string {
-	ids := s.deployments.GetIndexer().ListIndexFuncValues(IndexByInstance)
-	ids = append(ids, s.records.GetIndexer().ListIndexFuncValues(IndexByInstance)...)
+	var ids []string
+	s.ids.after("", func(id string) bool {
+		ids = append(ids, id)
+		return true
+	})
+	for _, obj := range s.records.GetStore().List() {
+		if id := instanceIDOf(obj); id != "" {
+			ids = append(ids, id)
+		}
+	}
 	slices.Sort(ids)
 	return slices.Compact(ids)
 }
@@ -227,29 +242,55 @@ func (s *Store) List(after string, limit int) ([]container.Observed, bool, error
 	return out, more, nil
 }
 
-func byIndex[T any](inf cache.SharedIndexInformer, id string) []T {
-	objs, err := inf.GetIndexer().ByIndex(IndexByInstance, id)
+// indexByInstance indexes a cached object by a bucket of its DCM instance id rather
+// than the id itself. client-go keeps a set (a Go map) per index value, about 300 bytes
+// whatever it holds, so indexing by id cost that much per object; with the ids hashed
+// into instanceBuckets, sets are shared and an object costs tens of bytes. A lookup
+// reads the bucket (a few objects per thousand containers) and keeps its id's.
+func indexByInstance(obj any) ([]string, error) {
+	if id := instanceIDOf(obj); id != "" {
+		return []string{bucketOf(id)}, nil
+	}
+	return nil, nil
+}
+
+// instanceBuckets: at 10,000 containers about ten objects of a kind share a bucket.
+const instanceBuckets = 1024
+
+func bucketOf(id string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return strconv.FormatUint(uint64(h.Sum32()%instanceBuckets), 16)
+}
+
+// byIndex reads the objects of one id from an informer's cache, unpacked: fresh
+// Kubernetes objects the caller may keep or change.
+func byIndex[T any](inf interface{ GetIndexer() cache.Indexer }, id string) []T {
+	objs, err := inf.GetIndexer().ByIndex(IndexByInstance, bucketOf(id))
 	if err != nil {
 		return nil
 	}
-	out := make([]T, 0, len(objs))
+	var out []T
 	for _, o := range objs {
-		if t, ok := o.(T); ok {
-			out = append(out, t)
+		if p, ok := o.(unpacker[T]); ok && instanceIDOf(o) == id {
+			out = append(out, p.unpack())
 		}
 	}
 	return out
 }
 
-func metaOf(obj any) (metav1.Object, error) {
+// instanceIDOf is the DCM id of a cached object (or of a deleted one's last state).
+func instanceIDOf(obj any) string {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return nil, fmt.Errorf("unexpected object %T", obj)
+	switch o := obj.(type) {
+	case interface{ InstanceID() string }:
+		return o.InstanceID()
+	case metav1.Object:
+		return container.InstanceID(o.GetLabels())
 	}
-	return m, nil
+	return ""
 }
 
 // waitCached waits (bounded by ctx) until done() holds for what the informer caches

@@ -85,6 +85,7 @@ func TestStatusEvents(t *testing.T) {
 		s["resources"].(map[string]any)["cpu"] = map[string]any{"min": 5000, "max": 5000}
 	}))
 	create(t, p, "lost", spec("lost", "nginx"))
+	create(t, p, "phase", spec("phase", "nginx"))
 	create(t, p, "apidel", spec("apidel", "nginx"))
 	create(t, p, "kubedel", spec("kubedel", "nginx", withPorts(port(80, "internal"))))
 
@@ -110,6 +111,15 @@ func TestStatusEvents(t *testing.T) {
 	}
 	events.waitStatus("lost", "UNKNOWN", "NodeNotReady", 30*time.Second)
 
+	// A pod whose phase turns Unknown (what a kubelet that cannot tell reports).
+	events.waitStatus("phase", "RUNNING", "", 30*time.Second)
+	pod = podOf(t, ns, "phase")
+	pod.Status.Phase, pod.Status.Reason, pod.Status.Message = corev1.PodUnknown, "Probe", "cannot tell"
+	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events.waitStatus("phase", "UNKNOWN", "Probe: cannot tell", 30*time.Second)
+
 	events.waitStatus("apidel", "RUNNING", "", 30*time.Second)
 	if r := do(t, http.MethodDelete, p.URL+containers+"/apidel", nil); r.Status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
@@ -130,7 +140,7 @@ func TestStatusEvents(t *testing.T) {
 		return nil
 	})
 
-	for _, id := range []string{"run", "pull", "crash", "huge", "lost", "apidel", "kubedel"} {
+	for _, id := range []string{"run", "pull", "crash", "huge", "lost", "phase", "apidel", "kubedel"} {
 		events.noRepeats(id)
 	}
 	// The stream acknowledged and kept the events.

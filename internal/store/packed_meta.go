@@ -12,14 +12,17 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// packedMeta is the part of an object's ObjectMeta that readers use (not its
-// resourceVersion or generation: the informers track versions themselves), in as few bytes as
+// packedMeta is the part of an object's ObjectMeta that readers use, and the
+// resourceVersion, which the informers use: an update whose resourceVersion equals the
+// cached one is taken for a resync and reaches only handlers due one (so without it,
+// after the first resync check, updates would stop reaching the status reporter), in as few bytes as
 // the informer caches can hold it (see packed.go for why). It implements metav1.Object,
 // so informers key, index and hand it out like any object; readers get a real
 // Kubernetes object back from unpack.
 type packedMeta struct {
 	name, generateName, namespace string
 	uid                           types.UID
+	resourceVersion               string
 	created                       int64 // Unix seconds (the API's precision); 0 when unset
 	deleted                       *metav1.Time
 	labels                        packedLabels
@@ -30,7 +33,7 @@ type packedMeta struct {
 func packMeta(m *metav1.ObjectMeta) packedMeta {
 	p := packedMeta{
 		name: m.Name, generateName: intern(m.GenerateName), namespace: intern(m.Namespace), uid: m.UID,
-		created: unixOf(m.CreationTimestamp),
+		resourceVersion: m.ResourceVersion, created: unixOf(m.CreationTimestamp),
 		deleted: m.DeletionTimestamp, labels: packLabels(m.Labels), owners: m.OwnerReferences,
 	}
 	for _, f := range m.Finalizers {
@@ -42,7 +45,7 @@ func packMeta(m *metav1.ObjectMeta) packedMeta {
 func (p *packedMeta) unpackMeta() metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name: p.name, GenerateName: p.generateName, Namespace: p.namespace, UID: p.uid,
-		CreationTimestamp: timeOf(p.created),
+		ResourceVersion: p.resourceVersion, CreationTimestamp: timeOf(p.created),
 		DeletionTimestamp: p.deleted, Labels: p.labels.unpack(), Finalizers: slices.Clone(p.finalizers),
 		OwnerReferences: slices.Clone(p.owners),
 	}

@@ -18,8 +18,8 @@ func (p *packedMeta) GetGenerateName() string             { return p.generateNam
 func (p *packedMeta) SetGenerateName(v string)            { p.generateName = v }
 func (p *packedMeta) GetUID() types.UID                   { return p.uid }
 func (p *packedMeta) SetUID(v types.UID)                  { p.uid = v }
-func (p *packedMeta) GetResourceVersion() string          { return "" }
-func (p *packedMeta) SetResourceVersion(string)           {}
+func (p *packedMeta) GetResourceVersion() string          { return p.resourceVersion }
+func (p *packedMeta) SetResourceVersion(v string)         { p.resourceVersion = v }
 func (p *packedMeta) GetGeneration() int64                { return 0 }
 func (p *packedMeta) SetGeneration(int64)                 {}
 func (p *packedMeta) GetSelfLink() string                 { return "" }

@@ -76,8 +76,9 @@ func TestPackedObjectsReadTheSame(t *testing.T) {
 		{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastTransitionTime: now, LastUpdateTime: later}}}
 	baseSvc.Name, baseSvc.UID, baseSvc.Spec.ClusterIP = "web-y", "uid-2", "10.96.0.9"
 	baseSvc.Spec.Ports[0].NodePort = 30001
+	baseSvc.ResourceVersion = "43"
 	basePod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-3", Labels: maps.Clone(baseDep.Spec.Template.Labels), CreationTimestamp: now,
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-3", ResourceVersion: "44", Labels: maps.Clone(baseDep.Spec.Template.Labels), CreationTimestamp: now,
 			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-x-1"}}},
 		Spec: baseDep.Spec.Template.Spec,
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.0.3", Conditions: []corev1.PodCondition{
@@ -153,7 +154,9 @@ func TestPackedObjectsReadTheSame(t *testing.T) {
 
 func sameMeta(t *testing.T, want, got metav1.Object) {
 	t.Helper()
+	// The resourceVersion matters to the informers, not to readers: see packedMeta.
 	if got.GetName() != want.GetName() || got.GetNamespace() != want.GetNamespace() || got.GetUID() != want.GetUID() ||
+		got.GetResourceVersion() != want.GetResourceVersion() ||
 		(got.GetGenerateName() != want.GetGenerateName() && !isPod(want)) || !got.GetCreationTimestamp().Time.Equal(want.GetCreationTimestamp().Time) {
 		t.Errorf("identity of %s differs: got %+v", want.GetName(), got)
 	}

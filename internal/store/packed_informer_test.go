@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// An informer takes an update whose resourceVersion equals the cached object's for a
+// resync, and hands it only to handlers due a resync. Packed objects must keep the
+// resourceVersion, or after the informer's first resync check (10 minutes in) no update
+// would reach the status reporter. This runs the informer machinery itself on a
+// scripted watch: resync checks every 20 ms, a handler never due one.
+func TestPackedUpdatesReachHandlersAfterResyncChecks(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: "1",
+		Labels: container.SystemLabels("abc")}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	w := watch.NewFake()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []corev1.Pod{*pod.DeepCopy()}}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return w, nil },
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(listThenWatch{lw}, &corev1.Pod{}, cache.SharedIndexInformerOptions{ResyncPeriod: 20 * time.Millisecond})
+	if err := inf.SetTransform(packForCache); err != nil {
+		t.Fatal(err)
+	}
+	updates := make(chan string, 10)
+	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { updates <- obj.(*packedPod).phase },
+	}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("not synced")
+	}
+	time.Sleep(200 * time.Millisecond) // several resync checks: the handler is not due one
+
+	pod.ResourceVersion, pod.Status.Phase = "2", corev1.PodFailed
+	w.Modify(pod.DeepCopy())
+	select {
+	case phase := <-updates:
+		if phase != string(corev1.PodFailed) {
+			t.Errorf("update carried phase %q", phase)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the update never reached the handler")
+	}
+}
+
+// listThenWatch makes the reflector list, then watch (the scripted watch sends no
+// watch-list bookmark).
+type listThenWatch struct{ *cache.ListWatch }
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }

@@ -12,7 +12,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 # sp-harness says why and the tests that need it are skipped.
 test harness-build: REAL_NODE ?= 1
 
-.PHONY: build test test-unit fuzz lint lint-api generate check-generated cluster-up cluster-down harness-build run bench clean
+.PHONY: build test test-unit fuzz lint lint-api generate check-generated cluster-up cluster-down harness-build run bench chaos clean
 
 build:
 	go build -o $(BIN)/ ./cmd/...
@@ -97,6 +97,13 @@ BENCH_FLAGS ?=
 bench: $(HARNESS)
 	$(HARNESS) build
 	go run ./cmd/sp-bench $(BENCH_FLAGS)
+
+# Seeded fault injection with an invariant checker (docs/reliability.md). SEED=<n> replays
+# a run; CHAOS_FLAGS=-duration=10m for a longer one.
+CHAOS_FLAGS ?=
+chaos: $(HARNESS)
+	$(HARNESS) build
+	go run ./cmd/sp-chaos $(if $(SEED),-seed $(SEED)) $(CHAOS_FLAGS)
 
 clean:
 	rm -rf $(BIN) .harness

@@ -18,9 +18,13 @@ import (
 )
 
 func main() {
-	sizes := flag.String("sizes", "1000,5000", "container counts for the read benchmark (the first is also the bulk size)")
+	sizes := flag.String("sizes", "1000,5000,10000", "container counts for the read benchmark (the first is also the bulk size; the last is the restart, replicas and throughput size)")
 	createN := flag.Int("create", 200, "POST / raw create pairs")
 	latency := flag.Int("latency", 40, "status latency samples per debounce setting")
+	replicas := flag.Int("replicas", 200, "creates and deletes on one replica, each read on the other until it agrees")
+	throughput := flag.Int("throughput", 1000, "containers changing status at once")
+	nodes := flag.Int("nodes", 4, "fake (kwok) nodes the pods are spread over")
+	heap := flag.String("heap-profile", filepath.Join(os.TempDir(), "sp-bench-heap.pb.gz"), "where the service's heap profile at the largest size is kept")
 	out := flag.String("out", "docs", "folder for benchmarks.md and benchmarks.json")
 	render := flag.Bool("render", false, "only rewrite benchmarks.md from benchmarks.json (e.g. after editing benchmarks-analysis.md)")
 	serviceEnv := flag.String("service-env", "", "extra environment for the service, comma-separated (e.g. GOMEMLIMIT=120MiB)")
@@ -49,22 +53,34 @@ func main() {
 		}
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "sp-bench: %v received, stopping\n", s)
+		cancel()
+	}()
 	dir, err := os.MkdirTemp("", "sp-bench-")
 	if err != nil {
 		fail(err)
 	}
-	defer os.RemoveAll(dir)
 	var extra []string
 	if *serviceEnv != "" {
 		extra = strings.Split(*serviceEnv, ",")
 	}
-	res, err := bench.Run(ctx, bench.Options{Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, LatencyRuns: *latency,
-		ServiceEnv: extra, Log: os.Stderr})
-	if err != nil {
-		fail(err)
+	command := "make bench"
+	if len(os.Args) > 1 {
+		command = "go run ./cmd/sp-bench " + strings.Join(os.Args[1:], " ")
 	}
+	res, err := bench.Run(ctx, bench.Options{Command: command, Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, Nodes: *nodes, LatencyRuns: *latency,
+		ReplicaTries: *replicas, ThroughputN: *throughput, HeapProfile: *heap, ServiceEnv: extra, Log: os.Stderr})
+	if err != nil {
+		// The service logs and the control plane's are there.
+		fail(fmt.Errorf("%w (logs kept in %s)", err, dir))
+	}
+	os.RemoveAll(dir)
 	md := bench.Markdown(res, "")
 	fmt.Println(md)
 	if err := bench.Write(res, filepath.Join(*out, "benchmarks.md"), filepath.Join(*out, "benchmarks.json"),

@@ -28,43 +28,82 @@ type Env struct {
 	Dir     string
 	Cluster *harness.Cluster
 	Admin   kubernetes.Interface
-	RC      *rest.Config
-	NATS    *harness.NATS
-	NC      *nats.Conn
-	Bin     string
+	// Fill is the admin client speaking protobuf (cheaper for the apiserver), for the
+	// populations made where the API is not what is measured.
+	Fill kubernetes.Interface
+	RC   *rest.Config
+	NATS *harness.NATS
+	NC   *nats.Conn
+	Bin  string
+	// ProfBin is the same service built with net/http/pprof added (see profile.go);
+	// empty when that build failed.
+	ProfBin string
 	Log     io.Writer
 	http    *http.Client
+	poll    *http.Client // short timeout, for readiness polls
 }
 
 // Setup builds what is missing and starts the control plane and NATS.
-func Setup(ctx context.Context, dir string, log io.Writer) (*Env, error) {
-	e := &Env{Dir: dir, Log: log, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+// nodes is how many fake nodes the pods are spread over.
+func Setup(ctx context.Context, dir string, nodes int, log io.Writer) (*Env, error) {
+	e := &Env{Dir: dir, Log: log, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		poll: &http.Client{Timeout: 2 * time.Second}}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	e.Bin = filepath.Join(dir, "k8s-container-sp")
-	fmt.Fprintln(log, "bench: building the service binary")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", e.Bin, "./cmd/k8s-container-sp").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build: %v: %s", err, out)
+	fmt.Fprintln(log, "bench: building the service binary while the control plane starts")
+	built := make(chan error, 1)
+	go func() { built <- e.build(ctx) }()
+	err := e.start(ctx, nodes)
+	if buildErr := <-built; err == nil {
+		err = buildErr
 	}
-	var err error
-	if e.Cluster, err = harness.Start(ctx, harness.Options{Progress: log}); err != nil {
-		return nil, err
-	}
-	if e.RC, err = e.Cluster.RESTConfig(); err != nil {
-		return nil, err
-	}
-	e.RC.QPS, e.RC.Burst = 2000, 4000
-	if e.Admin, err = kubernetes.NewForConfig(e.RC); err != nil {
-		return nil, err
-	}
-	if e.NATS, err = harness.StartNATS(filepath.Join(dir, "nats")); err != nil {
-		return nil, err
-	}
-	if e.NC, err = nats.Connect(e.NATS.URL); err != nil {
+	if err != nil {
+		e.Close()
 		return nil, err
 	}
 	return e, nil
+}
+
+// build builds the service binary and the profiling one (without which there is only no
+// heap profile).
+func (e *Env) build(ctx context.Context) error {
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", e.Bin, "./cmd/k8s-container-sp").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v: %s", err, out)
+	}
+	if err := e.buildProfiling(ctx); err != nil {
+		fmt.Fprintf(e.Log, "bench: no profiling build, so no heap profile: %v\n", err)
+	}
+	return nil
+}
+
+// start starts the control plane (nodes fake nodes) and NATS, and makes the clients.
+func (e *Env) start(ctx context.Context, nodes int) error {
+	var err error
+	if e.Cluster, err = harness.Start(ctx, harness.Options{Dir: filepath.Join(e.Dir, "cluster"), Progress: e.Log, NoEndpointControllers: true, NoDefaultSpreading: true, Nodes: nodes,
+		// GC half as often. No memory limit: near one, the apiserver (3-4 GB at 10,000
+		// containers) would collect without pause and crawl.
+		Env: []string{"GOGC=200"}}); err != nil {
+		return err
+	}
+	if e.RC, err = e.Cluster.RESTConfig(); err != nil {
+		return err
+	}
+	e.RC.QPS, e.RC.Burst = 2000, 4000
+	if e.Admin, err = kubernetes.NewForConfig(e.RC); err != nil {
+		return err
+	}
+	pb := rest.CopyConfig(e.RC)
+	pb.ContentType, pb.AcceptContentTypes = "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf,application/json"
+	if e.Fill, err = kubernetes.NewForConfig(pb); err != nil {
+		return err
+	}
+	if e.NATS, err = harness.StartNATS(filepath.Join(e.Dir, "nats")); err != nil {
+		return err
+	}
+	e.NC, err = nats.Connect(e.NATS.URL)
+	return err
 }
 
 // Close stops everything.
@@ -83,51 +122,143 @@ func (e *Env) Close() {
 // Service is one k8s-container-sp process.
 type Service struct {
 	URL string
-	cmd *exec.Cmd
-	e   *Env
+	// Started is when the process was started; Log is its log file.
+	Started time.Time
+	Log     string
+	// PprofURL is set when the process is the profiling build (ProfBin).
+	PprofURL string
+	cmd      *exec.Cmd
+	done     chan struct{} // closed once the process has exited
+	e        *Env
 }
 
 // StartService runs the service binary for namespace ns and waits until its caches are
 // synced and it publishes status.
 func (e *Env) StartService(ctx context.Context, ns string, extraEnv ...string) (*Service, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := e.Launch(ns, ns, e.Bin, extraEnv...)
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	logf, err := os.Create(filepath.Join(e.Dir, "service-"+ns+".log"))
+	if err := s.WaitUntil(ctx, 60*time.Second, "caches synced and leading", func() bool {
+		m, err := s.Metrics()
+		return err == nil && m["sp_informers_synced"] == 1 && m["sp_leader"] == 1
+	}); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Launch starts the binary bin for namespace ns and returns at once (Started is set just
+// before the process starts); name tells its log file apart. With bin == e.ProfBin the
+// process also serves net/http/pprof on its own port (PprofURL).
+func (e *Env) Launch(ns, name, bin string, extraEnv ...string) (*Service, error) {
+	addrs, err := freeAddrs(2)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(e.Bin)
-	cmd.Env = append(os.Environ(), append([]string{
+	addr := addrs[0]
+	logPath := filepath.Join(e.Dir, "service-"+name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	env := []string{
 		"SP_NAME=k8s-container-sp", "SP_ENDPOINT=http://" + addr, "SP_SERVER_ADDRESS=" + addr,
 		"DCM_REGISTRATION_URL=http://127.0.0.1:1/api/v1alpha1", "SP_REGISTRATION_INTERVAL=0",
 		"SP_NATS_URL=" + e.NATS.URL, "SP_K8S_NAMESPACE=" + ns, "SP_K8S_KUBECONFIG=" + e.Cluster.Kubeconfig,
-	}, extraEnv...)...)
+		"SP_MONITOR_IDENTITY=" + name,
+	}
+	s := &Service{URL: "http://" + addr, Log: logPath, e: e}
+	if bin == e.ProfBin {
+		env = append(env, pprofEnv+"="+addrs[1])
+		s.PprofURL = "http://" + addrs[1]
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), append(env, extraEnv...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	s.Started = time.Now()
 	if err := cmd.Start(); err != nil {
+		logf.Close()
 		return nil, err
 	}
-	s := &Service{URL: "http://" + addr, cmd: cmd, e: e}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		m, err := s.Metrics()
-		if err == nil && m["sp_informers_synced"] == 1 && m["sp_leader"] == 1 {
-			return s, nil
+	logf.Close() // the child has its own descriptor
+	s.cmd, s.done = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	return s, nil
+}
+
+// freeAddrs finds n free loopback addresses.
+func freeAddrs(n int) ([]string, error) {
+	var out []string
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
 		}
-		time.Sleep(100 * time.Millisecond)
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
 	}
-	s.Stop()
-	return nil, fmt.Errorf("service for %s not ready in 60s (see %s)", ns, logf.Name())
+	return out, nil
+}
+
+// WaitUntil polls cond every 10 ms until it holds, the process exits, or timeout.
+func (s *Service) WaitUntil(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if s.exited() {
+			return fmt.Errorf("service exited before %s (see %s)", what, s.Log)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("service not %s in %s (see %s)", what, timeout, s.Log)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// exited reports whether the process has ended.
+func (s *Service) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Ready reports whether GET /readyz answers 200.
+func (s *Service) Ready() bool {
+	resp, err := s.e.poll.Get(s.URL + "/readyz")
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Leading reports whether the process publishes status (sp_leader 1).
+func (s *Service) Leading() bool {
+	m, err := s.Metrics()
+	return err == nil && m["sp_leader"] == 1
 }
 
 // Stop ends the process gracefully.
 func (s *Service) Stop() {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	_ = s.cmd.Wait()
+	<-s.done
 }
 
 // PID of the service process.
@@ -192,24 +323,26 @@ func parseProm(r io.Reader) (map[string]float64, error) {
 }
 
 // readRequests sums the apiserver's request counter for reads (GET, LIST) of the
-// objects the service caches, in namespace ns: what a read served from the cache must
-// not cause.
-func readRequests(m map[string]float64) float64 {
-	var n float64
+// objects the service caches: what a read served from the cache must not cause. by
+// breaks it down ("GET deployments").
+func readRequests(m map[string]float64) (n float64, by map[string]float64) {
+	by = map[string]float64{}
 	for k, v := range m {
 		if !strings.HasPrefix(k, "apiserver_request_total{") {
 			continue
 		}
-		if !(strings.Contains(k, `verb="GET"`) || strings.Contains(k, `verb="LIST"`)) {
+		vb := labelVerb.FindStringSubmatch(k)
+		r := labelResource.FindStringSubmatch(k)
+		if vb == nil || r == nil || (vb[1] != "GET" && vb[1] != "LIST") {
 			continue
 		}
-		for _, r := range []string{`resource="deployments"`, `resource="pods"`, `resource="services"`} {
-			if strings.Contains(k, r) {
-				n += v
-			}
+		switch r[1] {
+		case "deployments", "pods", "services":
+			n += v
+			by[vb[1]+" "+r[1]] += v
 		}
 	}
-	return n
+	return n, by
 }
 
 // serviceKubeRequests sums the service's own count of its Kubernetes API requests.

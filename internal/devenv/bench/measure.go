@@ -64,14 +64,20 @@ func (s *Service) get(path string) (time.Duration, []byte, error) {
 	return d, b, err
 }
 
-// rawCreate creates the same Deployment and Service the service would, with client-go
-// directly: the floor a create through the API is compared with.
-func (e *Env) rawCreate(ctx context.Context, ns, id string) (time.Duration, error) {
+// rawObjects are the Deployment and Service the service would build for specJSON.
+func rawObjects(ns, id string) (container.Objects, error) {
 	var c v1alpha1.Container
 	if err := json.Unmarshal(specJSON("app"), &c); err != nil {
-		return 0, err
+		return container.Objects{}, err
 	}
-	objs, err := container.Build(id, &c.Spec, container.Options{Namespace: ns, ExternalServiceType: corev1.ServiceTypeLoadBalancer})
+	return container.Build(id, &c.Spec, container.Options{Namespace: ns, ExternalServiceType: corev1.ServiceTypeLoadBalancer,
+		PodSecurity: container.Baseline})
+}
+
+// rawCreate creates the same Deployment and Service the service would, with client-go
+// directly, one after the other: the floor a create through the API is compared with.
+func (e *Env) rawCreate(ctx context.Context, ns, id string) (time.Duration, error) {
+	objs, err := rawObjects(ns, id)
 	if err != nil {
 		return 0, err
 	}
@@ -85,15 +91,46 @@ func (e *Env) rawCreate(ctx context.Context, ns, id string) (time.Duration, erro
 	return time.Since(start), nil
 }
 
+// rawCreateParallel creates the same two objects at once, as the service does after the
+// record: the floor of the service's own way of writing them.
+func (e *Env) rawCreateParallel(ctx context.Context, ns, id string) (time.Duration, error) {
+	objs, err := rawObjects(ns, id)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := e.createBoth(ctx, ns, objs); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+func (e *Env) createBoth(ctx context.Context, ns string, objs container.Objects) error {
+	var wg sync.WaitGroup
+	var svcErr error
+	wg.Go(func() {
+		_, svcErr = e.Admin.CoreV1().Services(ns).Create(ctx, objs.Service, metav1.CreateOptions{})
+	})
+	_, depErr := e.Admin.AppsV1().Deployments(ns).Create(ctx, objs.Deployment, metav1.CreateOptions{})
+	wg.Wait()
+	if depErr != nil {
+		return depErr
+	}
+	return svcErr
+}
+
 // CreateResult compares a POST with the raw creates it needs.
 type CreateResult struct {
 	Post Dist `json:"post"`
 	Raw  Dist `json:"raw_client_go"`
+	// RawParallel: the Deployment and the Service created at once.
+	RawParallel Dist `json:"raw_client_go_parallel"`
 }
 
-// Create interleaves n POSTs with n raw creates of the same objects.
+// Create interleaves n POSTs with n raw creates of the same objects one after the other
+// and n with both at once.
 func (e *Env) Create(ctx context.Context, s *Service, rawNS string, n int) (CreateResult, error) {
-	var post, raw []time.Duration
+	var post, raw, par []time.Duration
 	for i := range n {
 		d, err := s.post(fmt.Sprintf("create-%04d", i))
 		if err != nil {
@@ -104,35 +141,12 @@ func (e *Env) Create(ctx context.Context, s *Service, rawNS string, n int) (Crea
 			return CreateResult{}, err
 		}
 		raw = append(raw, d)
+		if d, err = e.rawCreateParallel(ctx, rawNS, fmt.Sprintf("pcreate-%04d", i)); err != nil {
+			return CreateResult{}, err
+		}
+		par = append(par, d)
 	}
-	return CreateResult{Post: summarize(post), Raw: summarize(raw)}, nil
-}
-
-// parallel runs f(i) for i in [from, to) on workers goroutines.
-func parallel(workers, from, to int, f func(i int) error) error {
-	var next atomic.Int64
-	next.Store(int64(from))
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= to {
-					return
-				}
-				if err := f(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return CreateResult{Post: summarize(post), Raw: summarize(raw), RawParallel: summarize(par)}, nil
 }
 
 // BulkResult is the time to create containers and see them all RUNNING.
@@ -155,11 +169,16 @@ type runningEvents struct {
 }
 
 func (e *Env) watchRunning(prefix string) (*runningEvents, error) {
+	return e.watchRunningOf(func(id string) bool { return strings.HasPrefix(id, prefix) })
+}
+
+// watchRunningOf counts the ids that want accepts.
+func (e *Env) watchRunningOf(want func(id string) bool) (*runningEvents, error) {
 	r := &runningEvents{seen: map[string]bool{}}
 	var err error
 	r.sub, err = e.NC.Subscribe(status.Subject, func(m *nats.Msg) {
 		var ev struct{ Data status.EventData }
-		if json.Unmarshal(m.Data, &ev) == nil && ev.Data.Status == "RUNNING" && strings.HasPrefix(ev.Data.ID, prefix) {
+		if json.Unmarshal(m.Data, &ev) == nil && ev.Data.Status == "RUNNING" && want(ev.Data.ID) {
 			r.mu.Lock()
 			r.seen[ev.Data.ID] = true
 			r.mu.Unlock()
@@ -223,34 +242,45 @@ func (e *Env) Bulk(ctx context.Context, s *Service, rawNS string, n, clients int
 	return res, nil
 }
 
-// Populate brings the service's namespace up to n containers (16 clients).
-func (s *Service) Populate(from, to int) error {
-	return parallel(16, from, to, func(i int) error { _, err := s.post(fmt.Sprintf("fill-%05d", i)); return err })
-}
-
 // ReadResult is the read path at one size.
 type ReadResult struct {
-	Containers       int     `json:"containers"`
-	Get              Dist    `json:"get"`
-	ListStart        Dist    `json:"list_page_start"`
-	ListMiddle       Dist    `json:"list_page_middle"`
-	ListEnd          Dist    `json:"list_page_end"`
-	RPS              float64 `json:"get_rps_8_clients"`
-	APIServerReads   float64 `json:"apiserver_reads_during_phase"`
-	ServiceKubeCalls float64 `json:"service_kubernetes_requests_during_phase"`
-	PhaseSeconds     float64 `json:"phase_s"`
-	RSSBytes         int64   `json:"rss_bytes_after_reads"`
-	HeapInuseBytes   float64 `json:"go_heap_inuse_bytes_after_reads"`
-	IdleRSSBytes     int64   `json:"rss_bytes_idle"`
-	IdleHeapBytes    float64 `json:"go_heap_inuse_bytes_idle"`
-	ListedPerWalk    int     `json:"listed_per_walk"`
+	Containers     int     `json:"containers"`
+	Get            Dist    `json:"get"`
+	ListStart      Dist    `json:"list_page_start"`
+	ListMiddle     Dist    `json:"list_page_middle"`
+	ListEnd        Dist    `json:"list_page_end"`
+	RPS            float64 `json:"get_rps_8_clients"`
+	APIServerReads float64 `json:"apiserver_reads_during_phase"`
+	// APIServerReadsBy breaks APIServerReads down ("GET deployments"); every client.
+	APIServerReadsBy map[string]float64 `json:"apiserver_reads_by,omitempty"`
+	ServiceKubeCalls float64            `json:"service_kubernetes_requests_during_phase"`
+	// ServiceKubeBy: the service's own requests by method (its Lease renewals are PUTs,
+	// its apiserver health probe a GET every 5 s).
+	ServiceKubeBy map[string]float64 `json:"service_kubernetes_requests_by_method,omitempty"`
+	// CPU during the phase, percent of one CPU by process (see FillResult).
+	CPU            map[string]float64 `json:"cpu_percent"`
+	PhaseSeconds   float64            `json:"phase_s"`
+	RSSBytes       int64              `json:"rss_bytes_after_reads"`
+	HeapInuseBytes float64            `json:"go_heap_inuse_bytes_after_reads"`
+	IdleRSSBytes   int64              `json:"rss_bytes_idle"`
+	IdleHeapBytes  float64            `json:"go_heap_inuse_bytes_idle"`
+	// SettleSeconds: how long the control plane took to go quiet before the phase.
+	SettleSeconds float64 `json:"settle_s"`
+	ListedPerWalk int     `json:"listed_per_walk"`
 }
 
 // Reads measures GET, LIST pages and throughput with n containers, and counts the
 // apiserver requests the phase caused.
 func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, error) {
 	res := ReadResult{Containers: len(ids)}
-	time.Sleep(5 * time.Second) // let the creates' aftermath (events, pods) settle
+	// RUNNING everywhere is not the end of the creates: the controllers still write the
+	// Deployments' and ReplicaSets' statuses (after a fast fill of thousands, for a minute
+	// or more), and the service handles every one. Idle means after that.
+	settled, err := e.settle(ctx, 3*time.Minute)
+	if err != nil {
+		return res, err
+	}
+	res.SettleSeconds = settled.Seconds()
 	before, err := e.APIServerMetrics(ctx)
 	if err != nil {
 		return res, err
@@ -262,6 +292,7 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 	res.IdleRSSBytes, _ = s.RSS()
 	res.IdleHeapBytes = sm0["go_memstats_heap_inuse_bytes"]
 	phase := time.Now()
+	c0 := e.sampleCPU(map[string]*Service{"service": s})
 
 	var gets []time.Duration
 	for range 2000 {
@@ -329,82 +360,25 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 	if err != nil {
 		return res, err
 	}
-	res.APIServerReads = readRequests(after) - readRequests(before)
+	res.CPU = cpuUse(c0, e.sampleCPU(map[string]*Service{"service": s}))
+	r0, by0 := readRequests(before)
+	r1, by1 := readRequests(after)
+	res.APIServerReads = r1 - r0
+	res.APIServerReadsBy = map[string]float64{}
+	for k, v := range by1 {
+		if d := v - by0[k]; d != 0 {
+			res.APIServerReadsBy[k] = d
+		}
+	}
 	res.ServiceKubeCalls = serviceKubeRequests(sm1) - serviceKubeRequests(sm0)
+	res.ServiceKubeBy = map[string]float64{}
+	m0 := serviceRequestsByMethod(sm0)
+	for k, v := range serviceRequestsByMethod(sm1) {
+		if d := v - m0[k]; d != 0 {
+			res.ServiceKubeBy[k] = d
+		}
+	}
 	res.RSSBytes, _ = s.RSS()
 	res.HeapInuseBytes = sm1["go_memstats_heap_inuse_bytes"]
 	return res, nil
-}
-
-// StatusLatency writes pod status changes to the apiserver and times until the
-// CloudEvent carrying each arrives on NATS.
-func (e *Env) StatusLatency(ctx context.Context, s *Service, ns string, samples int) (Dist, error) {
-	if _, err := s.post("latency"); err != nil {
-		return Dist{}, err
-	}
-	arrived := make(chan string, 16)
-	sub, err := e.NC.Subscribe(status.Subject, func(m *nats.Msg) {
-		var ev struct{ Data status.EventData }
-		if json.Unmarshal(m.Data, &ev) == nil && ev.Data.ID == "latency" {
-			arrived <- ev.Data.Message
-		}
-	})
-	if err != nil {
-		return Dist{}, err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	sel := metav1.ListOptions{LabelSelector: container.InstanceSelector("latency")}
-	var pod *corev1.Pod
-	if err := waitUntil(ctx, time.Minute, func() bool {
-		pods, err := e.Admin.CoreV1().Pods(ns).List(ctx, sel)
-		if err != nil || len(pods.Items) == 0 || pods.Items[0].Status.Phase != corev1.PodRunning {
-			return false
-		}
-		pod = &pods.Items[0]
-		return true
-	}); err != nil {
-		return Dist{}, err
-	}
-	time.Sleep(time.Second)
-	var lat []time.Duration
-	for i := range samples {
-		reason := fmt.Sprintf("Probe%d", i)
-		pod.Status.Phase, pod.Status.Reason = corev1.PodUnknown, reason
-		start := time.Now()
-		updated, err := e.Admin.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-		if err != nil {
-			return Dist{}, err
-		}
-		pod = updated
-		timeout := time.After(10 * time.Second)
-	wait:
-		for {
-			select {
-			case msg := <-arrived:
-				if strings.HasPrefix(msg, reason+":") || msg == reason {
-					lat = append(lat, time.Since(start))
-					break wait
-				}
-			case <-timeout:
-				return Dist{}, fmt.Errorf("no event for %s", reason)
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return summarize(lat), nil
-}
-
-func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
 }

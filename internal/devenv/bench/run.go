@@ -9,6 +9,11 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/metadata"
+
 	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness"
 )
 
@@ -18,23 +23,45 @@ type Options struct {
 	Sizes       []int // container counts for the read benchmark; the first is also the bulk size
 	CreateN     int   // POST / raw create pairs
 	BulkClients int
+	Nodes       int // fake nodes (kwok)
 	LatencyRuns int
-	ServiceEnv  []string // extra environment for the service process
-	Log         io.Writer
+	// ReplicaTries: creates and deletes for the staleness between two replicas.
+	ReplicaTries int
+	// ThroughputN: containers changing status at once.
+	ThroughputN int
+	// HeapProfile: where the heap profile at the largest size is kept.
+	HeapProfile string
+	// Command is how the run was asked for (the report's first line).
+	Command    string
+	ServiceEnv []string // extra environment for the service process
+	Log        io.Writer
 }
 
 // Results of one run.
 type Results struct {
-	When       time.Time         `json:"when"`
-	Machine    Machine           `json:"machine"`
-	Versions   map[string]string `json:"versions"`
-	Command    string            `json:"command"`
-	ServiceEnv []string          `json:"service_env,omitempty"`
-	Create     CreateResult      `json:"create"`
-	Bulk       BulkResult        `json:"bulk"`
-	Reads      []ReadResult      `json:"reads"`
-	Latency    map[string]Dist   `json:"status_latency"`
-	Duration   float64           `json:"duration_s"`
+	When       time.Time          `json:"when"`
+	Machine    Machine            `json:"machine"`
+	Versions   map[string]string  `json:"versions"`
+	Command    string             `json:"command"`
+	ServiceEnv []string           `json:"service_env,omitempty"`
+	Create     CreateResult       `json:"create"`
+	Bulk       BulkResult         `json:"bulk"`
+	Reads      []ReadResult       `json:"reads"`
+	Latency    map[string]Dist    `json:"status_latency"`
+	Throughput []ThroughputResult `json:"status_throughput"`
+	Startup    *StartupResult     `json:"startup,omitempty"`
+	Heap       *HeapProfile       `json:"heap_profile,omitempty"`
+	Replicas   *ReplicaResult     `json:"replicas,omitempty"`
+	Nodes      []NodeInfo         `json:"nodes"`
+	Fills      []FillResult       `json:"fills"`
+	Duration   float64            `json:"duration_s"`
+}
+
+// NodeInfo is one fake node and how many pods it may hold.
+type NodeInfo struct {
+	Name            string `json:"name"`
+	AllocatablePods int64  `json:"allocatable_pods"`
+	Pods            int    `json:"pods_at_end"`
 }
 
 // Machine describes where the numbers come from.
@@ -48,8 +75,8 @@ type Machine struct {
 // Run performs every benchmark in one fresh environment.
 func Run(ctx context.Context, o Options) (*Results, error) {
 	start := time.Now()
-	log := o.Log
-	e, err := Setup(ctx, o.Dir, log)
+	log := &stamped{w: o.Log, start: start}
+	e, err := Setup(ctx, o.Dir, o.Nodes, log)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +86,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			return nil, err
 		}
 	}
-	res := &Results{When: start.UTC(), Machine: machine(), Command: "make bench", Latency: map[string]Dist{},
+	res := &Results{When: start.UTC(), Machine: machine(), Command: o.Command, Latency: map[string]Dist{},
 		Versions: map[string]string{"kubernetes": harness.KubernetesVersion, "etcd": harness.EtcdVersion, "kwok": harness.KwokVersion}}
 
 	res.ServiceEnv = o.ServiceEnv
@@ -67,7 +94,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer svc.Stop()
+	defer svc.Stop() // stopped earlier by the restart; a second Stop is harmless
 
 	bulkN := o.Sizes[0]
 	fmt.Fprintf(log, "bench: bulk: %d containers, %d clients, through the API and raw\n", bulkN, o.BulkClients)
@@ -85,7 +112,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	res.Reads = append(res.Reads, r)
 
-	fmt.Fprintf(log, "bench: create: %d POSTs interleaved with %d raw creates\n", o.CreateN, o.CreateN)
+	fmt.Fprintf(log, "bench: create: %d POSTs interleaved with %d raw creates of each kind\n", o.CreateN, o.CreateN)
 	if res.Create, err = e.Create(ctx, svc, "bench-raw", o.CreateN); err != nil {
 		return nil, fmt.Errorf("create: %w", err)
 	}
@@ -95,10 +122,17 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	filled := 0
 	for _, size := range o.Sizes[1:] {
 		need := size - len(ids)
-		fmt.Fprintf(log, "bench: filling up to %d containers\n", size)
-		if err := svc.Populate(filled, filled+need); err != nil {
+		if need <= 0 {
+			continue
+		}
+		fmt.Fprintf(log, "bench: filling up to %d containers (client-go, as the service creates them)\n", size)
+		fr, err := e.Populate(ctx, svc, "bench", filled, filled+need)
+		if err != nil {
 			return nil, fmt.Errorf("populate: %w", err)
 		}
+		fr.Total = size
+		res.Fills = append(res.Fills, fr)
+		fmt.Fprintf(log, "bench: %d containers made and RUNNING in %.0f s (%.1f/s); CPU, %% of one: %s\n", need, fr.Seconds, fr.PerSecond, kv(fr.CPU))
 		for i := filled; i < filled+need; i++ {
 			ids = append(ids, fmt.Sprintf("fill-%05d", i))
 		}
@@ -115,14 +149,61 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if res.Latency["debounce_500ms"], err = e.StatusLatency(ctx, svc, "bench", o.LatencyRuns); err != nil {
 		return nil, fmt.Errorf("latency: %w", err)
 	}
+	ids = append(ids, "latency")
 	svc0, err := e.StartService(ctx, "bench-lat0", append([]string{"SP_MONITOR_DEBOUNCE_MS=0"}, o.ServiceEnv...)...)
 	if err != nil {
 		return nil, err
 	}
-	defer svc0.Stop()
 	fmt.Fprintln(log, "bench: status latency, debounce 0")
-	if res.Latency["debounce_0"], err = e.StatusLatency(ctx, svc0, "bench-lat0", o.LatencyRuns); err != nil {
+	res.Latency["debounce_0"], err = e.StatusLatency(ctx, svc0, "bench-lat0", o.LatencyRuns)
+	svc0.Stop()
+	if err != nil {
 		return nil, fmt.Errorf("latency: %w", err)
+	}
+
+	bin := e.ProfBin
+	if bin == "" {
+		bin = e.Bin
+	}
+	fmt.Fprintf(log, "bench: restart with %d containers, then a second replica\n", len(ids))
+	restarted, second, st, err := e.Restart(ctx, svc, "bench", bin, ids, o.ServiceEnv)
+	if err != nil {
+		return nil, fmt.Errorf("restart: %w", err)
+	}
+	defer restarted.Stop()
+	defer second.Stop()
+	res.Startup = &st
+	if restarted.PprofURL != "" {
+		hp, err := restarted.HeapProfile(ctx, len(ids), o.HeapProfile)
+		if err != nil {
+			fmt.Fprintln(log, "bench: heap profile:", err)
+		} else {
+			fmt.Fprintf(log, "bench: heap profile at %d containers in %s\n", len(ids), o.HeapProfile)
+			res.Heap = &hp
+		}
+	}
+
+	fmt.Fprintf(log, "bench: staleness between two replicas, %d creates and deletes\n", o.ReplicaTries)
+	rr, err := e.Replicas(ctx, restarted, second, "bench", o.ReplicaTries)
+	if err != nil {
+		return nil, fmt.Errorf("replicas: %w", err)
+	}
+	res.Replicas = &rr
+	second.Stop()
+
+	n := min(o.ThroughputN, filled)
+	if n > 0 {
+		var tids []string
+		for i := filled - n; i < filled; i++ {
+			tids = append(tids, fmt.Sprintf("fill-%05d", i))
+		}
+		fmt.Fprintf(log, "bench: status throughput, %d containers changing at once\n", n)
+		if res.Throughput, err = e.Throughput(ctx, "bench", tids); err != nil {
+			return nil, fmt.Errorf("throughput: %w", err)
+		}
+	}
+	if res.Nodes, err = e.nodes(ctx); err != nil {
+		return nil, err
 	}
 	res.Duration = time.Since(start).Seconds()
 	return res, nil
@@ -147,4 +228,40 @@ func machine() Machine {
 		}
 	}
 	return m
+}
+
+// nodes lists the fake nodes, their pod capacity and how many pods each holds.
+func (e *Env) nodes(ctx context.Context) ([]NodeInfo, error) {
+	nodes, err := e.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	md, err := metadata.NewForConfig(e.RC)
+	if err != nil {
+		return nil, err
+	}
+	var out []NodeInfo
+	for _, n := range nodes.Items {
+		pods, err := md.Resource(corev1.SchemeGroupVersion.WithResource("pods")).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String(), ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, NodeInfo{Name: n.Name, AllocatablePods: n.Status.Allocatable.Pods().Value(), Pods: len(pods.Items)})
+	}
+	return out, nil
+}
+
+// stamped prefixes every line written with the time since the run started.
+type stamped struct {
+	w     io.Writer
+	start time.Time
+}
+
+func (s *stamped) Write(p []byte) (int, error) {
+	d := time.Since(s.start).Round(time.Second)
+	if _, err := fmt.Fprintf(s.w, "[%02d:%02d] %s", int(d.Minutes()), int(d.Seconds())%60, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

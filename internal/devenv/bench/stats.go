@@ -14,6 +14,8 @@ type Dist struct {
 	P50 float64 `json:"p50_ms"`
 	P99 float64 `json:"p99_ms"`
 	Max float64 `json:"max_ms"`
+	// Lost: samples whose outcome never came, counted at the time given up after.
+	Lost int `json:"lost,omitempty"`
 }
 
 func summarize(samples []time.Duration) Dist {

@@ -45,6 +45,26 @@ type Options struct {
 	Detached bool
 	// Progress receives build and start-up messages. Nil: discarded.
 	Progress io.Writer
+	// NoEndpointControllers turns off the controller-manager's Endpoints and
+	// EndpointSlice controllers (nothing the provider reads). With thousands of Services
+	// and pods in one namespace they take most of a CPU and add writes for every pod
+	// change: on 2 CPUs, filling 3,000 containers ran at 18/s with them and 27/s
+	// without, and the gap grows with the count. The benchmark uses it.
+	NoEndpointControllers bool
+	// NoDefaultSpreading turns off the scheduler's default topology spreading (pods of
+	// one Service or ReplicaSet spread over nodes). For every pod it lists the Services
+	// of its namespace and builds each one's selector: at 5,000 containers in one
+	// namespace that was 55% of the scheduler's CPU (profiled), growing with every
+	// container. The benchmark uses it; which fake node a pod lands on does not matter.
+	NoDefaultSpreading bool
+	// Env is extra environment for every control-plane process (all Go programs). The
+	// benchmark sets a lazier garbage collector (GOGC): with tens of thousands of objects
+	// cached, the apiserver and the controller-manager spend a tenth of their CPU in GC.
+	Env []string
+	// Nodes is how many schedulable fake nodes kwok plays: NodeName, kwok-node-1, …
+	// 0 means 1. The benchmark spreads its thousands of pods over several, as a real
+	// cluster would.
+	Nodes int
 }
 
 // Cluster is a running control plane: etcd, kube-apiserver, kube-controller-manager,
@@ -107,7 +127,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	c.Server = "https://127.0.0.1:" + strconv.Itoa(ports[2])
 
 	run := func(name, bin string, args ...string) (*process, error) {
-		pr, err := startProcess(name, bin, args, c.Dir, opts.Detached)
+		pr, err := startProcess(name, bin, args, c.Dir, opts.Detached, opts.Env...)
 		if err != nil {
 			return nil, err
 		}
@@ -167,6 +187,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 
+	controllers := "--controllers=*,-nodeipam"
+	if opts.NoEndpointControllers {
+		controllers += ",-endpoints-controller,-endpointslice-controller,-endpointslice-mirroring-controller"
+	}
 	if _, err := run("kube-controller-manager", bins.ControllerManager,
 		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
 		"--service-account-private-key-file="+p.SAPrivate, "--root-ca-file="+p.CACert,
@@ -177,12 +201,20 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--kube-api-qps=300", "--kube-api-burst=600",
 		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
 		// Node IPAM needs a cluster CIDR; kwok hands out pod IPs itself.
-		"--controllers=*,-nodeipam"); err != nil {
+		controllers); err != nil {
 		return nil, err
 	}
-	if _, err := run("kube-scheduler", bins.Scheduler,
-		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
-		"--kube-api-qps=300", "--kube-api-burst=600"); err != nil {
+	schedArgs := []string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--kube-api-qps=300", "--kube-api-burst=600"}
+	if opts.NoDefaultSpreading {
+		// A config file replaces the client and leader-election flags.
+		cfgPath := filepath.Join(c.Dir, "scheduler.yaml")
+		if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(schedulerNoSpreading, c.Kubeconfig)), 0o644); err != nil {
+			return nil, err
+		}
+		schedArgs = []string{"--config=" + cfgPath, "--secure-port=0"}
+	}
+	if _, err := run("kube-scheduler", bins.Scheduler, schedArgs...); err != nil {
 		return nil, err
 	}
 	kwokConfig, err := writeKwokConfig(c.Dir, bins.KwokStages)
@@ -197,11 +229,17 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := addNode(ctx, cs, NodeName, false); err != nil {
-		return nil, err
+	nodes := []string{NodeName}
+	for i := 1; i < opts.Nodes; i++ {
+		nodes = append(nodes, fmt.Sprintf("kwok-node-%d", i))
 	}
-	if err := waitFor("node "+NodeName+" Ready and the default ServiceAccount", 60*time.Second, c.Processes, func() error {
-		return clusterReady(ctx, cs)
+	for _, n := range nodes {
+		if err := addNode(ctx, cs, n, false); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitFor(fmt.Sprintf("%d node(s) Ready and the default ServiceAccount", len(nodes)), 60*time.Second, c.Processes, func() error {
+		return clusterReady(ctx, cs, nodes)
 	}); err != nil {
 		return nil, err
 	}
@@ -209,21 +247,41 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	return c, nil
 }
 
-func clusterReady(ctx context.Context, cs kubernetes.Interface) error {
-	node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	ready := false
-	for _, cond := range node.Status.Conditions {
-		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-			ready = true
+// schedulerNoSpreading is the scheduler's configuration for NoDefaultSpreading (%s: the
+// kubeconfig): the defaults, but PodTopologySpread applies only a pod's own constraints.
+const schedulerNoSpreading = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+  qps: 300
+  burst: 600
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+`
+
+func clusterReady(ctx context.Context, cs kubernetes.Interface, nodes []string) error {
+	for _, name := range nodes {
+		node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ready := false
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		if !ready {
+			return errors.New("node " + name + " not Ready yet")
 		}
 	}
-	if !ready {
-		return errors.New("node not Ready yet")
-	}
-	_, err = cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+	_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 	return err
 }
 

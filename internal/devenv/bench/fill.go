@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// CreateAsService makes container id in ns with client-go exactly as the service's create
+// does (internal/store/create.go): the record (the id's Lease) for a new incarnation, then
+// the Deployment and the Service stamped with it, at once. The service sees it as one of
+// its own. It is how the large populations are made when the API is not what is measured.
+//
+// One difference, with ipIndex ≥ 0: the Service asks for a cluster IP (fillIP) instead of
+// letting the apiserver choose one. The apiserver allocates a chosen IP one Service at a
+// time, under a lock, counting every allocated address each time (Kubernetes 1.37's
+// IPAddress allocator); at thousands of Services that alone made filling 10,000
+// containers take most of the run. A requested IP is allocated without that lock. The
+// Service object is the same either way.
+func (e *Env) CreateAsService(ctx context.Context, ns, id string, ipIndex int) error {
+	objs, err := rawObjects(ns, id)
+	if err != nil {
+		return err
+	}
+	inc := uuid.NewString()
+	if _, err := e.Fill.CoordinationV1().Leases(ns).Create(ctx, container.NewRecord(id, inc, false), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("record of %s: %w", id, err)
+	}
+	objs = objs.ForIncarnation(inc)
+	objs.Deployment.Namespace, objs.Service.Namespace = ns, ns
+	if ipIndex < 0 {
+		return e.createBoth(ctx, ns, objs)
+	}
+	var wg sync.WaitGroup
+	var svcErr error
+	wg.Go(func() {
+		for try := 0; ; try++ {
+			svc := objs.Service.DeepCopy()
+			svc.Spec.ClusterIP = fillIP(ipIndex, try)
+			_, svcErr = e.Fill.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+			// Invalid: the address was taken by a Service whose IP the apiserver chose.
+			if !apierrors.IsInvalid(svcErr) || try == 8 {
+				return
+			}
+		}
+	})
+	_, depErr := e.Fill.AppsV1().Deployments(ns).Create(ctx, objs.Deployment, metav1.CreateOptions{})
+	wg.Wait()
+	if depErr != nil {
+		return depErr
+	}
+	return svcErr
+}
+
+// fillIP is the cluster IP asked for the Service of fill container i (try-th attempt):
+// distinct for every i below 64,000, in the harness's 10.96.0.0/16 above the first 1024.
+func fillIP(i, try int) string {
+	n := 1024 + (i*7+try*7919)%64000
+	return fmt.Sprintf("10.96.%d.%d", n/256, n%256)
+}
+
+// FillResult is one Populate: how fast the control plane made the containers, and who
+// used the CPUs meanwhile.
+type FillResult struct {
+	From      int     `json:"from"`
+	To        int     `json:"to"`
+	Total     int     `json:"containers_after"` // in the namespace, afterwards
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"containers_per_s"`
+	// CPU: percent of one CPU, by process; "machine" is every process on it, "other
+	// processes" what is not this run's.
+	CPU map[string]float64 `json:"cpu_percent"`
+}
+
+// fillAhead bounds how far Populate's creates run ahead of the RUNNING events.
+const fillAhead = 400
+
+// Populate makes the containers fill-<from>..fill-<to-1> in the service's namespace
+// with client-go, as the service would (CreateAsService), 16 clients, and waits until the
+// service has published RUNNING for every one: its caches hold them all, pods included.
+func (e *Env) Populate(ctx context.Context, s *Service, ns string, from, to int) (FillResult, error) {
+	res := FillResult{From: from, To: to}
+	want := map[string]bool{}
+	for i := from; i < to; i++ {
+		want[fmt.Sprintf("fill-%05d", i)] = true
+	}
+	events, err := e.watchRunningOf(func(id string) bool { return want[id] })
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = events.sub.Unsubscribe() }()
+	c0 := e.sampleCPU(map[string]*Service{"service": s})
+	// A line a minute shows where a long fill stands: made, and RUNNING.
+	var made atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Minute):
+				fmt.Fprintf(e.Log, "bench: fill: %d of %d made, %d RUNNING\n", made.Load(), to-from, events.count())
+			}
+		}
+	}()
+	if err := parallel(16, from, to, func(i int) error {
+		// Stay at most fillAhead containers ahead of the RUNNING events: creates far
+		// ahead of the controllers only make them retry syncs (each one a scan of every
+		// ReplicaSet of the namespace) and slow the whole fill down.
+		for made.Load()-int64(events.count()) > fillAhead {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		defer made.Add(1)
+		return e.CreateAsService(ctx, ns, fmt.Sprintf("fill-%05d", i), i)
+	}); err != nil {
+		return res, err
+	}
+	if err := waitUntil(ctx, 15*time.Minute, func() bool { return events.count() >= to-from }); err != nil {
+		return res, fmt.Errorf("%d of %d RUNNING events: %w", events.count(), to-from, err)
+	}
+	c1 := e.sampleCPU(map[string]*Service{"service": s})
+	res.Seconds = c1.at.Sub(c0.at).Seconds()
+	res.PerSecond = float64(to-from) / res.Seconds
+	res.CPU = cpuUse(c0, c1)
+	return res, nil
+}

@@ -83,7 +83,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 			return nil, err
 		}
 	}
-	s.ids = newIDSet(func(id string) bool { return len(byIndex[*appsv1.Deployment](s.deployments, id)) > 0 })
+	s.ids = newIDSet(func(id string) bool { return len(indexed(s.deployments, id)) > 0 })
 	reg, err := s.deployments.AddEventHandler(s.ids.handler())
 	if err != nil {
 		return nil, err
@@ -173,7 +173,7 @@ func (s *Store) Get(ctx context.Context, id string) (container.Observed, error) 
 // observed gathers a container's objects from the caches; false when it has no live
 // Deployment (it is gone, or being deleted).
 func (s *Store) observed(id string) (container.Observed, bool) {
-	snap := s.Snapshot(id)
+	snap := s.workload(id) // a reader needs no record
 	live := snap.Live()
 	if live == nil {
 		return container.Observed{}, false
@@ -181,8 +181,21 @@ func (s *Store) observed(id string) (container.Observed, bool) {
 	return container.Observed{Deployment: live, Pods: snap.LivePods(), Service: snap.LiveService()}, true
 }
 
-// Snapshot reads one container's objects from the caches.
+// Snapshot reads one container's objects from the caches, its record included.
 func (s *Store) Snapshot(id string) container.Snapshot {
+	snap := s.workload(id)
+	if obj, ok, _ := s.records.GetStore().GetByKey(s.namespace + "/" + container.RecordName(id)); ok {
+		if p, ok := obj.(unpacker[*coordinationv1.Lease]); ok {
+			if rec, ok := container.RecordOf(p.unpack(), id); ok {
+				snap.Record = &rec
+			}
+		}
+	}
+	return snap
+}
+
+// workload reads one container's Deployments, Pods and Services from the caches.
+func (s *Store) workload(id string) container.Snapshot {
 	snap := container.Snapshot{
 		Deployments: byIndex[*appsv1.Deployment](s.deployments, id),
 		Pods:        byIndex[*corev1.Pod](s.pods, id),
@@ -191,13 +204,6 @@ func (s *Store) Snapshot(id string) container.Snapshot {
 	slices.SortFunc(snap.Deployments, func(a, b *appsv1.Deployment) int {
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
-	if obj, ok, _ := s.records.GetStore().GetByKey(s.namespace + "/" + container.RecordName(id)); ok {
-		if p, ok := obj.(unpacker[*coordinationv1.Lease]); ok {
-			if rec, ok := container.RecordOf(p.unpack(), id); ok {
-				snap.Record = &rec
-			}
-		}
-	}
 	return snap
 }
 
@@ -266,14 +272,25 @@ func bucketOf(id string) string {
 // byIndex reads the objects of one id from an informer's cache, unpacked: fresh
 // Kubernetes objects the caller may keep or change.
 func byIndex[T any](inf interface{ GetIndexer() cache.Indexer }, id string) []T {
+	var out []T
+	for _, o := range indexed(inf, id) {
+		if p, ok := o.(unpacker[T]); ok {
+			out = append(out, p.unpack())
+		}
+	}
+	return out
+}
+
+// indexed is the cached objects of one id, as the cache holds them (packed).
+func indexed(inf interface{ GetIndexer() cache.Indexer }, id string) []any {
 	objs, err := inf.GetIndexer().ByIndex(IndexByInstance, bucketOf(id))
 	if err != nil {
 		return nil
 	}
-	var out []T
+	var out []any
 	for _, o := range objs {
-		if p, ok := o.(unpacker[T]); ok && instanceIDOf(o) == id {
-			out = append(out, p.unpack())
+		if instanceIDOf(o) == id {
+			out = append(out, o)
 		}
 	}
 	return out

@@ -15,6 +15,14 @@ import (
 // milliseconds behind.
 const ConfirmWait = 2 * time.Second
 
+// ConfirmQPS and ConfirmBurst limit the confirmations (the client given as Store.Confirm):
+// a flood of GETs for unknown ids costs the apiserver at most this. Past it, a GET waits
+// for the limiter (at most ConfirmWait) and then answers from the cache alone.
+const (
+	ConfirmQPS   = 20
+	ConfirmBurst = 40
+)
+
 // confirmMiss decides a cache miss with the apiserver: the id's record, read from etcd.
 // None, or one that owes a DELETED or is being deleted: the container does not exist,
 // and the 404 is authoritative. A live record: the container exists, or a create is in

@@ -53,25 +53,37 @@ func (s *idSet) contains(id string) bool {
 }
 
 // after calls fn for each id greater than after, in order, until fn returns false.
+// It copies the ids in runs of idRun under the lock (fn reads the caches, which must not
+// happen while holding it), so a page of 50 copies tens of ids, not thousands.
 func (s *idSet) after(after string, fn func(id string) bool) {
-	s.mu.RLock()
-	var ids []string
-	// Copy a bounded run under the lock; fn reads the caches, which must not happen
-	// while holding it.
-	s.tree.AscendGreaterOrEqual(after, func(id string) bool {
-		if id == after {
-			return true
+	for {
+		ids := s.run(after)
+		for _, id := range ids {
+			if !fn(id) {
+				return
+			}
 		}
-		ids = append(ids, id)
-		return len(ids) < 1024
-	})
-	s.mu.RUnlock()
-	for _, id := range ids {
-		if !fn(id) {
+		if len(ids) < idRun {
 			return
 		}
+		after = ids[len(ids)-1]
 	}
-	if len(ids) == 1024 {
-		s.after(ids[len(ids)-1], fn)
-	}
+}
+
+// idRun: a page of the default size (50) and the one id that tells whether more follow
+// fit in one run, most of the time.
+const idRun = 64
+
+// run copies up to idRun ids greater than after.
+func (s *idSet) run(after string) []string {
+	ids := make([]string, 0, idRun)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.tree.AscendGreaterOrEqual(after, func(id string) bool {
+		if id != after {
+			ids = append(ids, id)
+		}
+		return len(ids) < idRun
+	})
+	return ids
 }

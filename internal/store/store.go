@@ -231,6 +231,12 @@ func (s *Store) List(after string, limit int) ([]container.Observed, bool, error
 	if !s.Synced() {
 		return nil, false, errNotSynced
 	}
+	out, more := s.page(after, limit)
+	return out, more, nil
+}
+
+// page reads up to limit containers after `after` from the caches.
+func (s *Store) page(after string, limit int) ([]container.Observed, bool) {
 	var out []container.Observed
 	more := false
 	s.ids.after(after, func(id string) bool {
@@ -245,7 +251,7 @@ func (s *Store) List(after string, limit int) ([]container.Observed, bool, error
 		out = append(out, o)
 		return true
 	})
-	return out, more, nil
+	return out, more
 }
 
 // indexByInstance indexes a cached object by a bucket of its DCM instance id rather
@@ -260,8 +266,11 @@ func indexByInstance(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// instanceBuckets: at 10,000 containers about ten objects of a kind share a bucket.
-const instanceBuckets = 1024
+// instanceBuckets: at 10,000 containers about five objects of a kind share a bucket.
+// A page of a LIST reads three buckets per container, so their size is what a page
+// costs more at 10,000 than at 1,000 (BenchmarkListPage: 2,048 buckets against 1,024
+// took a page from 0.63 to 0.53 ms, for 50 bytes more per container in the caches).
+const instanceBuckets = 2048
 
 func bucketOf(id string) string {
 	h := fnv.New32a()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -81,7 +82,7 @@ func (e *Env) build(ctx context.Context) error {
 // start starts the control plane (nodes fake nodes) and NATS, and makes the clients.
 func (e *Env) start(ctx context.Context, nodes int) error {
 	var err error
-	if e.Cluster, err = harness.Start(ctx, harness.Options{Dir: filepath.Join(e.Dir, "cluster"), Progress: e.Log, NoEndpointControllers: true, NoDefaultSpreading: true, Nodes: nodes,
+	if e.Cluster, err = harness.Start(ctx, harness.Options{Dir: filepath.Join(e.Dir, "cluster"), Progress: e.Log, NoEndpointControllers: true, NoDefaultSpreading: true, Nodes: nodes, AuditReads: true,
 		// GC half as often. No memory limit: near one, the apiserver (3-4 GB at 10,000
 		// containers) would collect without pause and crawl.
 		Env: []string{"GOGC=200"}}); err != nil {
@@ -99,11 +100,31 @@ func (e *Env) start(ctx context.Context, nodes int) error {
 	if e.Fill, err = kubernetes.NewForConfig(pb); err != nil {
 		return err
 	}
+	if err := e.checkAudit(ctx); err != nil {
+		return err
+	}
 	if e.NATS, err = harness.StartNATS(filepath.Join(e.Dir, "nats")); err != nil {
 		return err
 	}
 	e.NC, err = nats.Connect(e.NATS.URL)
 	return err
+}
+
+// checkAudit proves the audit log attributes reads before any figure relies on it: a
+// GET of a Service by this process must appear under this binary's name.
+func (e *Env) checkAudit(ctx context.Context) error {
+	from := time.Now()
+	if _, err := e.Admin.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil {
+		return err
+	}
+	want := filepath.Base(os.Args[0]) + " GET services"
+	if err := waitUntil(ctx, 10*time.Second, func() bool {
+		by, err := auditedReads(e.Cluster.AuditLogPath(), from, time.Now())
+		return err == nil && by[want] == 1
+	}); err != nil {
+		return fmt.Errorf("the apiserver's audit log does not show %q: %w", want, err)
+	}
+	return nil
 }
 
 // Close stops everything.

@@ -242,6 +242,10 @@ func (e *Env) Bulk(ctx context.Context, s *Service, rawNS string, n, clients int
 	return res, nil
 }
 
+// serviceUserAgent is the first word of the service's Kubernetes user agent (client-go
+// names a client after its binary).
+const serviceUserAgent = "k8s-container-sp"
+
 // ReadResult is the read path at one size.
 type ReadResult struct {
 	Containers     int     `json:"containers"`
@@ -253,6 +257,11 @@ type ReadResult struct {
 	APIServerReads float64 `json:"apiserver_reads_during_phase"`
 	// APIServerReadsBy breaks APIServerReads down ("GET deployments"); every client.
 	APIServerReadsBy map[string]float64 `json:"apiserver_reads_by,omitempty"`
+	// AuditedReadsBy: the same reads from the apiserver's audit log, by client (the first
+	// word of its user agent: "k8s-container-sp LIST services").
+	AuditedReadsBy map[string]float64 `json:"audited_reads_by_client,omitempty"`
+	// ServiceReads: those of AuditedReadsBy the service made (its binary's user agent).
+	ServiceReads float64 `json:"service_reads_audited"`
 	ServiceKubeCalls float64            `json:"service_kubernetes_requests_during_phase"`
 	// ServiceKubeBy: the service's own requests by method (its Lease renewals are PUTs,
 	// its apiserver health probe a GET every 5 s).
@@ -368,6 +377,14 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 	for k, v := range by1 {
 		if d := v - by0[k]; d != 0 {
 			res.APIServerReadsBy[k] = d
+		}
+	}
+	if res.AuditedReadsBy, err = auditedReads(e.Cluster.AuditLogPath(), phase, time.Now()); err != nil {
+		return res, err
+	}
+	for k, v := range res.AuditedReadsBy {
+		if strings.HasPrefix(k, serviceUserAgent+" ") {
+			res.ServiceReads += v
 		}
 	}
 	res.ServiceKubeCalls = serviceKubeRequests(sm1) - serviceKubeRequests(sm0)

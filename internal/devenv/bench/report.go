@@ -6,6 +6,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
 func verdict(ok bool) string {
@@ -25,6 +27,9 @@ const (
 	targetRepublishS   = 10  // every status re-sent within this long after ready (proposed)
 	targetStartupLists = 4   // initial lists at start-up: one per cached resource (proposed)
 	targetAgreeMS      = 100 // replica B agrees with A within this, p99 (proposed)
+	targetConfirmMS    = 5   // a 404's confirmation adds at most this to a GET, p50 (proposed)
+	confirmQPS         = float64(store.ConfirmQPS)
+	confirmBurst       = float64(store.ConfirmBurst)
 	debounceMS         = 500 // the service's default SP_MONITOR_DEBOUNCE_MS
 )
 
@@ -55,12 +60,20 @@ func checks(r *Results) []check {
 			"raw client-go, same objects, in parallel", fmt.Sprintf("≤ %.1f", targetCreateRatio), ratio <= targetCreateRatio)
 	}
 	if len(r.Reads) > 0 {
-		var reads float64
+		var reads, service float64
+		others := map[string]float64{}
 		for _, rd := range r.Reads {
 			reads += rd.APIServerReads
+			service += rd.ServiceReads
+			for k, v := range rd.AuditedReadsBy {
+				if !strings.HasPrefix(k, serviceUserAgent+" ") {
+					others[k] += v
+				}
+			}
 		}
-		add("reads: apiserver GET/LIST of deployments, pods, services during the read phases", fmt.Sprintf("%.0f", reads),
-			"apiserver_request_total", "0", reads == 0)
+		add("reads: the service's GET/LIST of deployments, pods, services during the read phases (apiserver audit log)",
+			fmt.Sprintf("%.0f", service), fmt.Sprintf("all clients: %.0f (apiserver_request_total); others, audited: %s", reads, kv(others)),
+			"0", service == 0)
 		for _, rd := range r.Reads {
 			add(fmt.Sprintf("reads at %d: GET p50", rd.Containers), fmt.Sprintf("%.3f ms", rd.Get.P50), "", "< 1 ms", rd.Get.P50 < 1)
 		}
@@ -126,6 +139,18 @@ func checks(r *Results) []check {
 		add("replicas: delete on A until B answers 404, p99", fmt.Sprintf("%.1f ms", rp.DeleteAgree.P99),
 			fmt.Sprintf("a plain watch: p99 %.1f ms", rp.DeleteWatch.P99), fmt.Sprintf("≤ %d ms (proposed)", targetAgreeMS), rp.DeleteAgree.P99 <= targetAgreeMS)
 	}
+	if m := r.Missing; m != nil {
+		add(fmt.Sprintf("GET of an unknown id at %d: the 404's confirmation, apiserver reads per GET", m.Containers),
+			fmt.Sprintf("%.2f", m.ConfirmsPerGet), "the service's GETs answered 404", "≤ 1 (proposed)", m.ConfirmsPerGet <= 1)
+		add(fmt.Sprintf("GET of an unknown id at %d: p50 (a known id's, same phase)", m.Containers),
+			fmt.Sprintf("%.2f ms (%.2f ms)", m.Unknown.P50, m.Known.P50), "a known id's GET, answered from the cache",
+			fmt.Sprintf("≤ known + %d ms (proposed)", targetConfirmMS), m.Unknown.P50 <= m.Known.P50+targetConfirmMS)
+		bound := confirmQPS + confirmBurst/m.FloodSeconds
+		add("GETs of unknown ids from 8 clients: confirmations the apiserver saw",
+			fmt.Sprintf("%.1f/s (%.0f answers/s, p99 %.0f ms)", m.FloodConfirmsPerS, m.FloodAnswersPerS, m.FloodLatency.P99),
+			"the confirmation client's limiter", fmt.Sprintf("≤ %.0f/s + burst %.0f over %.0f s = %.1f/s", confirmQPS, confirmBurst, m.FloodSeconds, bound),
+			m.FloodConfirmsPerS <= bound)
+	}
 	return out
 }
 
@@ -175,17 +200,18 @@ func Markdown(r *Results, analysis string) string {
 	w(" (target ≤ %.1f).\n\n", targetCreateRatio)
 
 	w("## 2. Reads and memory\n\n")
-	w("| containers | GET p50 ms | GET p99 ms | LIST page p50/p99 ms: start | middle | end | GET/s, 8 clients | apiserver reads | RSS MB idle / after reads | Go heap MB idle / after reads |\n")
+	w("| containers | GET p50 ms | GET p99 ms | LIST page p50/p99 ms: start | middle | end | GET/s, 8 clients | apiserver reads: all / the service's | RSS MB idle / after reads | Go heap MB idle / after reads |\n")
 	w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, rd := range r.Reads {
-		w("| %d | %.3f | %.3f | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.0f | %.0f | %.0f / %.0f | %.0f / %.0f |\n",
+		w("| %d | %.3f | %.3f | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |\n",
 			rd.Containers, rd.Get.P50, rd.Get.P99, rd.ListStart.P50, rd.ListStart.P99, rd.ListMiddle.P50, rd.ListMiddle.P99,
-			rd.ListEnd.P50, rd.ListEnd.P99, rd.RPS, rd.APIServerReads,
+			rd.ListEnd.P50, rd.ListEnd.P99, rd.RPS, rd.APIServerReads, rd.ServiceReads,
 			mb(float64(rd.IdleRSSBytes)), mb(float64(rd.RSSBytes)), mb(rd.IdleHeapBytes), mb(rd.HeapInuseBytes))
 	}
 	w("\n\"apiserver reads\" is the apiserver's own `apiserver_request_total` for GET and LIST of\n")
 	w("deployments, pods and services during the read phase (2000 GETs, 3 full LIST walks in\n")
-	w("pages of 50, 5 s of GETs from 8 clients), from every client. The first size is made\n")
+	w("pages of 50, 5 s of GETs from 8 clients), from every client; \"the service's\" are those\n")
+	w("of them the apiserver's audit log gives the service's user agent. The first size is made\n")
 	w("through the API (section 5), the others with client-go exactly as the service makes a\n")
 	w("container (record Lease, then Deployment and Service); each size is measured once the\n")
 	w("service has published RUNNING for every container and the apiserver has gone quiet\n")
@@ -289,6 +315,24 @@ func Markdown(r *Results, analysis string) string {
 			rp.Gets, rp.NotFoundAfterCreate, rp.TriesWith404, rp.Tries)
 		w("%d × 200 with a different or partial container after A's 201, %d × 200 after A's 204 (delete), %d tries not agreeing within 10 s.\n\n",
 			rp.IncompleteAfterCreate, rp.FoundAfterDelete, rp.NeverAgreed)
+	}
+	if m := r.Missing; m != nil {
+		w("## 8. GET of an unknown id\n\n")
+		w("A replica's cache cannot tell an id never created from one the other replica created a\n")
+		w("moment ago, so before answering 404 the service reads the id's record from the apiserver\n")
+		w("(one GET of a Lease), through a client of its own limited to %.0f requests/s, burst %.0f.\n", confirmQPS, confirmBurst)
+		w("Measured at %d containers on the restarted replica: %d GETs of unknown ids, one after\n", m.Containers, m.Unknown.N)
+		w("the other (under the burst), interleaved with GETs of known ids; then 8 clients asking\n")
+		w("for unknown ids for %.0f s.\n\n", m.FloodSeconds)
+		w("| | p50 ms | p99 ms | max ms |\n| --- | --- | --- | --- |\n")
+		w("| GET of an unknown id (404) | %.2f | %.2f | %.2f |\n", m.Unknown.P50, m.Unknown.P99, m.Unknown.Max)
+		w("| GET of a known id (200, from the cache) | %.2f | %.2f | %.2f |\n", m.Known.P50, m.Known.P99, m.Known.Max)
+		w("| flood, 8 clients, unknown ids | %.2f | %.2f | %.2f |\n\n", m.FloodLatency.P50, m.FloodLatency.P99, m.FloodLatency.Max)
+		w("Confirmations per unknown GET: %.2f (the service's Kubernetes GETs answered 404); the\n", m.ConfirmsPerGet)
+		w("apiserver counted %.0f GETs of Leases in that phase (every client, leader election\n", m.APIServerLeaseGets)
+		w("included). Flood: %.0f answers/s, %.1f confirmations/s, %d answers other than 404. Past\n",
+			m.FloodAnswersPerS, m.FloodConfirmsPerS, m.FloodNon404)
+		w("the limiter, a GET waits for it at most %s and then answers from the cache alone.\n\n", "2 s")
 	}
 	w("## How to reproduce\n\n```sh\nmake bench   # writes docs/benchmarks.md and docs/benchmarks.json\n```\n\n")
 	if analysis != "" {

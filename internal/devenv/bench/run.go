@@ -52,6 +52,7 @@ type Results struct {
 	Startup    *StartupResult     `json:"startup,omitempty"`
 	Heap       *HeapProfile       `json:"heap_profile,omitempty"`
 	Replicas   *ReplicaResult     `json:"replicas,omitempty"`
+	Missing    *MissingResult     `json:"get_unknown_id,omitempty"`
 	Nodes      []NodeInfo         `json:"nodes"`
 	Fills      []FillResult       `json:"fills"`
 	Duration   float64            `json:"duration_s"`
@@ -190,6 +191,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	res.Replicas = &rr
 	second.Stop()
+
+	fmt.Fprintf(log, "bench: GETs of unknown ids at %d (the 404 confirmation)\n", len(ids))
+	mr, err := e.Missing(ctx, restarted, ids)
+	if err != nil {
+		return nil, fmt.Errorf("unknown ids: %w", err)
+	}
+	res.Missing = &mr
 
 	n := min(o.ThroughputN, filled)
 	if n > 0 {

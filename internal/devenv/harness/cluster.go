@@ -61,6 +61,11 @@ type Options struct {
 	// benchmark sets a lazier garbage collector (GOGC): with tens of thousands of objects
 	// cached, the apiserver and the controller-manager spend a tenth of their CPU in GC.
 	Env []string
+	// AuditReads makes the apiserver write an audit line (user agent, verb, resource,
+	// time) for every GET and LIST of Deployments, Pods and Services to AuditLogPath:
+	// the apiserver's own request counter has no client label, and the benchmark needs
+	// to tell who read. Nothing else is audited.
+	AuditReads bool
 	// Nodes is how many schedulable fake nodes kwok plays: NodeName, kwok-node-1, …
 	// 0 means 1. The benchmark spreads its thousands of pods over several, as a real
 	// cluster would.
@@ -149,24 +154,32 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 
-	apiserver, err := run("kube-apiserver", bins.APIServer,
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[2]),
-		"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
-		"--tls-cert-file="+p.ServingCert, "--tls-private-key-file="+p.ServingKey,
-		"--client-ca-file="+p.CACert, "--token-auth-file="+tokenFile,
+	apiserverArgs := []string{"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[2]),
+		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
+		"--tls-cert-file=" + p.ServingCert, "--tls-private-key-file=" + p.ServingKey,
+		"--client-ca-file=" + p.CACert, "--token-auth-file=" + tokenFile,
 		"--authorization-mode=RBAC",
 		// On top of the defaults: a namespace's annotations can give its pods a node
 		// selector and tolerations, which is how RealNodeNamespace sends every pod of a
 		// namespace (e.g. the service's, which sets neither) to the real node.
 		"--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+p.SAPublic, "--service-account-signing-key-file="+p.SAPrivate,
+		"--service-account-key-file=" + p.SAPublic, "--service-account-signing-key-file=" + p.SAPrivate,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		// The default reconciler would publish 127.0.0.1 as the kubernetes Service's
 		// endpoint, which the apiserver refuses.
 		"--endpoint-reconciler-type=none",
-		"--profiling=false")
+		"--profiling=false"}
+	if opts.AuditReads {
+		policy := filepath.Join(c.Dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditReadsPolicy), 0o600); err != nil {
+			return nil, err
+		}
+		apiserverArgs = append(apiserverArgs, "--audit-policy-file="+policy,
+			"--audit-log-path="+c.AuditLogPath(), "--audit-log-format=json", "--audit-log-mode=blocking")
+	}
+	apiserver, err := run("kube-apiserver", bins.APIServer, apiserverArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -404,3 +417,22 @@ func randomHex(n int) (string, error) {
 	}
 	return hex.EncodeToString(b), nil
 }
+
+// auditReadsPolicy: GET and LIST of the kinds the provider caches, at the Metadata level
+// (who, what, when); nothing else.
+const auditReadsPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["get", "list"]
+  resources:
+  - group: ""
+    resources: ["pods", "services"]
+  - group: "apps"
+    resources: ["deployments"]
+- level: None
+`
+
+// AuditLogPath is where the apiserver writes its audit log (Options.AuditReads).
+func (c *Cluster) AuditLogPath() string { return filepath.Join(c.Dir, "kube-apiserver-audit.log") }

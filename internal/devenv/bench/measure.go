@@ -261,8 +261,8 @@ type ReadResult struct {
 	// word of its user agent: "k8s-container-sp LIST services").
 	AuditedReadsBy map[string]float64 `json:"audited_reads_by_client,omitempty"`
 	// ServiceReads: those of AuditedReadsBy the service made (its binary's user agent).
-	ServiceReads float64 `json:"service_reads_audited"`
-	ServiceKubeCalls float64            `json:"service_kubernetes_requests_during_phase"`
+	ServiceReads     float64 `json:"service_reads_audited"`
+	ServiceKubeCalls float64 `json:"service_kubernetes_requests_during_phase"`
 	// ServiceKubeBy: the service's own requests by method (its Lease renewals are PUTs,
 	// its apiserver health probe a GET every 5 s).
 	ServiceKubeBy map[string]float64 `json:"service_kubernetes_requests_by_method,omitempty"`

@@ -16,6 +16,12 @@ type Cluster interface {
 	Untie(ctx context.Context, obj metav1.Object) error
 	DeleteService(ctx context.Context, svc *corev1.Service) error
 	ReleaseRecord(ctx context.Context, rec container.Record) error
+	// Gone asks the apiserver, not the caches, whether the container of this record is
+	// gone: the record still exists as it is (same UID) and no Deployment of its
+	// incarnation lives. A cache can be behind by the length of a broken watch (an
+	// apiserver restart), and a DELETED sent from it could be for a container that was
+	// re-created since, or one that lives.
+	Gone(ctx context.Context, id string, rec container.Record) (bool, error)
 }
 
 // applyBefore carries out the cluster steps that come before a plan's Publish.

@@ -251,6 +251,22 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	}
 
 	p := plan(r.src.Snapshot(id), last, forced, r.opts.Clock.Now(), r.opts.Settle)
+	if p.Release != nil {
+		// A DELETED that releases a record is the one step a stale cache must not take
+		// (the chaos run's seed 11: after an apiserver restart, a new leader re-sent an
+		// old DELETED after the id had been created again). Confirmed first; when the
+		// cache is behind, its catching up will bring the container back here.
+		gone, err := r.cl.Gone(ctx, id, *p.Release)
+		if err != nil {
+			keepForce()
+			return 0, err
+		}
+		if !gone {
+			keepForce()
+			r.log.Info("status: the cache shows a container gone that the apiserver does not; waiting for the cache", "id", id)
+			return 0, nil
+		}
+	}
 	if err := applyBefore(ctx, r.cl, id, p); err != nil {
 		keepForce()
 		return 0, err

@@ -66,10 +66,15 @@ type journal struct {
 	mu        sync.Mutex
 	entries   []string
 	failFirst int // publishes to fail before one succeeds
+	// alive: records (by UID) whose container the apiserver still has, whatever the
+	// cache shows.
+	alive map[string]bool
 	changed   chan struct{}
 }
 
-func newJournal() *journal { return &journal{changed: make(chan struct{}, 100)} }
+func newJournal() *journal {
+	return &journal{changed: make(chan struct{}, 100), alive: map[string]bool{}}
+}
 
 func (j *journal) add(e string) {
 	j.mu.Lock()
@@ -107,6 +112,15 @@ func (j *journal) DeleteService(_ context.Context, s *corev1.Service) error {
 func (j *journal) ReleaseRecord(_ context.Context, r container.Record) error {
 	j.add("release " + string(r.UID))
 	return nil
+}
+func (j *journal) Gone(_ context.Context, _ string, r container.Record) (bool, error) {
+	j.mu.Lock()
+	alive := j.alive[string(r.UID)]
+	j.mu.Unlock()
+	if alive {
+		j.add("not gone " + string(r.UID))
+	}
+	return !alive, nil
 }
 
 // waitFor waits (real time, bounded) until the journal holds want.
@@ -202,6 +216,23 @@ func TestReporterReleasesOnlyAfterDeletedIsDelivered(t *testing.T) {
 	// The retry sends the newest state (DELETED), and only then is the record released.
 	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
 		[]string{"publish failed a", "publish a DELETED", "release r1"})
+}
+
+// Chaos seed 11: a leader whose watch was broken by an apiserver restart held a record
+// already released (and the id created again). It must not send DELETED from that.
+func TestReporterSendsNoDeletedTheApiserverDoesNotConfirm(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.out.mu.Lock()
+	r.out.alive["r1"] = true
+	r.out.mu.Unlock()
+	r.src.set("a", container.Snapshot{Record: record(owed)})
+	r.out.waitFor(t, "not gone r1")
+	// The cache catches up: now the apiserver agrees.
+	r.out.mu.Lock()
+	r.out.alive["r1"] = false
+	r.out.mu.Unlock()
+	r.src.set("a", container.Snapshot{Record: record(owed)})
+	r.out.waitFor(t, "not gone r1", "publish a DELETED", "release r1")
 }
 
 func TestReporterRestoresARecordDeletedByHand(t *testing.T) {

@@ -107,6 +107,28 @@ func (s *Store) deleteRecord(ctx context.Context, name string, uid types.UID) er
 	return nil
 }
 
+// Gone asks the apiserver whether the container of record rec is gone (status.Cluster):
+// the record is still there as it was (same UID; none means it was released, so its
+// DELETED was delivered; another UID means the id was reserved again) and no Deployment
+// of the id lives.
+func (s *Store) Gone(ctx context.Context, id string, rec container.Record) (bool, error) {
+	cur, err := s.client.CoordinationV1().Leases(s.namespace).Get(ctx, rec.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, classify("reading the container record", err)
+	}
+	if cur.UID != rec.UID {
+		return false, nil
+	}
+	deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: container.InstanceSelector(id)})
+	if err != nil {
+		return false, classify("listing Deployments", err)
+	}
+	return container.Snapshot{Deployments: pointers(deps.Items)}.Live() == nil, nil
+}
+
 // EnsureRecord makes the record of container id say incarnation inc, and, when owed,
 // hold DELETED owed (RecordFinalizer). A missing record is created: restored from the
 // live Deployment, or written for a container deleted without one. A record being

@@ -2,10 +2,16 @@ package app_test
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
+	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
 )
 
@@ -45,5 +51,53 @@ func TestGetOnTheOtherReplicaIsNever404AfterCreate(t *testing.T) {
 	}
 	if n := b.Requests.Load() - before; n < 1 || n > 3 {
 		t.Errorf("confirming a miss made %d apiserver requests", n)
+	}
+}
+
+// unreachable makes every new request of the provider's Kubernetes clients fail as if
+// the apiserver were down while down is set; watches already open go on, so the caches
+// keep what they hold, as in a real outage before the watches notice.
+func unreachable(down *atomic.Bool) providerOpt {
+	return func(_ *config.Config, rc *rest.Config) {
+		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &faultyTransport{rt: rt, down: down} })
+	}
+}
+
+type faultyTransport struct {
+	rt   http.RoundTripper
+	down *atomic.Bool
+}
+
+func (f *faultyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if f.down.Load() {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	return f.rt.RoundTrip(r)
+}
+
+func (f *faultyTransport) WrappedRoundTripper() http.RoundTripper { return f.rt }
+
+// Found by make chaos (seed 11): during an apiserver restart a replica answered 404 for a
+// container created a moment before, because its cache had not seen it and the miss
+// could not be confirmed. A miss that cannot be confirmed is a 503, never a 404; what
+// the cache holds is still served.
+func TestUnconfirmableMissIs503(t *testing.T) {
+	ns := testenv.Namespace(t)
+	down := &atomic.Bool{}
+	p := startProvider(t, ns, unreachable(down))
+	p.waitSynced(t)
+	create(t, p, "known", spec("known", "nginx"))
+	down.Store(true)
+	r := do(t, http.MethodGet, p.URL+containers+"/never-made", nil)
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Errorf("unknown id with the apiserver down: %d (Retry-After %q) %s, want 503 with Retry-After",
+			r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	if r := do(t, http.MethodGet, p.URL+containers+"/known", nil); r.Status != http.StatusOK {
+		t.Errorf("a cached container with the apiserver down: %d %s", r.Status, r.Body)
+	}
+	down.Store(false)
+	if r := do(t, http.MethodGet, p.URL+containers+"/never-made", nil); r.Status != http.StatusNotFound {
+		t.Errorf("unknown id with the apiserver back: %d %s", r.Status, r.Body)
 	}
 }

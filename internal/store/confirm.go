@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,25 +28,33 @@ const (
 // None, or one that owes a DELETED or is being deleted: the container does not exist,
 // and the 404 is authoritative. A live record: the container exists, or a create is in
 // progress; wait (at most ConfirmWait) for the cache to show it. When the apiserver
-// cannot answer, the cache's answer stands (reads keep working during an outage).
-func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed, bool) {
+// cannot answer (an outage, or this replica's confirmations are over their limit), or
+// the cache does not show a container whose record lives, the answer is 503: a 404
+// from the cache alone could be wrong (the chaos run's seed 11: a replica whose watch
+// was broken by an apiserver restart answered 404 for a container created meanwhile).
+func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed, error) {
 	ctx, cancel := context.WithTimeout(ctx, ConfirmWait)
 	defer cancel()
 	l, err := s.Confirm.CoordinationV1().Leases(s.namespace).Get(ctx, container.RecordName(id), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return container.Observed{}, ErrNotFound
+	}
 	if err != nil {
-		if !apierrors.IsNotFound(err) {
-			s.log.Debug("cannot confirm a cache miss; answering from the cache", "id", id, "err", err)
-		}
-		return container.Observed{}, false
+		return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("confirming a cache miss: %w", err),
+			Message: "the provider cannot confirm with the Kubernetes API that the container does not exist; retry later"}
 	}
 	rec, ok := container.RecordOf(l, id)
 	if !ok || rec.Owed || rec.Terminating {
-		return container.Observed{}, false
+		return container.Observed{}, ErrNotFound
 	}
 	var o container.Observed
 	err = waitCached(ctx, func() bool {
 		o, ok = s.observed(id)
 		return ok
 	})
-	return o, err == nil
+	if err != nil {
+		return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("the record of %q lives, the cache shows no container", id),
+			Message: "the container is being created, or this replica has not caught up with the cluster yet; retry later"}
+	}
+	return o, nil
 }

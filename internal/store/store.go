@@ -164,10 +164,7 @@ func (s *Store) Get(ctx context.Context, id string) (container.Observed, error) 
 	if o, ok := s.observed(id); ok {
 		return o, nil
 	}
-	if o, ok := s.confirmMiss(ctx, id); ok {
-		return o, nil
-	}
-	return container.Observed{}, ErrNotFound
+	return s.confirmMiss(ctx, id)
 }
 
 // observed gathers a container's objects from the caches; false when it has no live

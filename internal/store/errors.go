@@ -81,6 +81,10 @@ func classify(what string, err error) error {
 	case apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) || isNetworkError(err):
 		return wrap(KindUnavailable, "the Kubernetes API is unavailable")
+	case apierrors.IsInternalError(err):
+		// The apiserver failed (e.g. right after a restart, its ClusterIP allocator not
+		// loaded yet answers "range is full"): a retry later is the client's way out.
+		return wrap(KindUnavailable, "the Kubernetes API failed")
 	case apierrors.IsForbidden(err):
 		return wrap(KindPermission, "the provider is not allowed to do this in its namespace (check its RBAC)")
 	}

@@ -35,7 +35,11 @@ func TestClassify(t *testing.T) {
 		{"unavailable", apierrors.NewServiceUnavailable("down"), KindUnavailable, nil},
 		{"connection refused", &url.Error{Op: "Post", URL: "https://127.0.0.1:1", Err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}}, KindUnavailable, nil},
 		{"deadline", fmt.Errorf("waiting: %w", context.DeadlineExceeded), KindUnavailable, nil},
-		{"something else", apierrors.NewInternalError(errors.New("etcd says no")), KindInternal, nil},
+		// The apiserver's own 500 is its failure, not the client's nor ours: retry later
+		// (the chaos run, seed 11: a restarted apiserver answered "failed to allocate a
+		// serviceIP: range is full" until its allocator had loaded).
+		{"apiserver internal error", apierrors.NewInternalError(errors.New(`failed to allocate a serviceIP for Service "app-x4q4z": range is full`)), KindUnavailable, nil},
+		{"something else", errors.New("a bug of ours"), KindInternal, nil},
 		{"too large for the apiserver", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), KindInvalid, []string{"#/spec"}},
 		{"too large for etcd", apierrors.NewInternalError(errors.New("etcdserver: request is too large")), KindInvalid, []string{"#/spec"}},
 	}

@@ -68,8 +68,8 @@ type journal struct {
 	failFirst int // publishes to fail before one succeeds
 	// alive: records (by UID) whose container the apiserver still has, whatever the
 	// cache shows.
-	alive map[string]bool
-	changed   chan struct{}
+	alive   map[string]bool
+	changed chan struct{}
 }
 
 func newJournal() *journal {

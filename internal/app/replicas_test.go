@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
+	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/devenv/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
 // Two replicas behind one Service: a client's GET may reach the replica that did not
@@ -99,5 +103,26 @@ func TestUnconfirmableMissIs503(t *testing.T) {
 	down.Store(false)
 	if r := do(t, http.MethodGet, p.URL+containers+"/never-made", nil); r.Status != http.StatusNotFound {
 		t.Errorf("unknown id with the apiserver back: %d %s", r.Status, r.Body)
+	}
+}
+
+// A record whose container has no Deployment (a create in progress, or one deleted by
+// hand a moment ago whose record is not yet marked) is a 404 at once: the Deployment is
+// looked up at the apiserver, not waited for in the cache (make chaos, seed 11, answered
+// 503 after 2 s for a container deleted by hand).
+func TestRecordWithoutDeploymentIs404(t *testing.T) {
+	ns := testenv.Namespace(t)
+	p := startProvider(t, ns)
+	p.waitSynced(t)
+	cs := testenv.Cluster(t).Client
+	if _, err := cs.CoordinationV1().Leases(ns).Create(context.Background(), container.NewRecord("bare", "i1", false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if r := do(t, http.MethodGet, p.URL+containers+"/bare", nil); r.Status != http.StatusNotFound {
+		t.Errorf("GET of an id with a bare record: %d %s", r.Status, r.Body)
+	}
+	if d := time.Since(start); d > store.ConfirmWait {
+		t.Errorf("the 404 took %s: it waited for the cache", d)
 	}
 }

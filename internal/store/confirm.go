@@ -27,7 +27,8 @@ const (
 // confirmMiss decides a cache miss with the apiserver: the id's record, read from etcd.
 // None, or one that owes a DELETED or is being deleted: the container does not exist,
 // and the 404 is authoritative. A live record: the container exists, or a create is in
-// progress; wait (at most ConfirmWait) for the cache to show it. When the apiserver
+// progress: the container's Deployment is looked up at the apiserver too; none live is a
+// 404, one live means this cache is behind: wait (at most ConfirmWait) for it. When the apiserver
 // cannot answer (an outage, or this replica's confirmations are over their limit), or
 // the cache does not show a container whose record lives, the answer is 503: a 404
 // from the cache alone could be wrong (the chaos run's seed 11: a replica whose watch
@@ -45,6 +46,16 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 	}
 	rec, ok := container.RecordOf(l, id)
 	if !ok || rec.Owed || rec.Terminating {
+		return container.Observed{}, ErrNotFound
+	}
+	// A live record: a create in progress, a container this cache has not seen yet, or
+	// one whose Deployment was deleted by hand a moment ago (its record not yet marked).
+	live, err := s.liveAtAPIServer(ctx, s.Confirm, id)
+	if err != nil {
+		return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("confirming a cache miss: %w", err),
+			Message: "the provider cannot confirm with the Kubernetes API that the container does not exist; retry later"}
+	}
+	if !live {
 		return container.Observed{}, ErrNotFound
 	}
 	var o container.Observed

@@ -122,11 +122,20 @@ func (s *Store) Gone(ctx context.Context, id string, rec container.Record) (bool
 	if cur.UID != rec.UID {
 		return false, nil
 	}
-	deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: container.InstanceSelector(id)})
+	live, err := s.liveAtAPIServer(ctx, s.client, id)
+	return !live, err
+}
+
+// liveAtAPIServer asks the apiserver, not the cache, whether id has a live Deployment.
+// The caches can be behind by as long as a broken watch takes to come back: client-go's
+// reflector waits up to 30-60 s between attempts after an apiserver outage. Decisions a
+// stale cache must not make (a 404, a 409, a DELETED) ask here instead.
+func (s *Store) liveAtAPIServer(ctx context.Context, client kubernetes.Interface, id string) (bool, error) {
+	deps, err := client.AppsV1().Deployments(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: container.InstanceSelector(id)})
 	if err != nil {
 		return false, classify("listing Deployments", err)
 	}
-	return container.Snapshot{Deployments: pointers(deps.Items)}.Live() == nil, nil
+	return container.Snapshot{Deployments: pointers(deps.Items)}.Live() != nil, nil
 }
 
 // EnsureRecord makes the record of container id say incarnation inc, and, when owed,

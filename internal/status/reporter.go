@@ -60,13 +60,16 @@ type Reporter struct {
 	opts Options
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	sent   map[string]container.Status // last status delivered, per id
-	forced map[string]bool             // ids to publish even if unchanged
-	queue  workqueue.TypedRateLimitingInterface[string]
-	deb    *debouncer
-	active atomic.Bool
-	outage outage
+	mu   sync.Mutex
+	sent map[string]container.Status // last status delivered, per id
+	// sentFor: the incarnation each of those was about. A new container with the id
+	// has had nothing sent yet, whatever the last one's status was.
+	sentFor map[string]string
+	forced  map[string]bool // ids to publish even if unchanged
+	queue   workqueue.TypedRateLimitingInterface[string]
+	deb     *debouncer
+	active  atomic.Bool
+	outage  outage
 }
 
 // NewReporter builds a reporter.
@@ -79,7 +82,7 @@ func NewReporter(src Source, pub Publisher, cl Cluster, opts Options, log *slog.
 	}
 	return &Reporter{
 		src: src, pub: pub, cl: cl, opts: opts, log: log,
-		sent: map[string]container.Status{}, forced: map[string]bool{},
+		sent: map[string]container.Status{}, sentFor: map[string]string{}, forced: map[string]bool{},
 	}
 }
 
@@ -234,9 +237,14 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error) {
 	// The force is taken here, not cleared after the publish: a republish asked for
 	// while this one is in flight sets it again and is not lost.
+	snap := r.src.Snapshot(id)
+	inc := incarnationOf(snap)
 	r.mu.Lock()
 	var last *container.Status
-	if st, ok := r.sent[id]; ok {
+	// What was sent about an earlier container with this id does not count (make chaos,
+	// seed 14: a container created and deleted while the leader's cache was behind got
+	// no DELETED, because the last one sent, its predecessor's, was already DELETED).
+	if st, ok := r.sent[id]; ok && (inc == "" || r.sentFor[id] == inc) {
 		last = &st
 	}
 	forced := r.forced[id]
@@ -250,7 +258,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		}
 	}
 
-	p := plan(r.src.Snapshot(id), last, forced, r.opts.Clock.Now(), r.opts.Settle)
+	p := plan(snap, last, forced, r.opts.Clock.Now(), r.opts.Settle)
 	if p.Release != nil {
 		// A DELETED that releases a record is the one step a stale cache must not take
 		// (the chaos run's seed 11: after an apiserver restart, a new leader re-sent an
@@ -277,7 +285,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 			return 0, err
 		}
 		r.mu.Lock()
-		r.sent[id] = *st
+		r.sent[id], r.sentFor[id] = *st, inc
 		r.mu.Unlock()
 	}
 	if p.Release != nil {
@@ -313,6 +321,19 @@ func (r *Reporter) prune() {
 	for id, st := range r.sent {
 		if st.Status == v1alpha1.DELETED && r.src.Snapshot(id).Empty() {
 			delete(r.sent, id)
+			delete(r.sentFor, id)
 		}
 	}
+}
+
+// incarnationOf is the container a snapshot is about: its live Deployment's, else its
+// record's; "" when neither is left.
+func incarnationOf(snap container.Snapshot) string {
+	if live := snap.Live(); live != nil {
+		return container.IncarnationOf(live)
+	}
+	if snap.Record != nil {
+		return snap.Record.Incarnation
+	}
+	return ""
 }

@@ -235,6 +235,17 @@ func TestReporterSendsNoDeletedTheApiserverDoesNotConfirm(t *testing.T) {
 	r.out.waitFor(t, "not gone r1", "publish a DELETED", "release r1")
 }
 
+// Chaos seed 14: an id re-created and deleted while the leader's cache was behind; the
+// leader only ever saw the new container's record, owed, and the last status it had
+// sent for the id was the previous container's DELETED. The new one's DELETED is sent.
+func TestReporterSendsTheDeletedOfEachIncarnation(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.src.set("a", container.Snapshot{Record: record(owed)})
+	r.out.waitFor(t, "publish a DELETED", "release r1")
+	r.src.set("a", container.Snapshot{Record: record(owed, func(rec *container.Record) { rec.UID, rec.Incarnation = "r2", "i2" })})
+	r.out.waitFor(t, "publish a DELETED", "release r1", "publish a DELETED", "release r2")
+}
+
 func TestReporterRestoresARecordDeletedByHand(t *testing.T) {
 	r := startReporter(t, 0, 0)
 	r.src.set("ref", container.Snapshot{Deployments: []*appsv1.Deployment{dep("ref-1")}})

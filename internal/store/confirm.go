@@ -18,7 +18,7 @@ const ConfirmWait = 2 * time.Second
 
 // ConfirmQPS and ConfirmBurst limit the confirmations (the client given as Store.Confirm):
 // a flood of GETs for unknown ids costs the apiserver at most this. Past it, a GET waits
-// for the limiter (at most ConfirmWait) and then answers from the cache alone.
+// for the limiter (at most ConfirmWait) and then answers 503 (see confirmMiss).
 const (
 	ConfirmQPS   = 20
 	ConfirmBurst = 40

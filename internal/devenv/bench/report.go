@@ -332,7 +332,7 @@ func Markdown(r *Results, analysis string) string {
 		w("apiserver counted %.0f GETs of Leases in that phase (every client, leader election\n", m.APIServerLeaseGets)
 		w("included). Flood: %.0f answers/s, %.1f confirmations/s, %d answers other than 404. Past\n",
 			m.FloodAnswersPerS, m.FloodConfirmsPerS, m.FloodNon404)
-		w("the limiter, a GET waits for it at most %s and then answers from the cache alone.\n\n", "2 s")
+		w("the limiter, a GET waits for it at most %s and then answers 503 with Retry-After (its 404 could not be confirmed).\n\n", "2 s")
 	}
 	w("## How to reproduce\n\n```sh\nmake bench   # writes docs/benchmarks.md and docs/benchmarks.json\n```\n\n")
 	if analysis != "" {

@@ -41,8 +41,7 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 		return container.Observed{}, ErrNotFound
 	}
 	if err != nil {
-		return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("confirming a cache miss: %w", err),
-			Message: "the provider cannot confirm with the Kubernetes API that the container does not exist; retry later"}
+		return container.Observed{}, unconfirmed(err)
 	}
 	rec, ok := container.RecordOf(l, id)
 	if !ok || rec.Owed || rec.Terminating {
@@ -52,8 +51,7 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 	// one whose Deployment was deleted by hand a moment ago (its record not yet marked).
 	live, err := s.liveAtAPIServer(ctx, s.Confirm, id)
 	if err != nil {
-		return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("confirming a cache miss: %w", err),
-			Message: "the provider cannot confirm with the Kubernetes API that the container does not exist; retry later"}
+		return container.Observed{}, unconfirmed(err)
 	}
 	if !live {
 		return container.Observed{}, ErrNotFound
@@ -68,4 +66,10 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 			Message: "the container is being created, or this replica has not caught up with the cluster yet; retry later"}
 	}
 	return o, nil
+}
+
+// unconfirmed is the 503 of a miss the apiserver could not confirm.
+func unconfirmed(err error) error {
+	return &Error{Kind: KindUnavailable, Err: fmt.Errorf("confirming a cache miss: %w", err),
+		Message: "the provider cannot confirm with the Kubernetes API that the container does not exist; retry later"}
 }

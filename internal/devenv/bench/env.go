@@ -368,11 +368,5 @@ func readRequests(m map[string]float64) (n float64, by map[string]float64) {
 
 // serviceKubeRequests sums the service's own count of its Kubernetes API requests.
 func serviceKubeRequests(m map[string]float64) float64 {
-	var n float64
-	for k, v := range m {
-		if strings.HasPrefix(k, "sp_kubernetes_requests_total{") {
-			n += v
-		}
-	}
-	return n
+	return sumOf(m, "sp_kubernetes_requests_total", func(string) bool { return true })
 }

@@ -14,14 +14,14 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
-// The README's error examples are produced here, so they cannot drift from what the
-// service answers. Each example sits in README.md after a line
-// "<!-- example: NAME (request) -->" as a ```http block; UPDATE_README=1 go test
-// ./internal/httpapi/ -run TestREADMEExamples rewrites the blocks.
+// The error examples of docs/api.md are produced here, so they cannot drift from what
+// the service answers. Each example sits in docs/api.md after a line
+// "<!-- example: NAME (request) -->" as a ```http block; UPDATE_DOCS=1 go test
+// ./internal/httpapi/ -run TestAPIDocExamples rewrites the blocks.
 
-const readmePath = "../../README.md"
+const apiDocPath = "../../docs/api.md"
 
-var readmeExamples = []struct {
+var apiDocExamples = []struct {
 	name string
 	row  contractRow
 }{
@@ -40,9 +40,9 @@ var readmeExamples = []struct {
 
 var exampleBlock = regexp.MustCompile("(?s)(<!-- example: ([a-z-]+) [^\n]*-->\n```http\n)(.*?)(```)")
 
-func TestREADMEExamples(t *testing.T) {
+func TestAPIDocExamples(t *testing.T) {
 	produced := map[string]string{}
-	for _, ex := range readmeExamples {
+	for _, ex := range apiDocExamples {
 		rec := serve(t, ex.row)
 		var out bytes.Buffer
 		if err := json.Indent(&out, bytes.TrimSpace(rec.Body.Bytes()), "", "  "); err != nil {
@@ -51,35 +51,35 @@ func TestREADMEExamples(t *testing.T) {
 		produced[ex.name] = fmt.Sprintf("HTTP/1.1 %d %s\nContent-Type: %s\n\n%s\n",
 			rec.Code, http.StatusText(rec.Code), rec.Header().Get("Content-Type"), out.String())
 	}
-	readme, err := os.ReadFile(readmePath)
+	doc, err := os.ReadFile(apiDocPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	updated := exampleBlock.ReplaceAllStringFunc(string(readme), func(block string) string {
+	updated := exampleBlock.ReplaceAllStringFunc(string(doc), func(block string) string {
 		m := exampleBlock.FindStringSubmatch(block)
 		name, have := m[2], m[3]
 		want, ok := produced[name]
 		if !ok {
-			t.Errorf("README example %q is not produced by this test", name)
+			t.Errorf("docs/api.md example %q is not produced by this test", name)
 			return block
 		}
 		seen[name] = true
-		if have != want && os.Getenv("UPDATE_README") == "" {
-			t.Errorf("README example %q drifted; run UPDATE_README=1 go test ./internal/httpapi/ -run TestREADMEExamples\nREADME:\n%s\nservice:\n%s", name, have, want)
+		if have != want && os.Getenv("UPDATE_DOCS") == "" {
+			t.Errorf("docs/api.md example %q drifted; run UPDATE_DOCS=1 go test ./internal/httpapi/ -run TestAPIDocExamples\ndocs/api.md:\n%s\nservice:\n%s", name, have, want)
 		}
 		return m[1] + want + m[4]
 	})
 	for name := range produced {
 		if !seen[name] {
-			t.Errorf("README has no block for example %q", name)
+			t.Errorf("docs/api.md has no block for example %q", name)
 		}
 	}
-	if os.Getenv("UPDATE_README") != "" && updated != string(readme) {
-		if err := os.WriteFile(readmePath, []byte(updated), 0o644); err != nil {
+	if os.Getenv("UPDATE_DOCS") != "" && updated != string(doc) {
+		if err := os.WriteFile(apiDocPath, []byte(updated), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Log("README examples rewritten")
+		t.Log("docs/api.md examples rewritten")
 	}
 	if strings.Contains(updated, secret) {
 		t.Error("an example leaks a cause")

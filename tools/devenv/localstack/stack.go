@@ -22,9 +22,9 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/internal/app"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
-	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 )
 
 // Stack is a running local stack.

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
 // NATS goes down while a container changes state; when it is back, the new state

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
 // event is one status CloudEvent as received.

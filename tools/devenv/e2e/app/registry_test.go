@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
-	"github.com/dcm-project/k8s-container-sp/internal/registration"
 )
 
 // registryProvider is our provider as the registry lists it.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
 // Two replicas behind one Service: a client's GET may reach the replica that did not

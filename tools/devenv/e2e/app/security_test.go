@@ -27,8 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
 // testCA signs server certificates for 127.0.0.1.

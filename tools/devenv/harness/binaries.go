@@ -102,31 +102,73 @@ func CacheDir() (string, error) {
 	return filepath.Join(base, "k8s-container-sp"), nil
 }
 
-// ToolsDir finds the repository's tools/ folder: SP_HARNESS_TOOLS_DIR, else relative to
-// this source file (go test and go run keep source paths), else relative to the working
-// directory and its parents.
+// ServiceModule is the module path of the service, the repository's root module.
+const ServiceModule = "github.com/dcm-project/k8s-container-sp"
+
+// ToolsDir is the repository's tools/ folder (the pinned tool modules the harness builds
+// from): SP_HARNESS_TOOLS_DIR, else RepoRoot's tools/.
 func ToolsDir() (string, error) {
 	if d := os.Getenv("SP_HARNESS_TOOLS_DIR"); d != "" {
 		return d, nil
 	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "tools"), nil
+}
+
+// RepoRoot finds the k8s-container-sp checkout this tooling belongs to: the folder whose
+// go.mod is the service's module and which holds tools/kubernetes. It looks relative to
+// this source file first (go test and go run keep source paths; this file is
+// tools/devenv/harness/binaries.go), then in the working directory and its parents, so
+// the commands work from anywhere in the checkout.
+func RepoRoot() (string, error) {
 	var candidates []string
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		candidates = append(candidates, filepath.Join(filepath.Dir(file), "..", "..", "tools"))
+		candidates = append(candidates, filepath.Join(filepath.Dir(file), "..", "..", ".."))
 	}
 	if wd, err := os.Getwd(); err == nil {
 		for d := wd; ; d = filepath.Dir(d) {
-			candidates = append(candidates, filepath.Join(d, "tools"))
+			candidates = append(candidates, d)
 			if filepath.Dir(d) == d {
 				break
 			}
 		}
 	}
 	for _, c := range candidates {
-		if _, err := os.Stat(filepath.Join(c, "kubernetes", "go.mod")); err == nil {
+		if isRepoRoot(c) {
 			return filepath.Clean(c), nil
 		}
 	}
-	return "", errors.New("cannot find the tools/ folder of the k8s-container-sp repository; set SP_HARNESS_TOOLS_DIR")
+	return "", errors.New("cannot find the k8s-container-sp checkout (a go.mod of module " + ServiceModule +
+		" beside tools/kubernetes): run from inside it")
+}
+
+func isRepoRoot(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "tools", "kubernetes", "go.mod")); err != nil {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	return err == nil && strings.Contains(string(b), "module "+ServiceModule+"\n")
+}
+
+// BuildService builds the service binary (./cmd/k8s-container-sp of RepoRoot) to bin,
+// with extra `go build` flags (e.g. -tags, -overlay). It builds the service module on
+// its own (GOWORK=off), exactly as the Containerfile does: what runs is what ships.
+func BuildService(ctx context.Context, bin string, flags ...string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	args := append(append([]string{"build"}, flags...), "-o", bin, "./cmd/k8s-container-sp")
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // EnsureBinaries builds whatever is missing from the cache and returns the paths. Progress

@@ -32,10 +32,11 @@ const (
 	SandboxImage = "registry.k8s.io/pause:3.10"
 	// MissingImage is an image that is never imported: pods using it stay Pending with
 	// ErrImagePull / ImagePullBackOff, and the failed pull goes to 127.0.0.1:1, nowhere else.
-	MissingImage   = "127.0.0.1:1/missing:v1"
-	testImageBin   = "/testimage"
-	testImageSrc   = "internal/devenv/harness/testimage"
-	testImageMod   = "github.com/dcm-project/k8s-container-sp"
+	MissingImage = "127.0.0.1:1/missing:v1"
+	testImageBin = "/testimage"
+	// testImageSrc is the test image's package, built in the tooling module (GOWORK=off:
+	// tools/devenv/go.mod alone is enough).
+	testImageSrc   = "./harness/testimage"
 	testImagesFile = "test-images.tar"
 )
 
@@ -65,17 +66,13 @@ const nonRootUser = "65532:65532"
 // buildTestImages compiles testimage (CGO_ENABLED=0, so it needs nothing from the image)
 // and writes every role's image into one docker-archive tarball in dir.
 func buildTestImages(ctx context.Context, dir string) (string, error) {
-	tools, err := ToolsDir()
+	root, err := RepoRoot()
 	if err != nil {
-		return "", err
-	}
-	root := filepath.Dir(tools)
-	if b, err := os.ReadFile(filepath.Join(root, "go.mod")); err != nil || !strings.Contains(string(b), "module "+testImageMod+"\n") {
-		return "", fmt.Errorf("%s is not the %s checkout (needed to build the test images)", root, testImageMod)
+		return "", fmt.Errorf("building the test images: %w", err)
 	}
 	bin := filepath.Join(dir, "testimage")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./"+testImageSrc)
-	cmd.Dir = root
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, testImageSrc)
+	cmd.Dir = filepath.Join(root, "tools", "devenv")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOTOOLCHAIN=local", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the test image binary: %w\n%s", err, out)

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
 )
 
 const (
@@ -123,7 +125,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := os.WriteFile(tokenFile, []byte(token+",harness-admin,harness-admin,system:masters\n"), 0o600); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := proc.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}

@@ -3,13 +3,14 @@ package harness
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
 )
 
 // process is one control-plane program started by the harness. Its output goes to a log
@@ -24,10 +25,9 @@ type process struct {
 	exited chan struct{}
 }
 
-// startProcess runs bin in its own process group. When detached is false the kernel
-// kills it if the harness process dies (PR_SET_PDEATHSIG), so a test binary that is
-// killed never leaves a control plane behind; detached processes (make cluster-up)
-// outlive the command that started them and are stopped by PID later.
+// startProcess runs bin tied to this process (proc.Tie: a test binary that is killed
+// never leaves a control plane behind) or, detached, outliving it (proc.Detach: make
+// cluster-up), stopped by PID later.
 func startProcess(name, bin string, args []string, dir string, detached bool, env ...string) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -42,11 +42,10 @@ func startProcess(name, bin string, args []string, dir string, detached bool, en
 	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if detached {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		proc.Detach(cmd)
 	} else {
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+		proc.Tie(cmd)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
@@ -125,27 +124,6 @@ func pidAlive(pid int) bool {
 		return b[i+2] != 'Z'
 	}
 	return true
-}
-
-// freePorts reserves n distinct loopback ports by listening on :0, then releases them
-// all at once for the caller to hand out, so two clusters can run side by side.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // waitFor polls check until it returns nil, the deadline passes, or a watched process

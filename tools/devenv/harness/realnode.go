@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
 )
 
 // A real node beside kwok: a real kubelet (built from the same module graph as the control
@@ -197,7 +199,7 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 	if _, err := os.Stat("/sys/class/net/" + RealNodeBridge); err == nil {
 		return nil, fmt.Errorf("a network interface %s exists and is not the harness's: the real node's bridge would clash with it", RealNodeBridge)
 	}
-	ports, err := freePorts(2)
+	ports, err := proc.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}

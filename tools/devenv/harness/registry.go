@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
 )
 
 // Registry is DCM's service-provider-manager running on loopback with SQLite, consuming
@@ -26,7 +28,7 @@ type Registry struct {
 // starting it (its URL is known at once). It health-checks providers every second (DCM's
 // default is 10 s) so tests do not wait.
 func NewRegistry(bin, dir, natsURL string, detached bool) (*Registry, error) {
-	ports, err := freePorts(1)
+	ports, err := proc.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func specJSON(name string) []byte {
 
 func (s *Service) post(id string) (time.Duration, error) {
 	start := time.Now()
-	resp, err := s.e.http.Post(s.URL+"/api/v1alpha1/containers?id="+id, "application/json", bytes.NewReader(specJSON("app")))
+	resp, err := s.Client().Post(s.URL+"/api/v1alpha1/containers?id="+id, "application/json", bytes.NewReader(specJSON("app")))
 	if err != nil {
 		return 0, err
 	}
@@ -51,7 +51,7 @@ func (s *Service) post(id string) (time.Duration, error) {
 
 func (s *Service) get(path string) (time.Duration, []byte, error) {
 	start := time.Now()
-	resp, err := s.e.http.Get(s.URL + path)
+	resp, err := s.Client().Get(s.URL + path)
 	if err != nil {
 		return 0, nil, err
 	}

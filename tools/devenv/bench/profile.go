@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 )
 
 // The service serves no pprof. For a heap profile the benchmark builds a second binary
@@ -37,27 +39,28 @@ func init() {
 }
 `
 
-// buildProfiling builds e.ProfBin.
-func (e *Env) buildProfiling(ctx context.Context) error {
-	pkg, err := filepath.Abs(filepath.Join("cmd", "k8s-container-sp"))
+// buildProfiling builds e.ProfBin into dir.
+func (e *Env) buildProfiling(ctx context.Context, dir string) error {
+	root, err := harness.RepoRoot()
 	if err != nil {
 		return err
 	}
-	src := filepath.Join(e.Dir, "zz_bench_pprof.go")
+	src := filepath.Join(dir, "zz_bench_pprof.go")
 	if err := os.WriteFile(src, []byte(pprofFile), 0o644); err != nil {
 		return err
 	}
+	pkg := filepath.Join(root, "cmd", "k8s-container-sp")
 	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(pkg, "zz_bench_pprof.go"): src}})
 	if err != nil {
 		return err
 	}
-	ov := filepath.Join(e.Dir, "overlay.json")
+	ov := filepath.Join(dir, "overlay.json")
 	if err := os.WriteFile(ov, overlay, 0o644); err != nil {
 		return err
 	}
-	bin := filepath.Join(e.Dir, "k8s-container-sp-pprof")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-overlay", ov, "-o", bin, "./cmd/k8s-container-sp").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build -overlay: %v: %s", err, out)
+	bin := filepath.Join(dir, "k8s-container-sp-pprof")
+	if err := harness.BuildService(ctx, bin, "-overlay", ov); err != nil {
+		return err
 	}
 	e.ProfBin = bin
 	return nil
@@ -92,7 +95,7 @@ func (s *Service) HeapProfile(ctx context.Context, containers int, file string) 
 	if err != nil {
 		return res, err
 	}
-	resp, err := s.e.http.Do(req)
+	resp, err := s.Client().Do(req)
 	if err != nil {
 		return res, err
 	}

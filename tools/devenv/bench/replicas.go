@@ -70,7 +70,7 @@ func (s *Service) do(method, path string, body []byte) (int, []byte, error) {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := s.e.http.Do(req)
+	resp, err := s.Client().Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dcm-project/k8s-container-sp/tools/devenv/bench"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/testbed"
 )
 
 // Replica is one of the two service replicas ("a" or "b"). Each start is a new process
@@ -20,7 +20,7 @@ type Replica struct {
 
 	mu       sync.Mutex
 	gen      int
-	svc      *bench.Service
+	svc      *testbed.Service
 	proc     string
 	up       bool
 	ready    bool         // caches synced: the endpoint sends it requests
@@ -98,7 +98,7 @@ func (r *Replica) Stop(graceful bool) {
 }
 
 // Service is the current process (nil before the first start).
-func (r *Replica) Service() *bench.Service {
+func (r *Replica) Service() *testbed.Service {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.svc

@@ -10,19 +10,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dcm-project/k8s-container-sp/tools/devenv/bench"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/testbed"
 )
 
 // World is everything a chaos run starts: the harness control plane with two kwok nodes
-// and NATS with JetStream (through the benchmark's Env, which also builds the service
-// binary and runs it as a process), the real DCM registry, a stand-in for the
+// and NATS with JetStream (the testbed, which also builds the service binary and runs
+// it as processes), the real DCM registry, a stand-in for the
 // provider's Kubernetes Service in front of the two replicas (the endpoint the registry
 // calls), the two replicas, and the checker's own consumer of the event stream.
 type World struct {
 	Dir      string
 	NS       string
-	Env      *bench.Env
+	Env      *testbed.Env
 	Registry *harness.Registry
 	Endpoint *Endpoint
 	Rec      *Recorder
@@ -59,7 +59,7 @@ func Setup(ctx context.Context, dir, inject string, hist *History, log io.Writer
 		}
 	}()
 	// Two nodes, so a lost node leaves somewhere for new pods to go.
-	if w.Env, err = bench.Setup(ctx, dir, len(nodeNames), log); err != nil {
+	if w.Env, err = testbed.Setup(ctx, testbed.Options{Dir: dir, Nodes: len(nodeNames), Log: log}); err != nil {
 		return nil, err
 	}
 	w.bin = w.Env.Bin
@@ -124,7 +124,7 @@ func Setup(ctx context.Context, dir, inject string, hist *History, log io.Writer
 	return w, nil
 }
 
-// providerName is SP_NAME, the registry's key (bench.Env.Launch sets it).
+// providerName is SP_NAME, the registry's key (testbed.Env.Launch sets it).
 const providerName = "k8s-container-sp"
 
 // Close stops everything Setup started, by PID, newest first.

@@ -1,4 +1,4 @@
-package bench
+package testbed
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,14 +16,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
 )
 
-// Env is one benchmark run's world: a fresh control plane, NATS, and the service binary.
+// Env is one run's world: a fresh control plane, NATS, and the service binary.
 type Env struct {
 	Dir     string
 	Cluster *harness.Cluster
@@ -35,28 +34,51 @@ type Env struct {
 	RC   *rest.Config
 	NATS *harness.NATS
 	NC   *nats.Conn
+	// Bin is the service binary (built with Options.BuildFlags).
 	Bin  string
-	// ProfBin is the same service built with net/http/pprof added (see profile.go);
-	// empty when that build failed.
-	ProfBin string
-	Log     io.Writer
-	http    *http.Client
-	poll    *http.Client // short timeout, for readiness polls
+	Log  io.Writer
+	http *http.Client
+	poll *http.Client // short timeout, for readiness polls
 }
 
-// Setup builds what is missing and starts the control plane and NATS.
-// nodes is how many fake nodes the pods are spread over.
-func Setup(ctx context.Context, dir string, nodes int, log io.Writer) (*Env, error) {
-	e := &Env{Dir: dir, Log: log, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+// Options of Setup.
+type Options struct {
+	// Dir holds the binary, the cluster, NATS's store and every process's log.
+	Dir string
+	// Nodes is how many fake nodes the pods are spread over.
+	Nodes int
+	// Log receives progress.
+	Log io.Writer
+	// AuditReads: the apiserver logs who read what (harness.Options.AuditReads), for the
+	// benchmark's attribution of reads.
+	AuditReads bool
+	// BuildFlags are extra `go build` flags for the service binary (the chaos run's
+	// -tags for a planted bug).
+	BuildFlags []string
+	// AlsoBuild, when set, runs after the service's build, still while the control
+	// plane starts (the benchmark's profiling build).
+	AlsoBuild func(ctx context.Context) error
+}
+
+// Setup builds what is missing and starts the control plane and NATS; the service binary
+// builds meanwhile. On error, what was started is stopped.
+func Setup(ctx context.Context, o Options) (*Env, error) {
+	e := &Env{Dir: o.Dir, Log: o.Log, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		poll: &http.Client{Timeout: 2 * time.Second}}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	e.Bin = filepath.Join(dir, "k8s-container-sp")
-	fmt.Fprintln(log, "bench: building the service binary while the control plane starts")
+	e.Bin = filepath.Join(o.Dir, "k8s-container-sp")
+	fmt.Fprintln(o.Log, "testbed: building the service binary while the control plane starts")
 	built := make(chan error, 1)
-	go func() { built <- e.build(ctx) }()
-	err := e.start(ctx, nodes)
+	go func() {
+		err := harness.BuildService(ctx, e.Bin, o.BuildFlags...)
+		if err == nil && o.AlsoBuild != nil {
+			err = o.AlsoBuild(ctx)
+		}
+		built <- err
+	}()
+	err := e.start(ctx, o)
 	if buildErr := <-built; err == nil {
 		err = buildErr
 	}
@@ -67,22 +89,10 @@ func Setup(ctx context.Context, dir string, nodes int, log io.Writer) (*Env, err
 	return e, nil
 }
 
-// build builds the service binary and the profiling one (without which there is only no
-// heap profile).
-func (e *Env) build(ctx context.Context) error {
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", e.Bin, "./cmd/k8s-container-sp").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v: %s", err, out)
-	}
-	if err := e.buildProfiling(ctx); err != nil {
-		fmt.Fprintf(e.Log, "bench: no profiling build, so no heap profile: %v\n", err)
-	}
-	return nil
-}
-
-// start starts the control plane (nodes fake nodes) and NATS, and makes the clients.
-func (e *Env) start(ctx context.Context, nodes int) error {
+// start starts the control plane (o.Nodes fake nodes) and NATS, and makes the clients.
+func (e *Env) start(ctx context.Context, o Options) error {
 	var err error
-	if e.Cluster, err = harness.Start(ctx, harness.Options{Dir: filepath.Join(e.Dir, "cluster"), Progress: e.Log, NoEndpointControllers: true, NoDefaultSpreading: true, Nodes: nodes, AuditReads: true,
+	if e.Cluster, err = harness.Start(ctx, harness.Options{Dir: filepath.Join(e.Dir, "cluster"), Progress: e.Log, NoEndpointControllers: true, NoDefaultSpreading: true, Nodes: o.Nodes, AuditReads: o.AuditReads,
 		// GC half as often. No memory limit: near one, the apiserver (3-4 GB at 10,000
 		// containers) would collect without pause and crawl.
 		Env: []string{"GOGC=200"}}); err != nil {
@@ -100,31 +110,11 @@ func (e *Env) start(ctx context.Context, nodes int) error {
 	if e.Fill, err = kubernetes.NewForConfig(pb); err != nil {
 		return err
 	}
-	if err := e.checkAudit(ctx); err != nil {
-		return err
-	}
 	if e.NATS, err = harness.StartNATS(filepath.Join(e.Dir, "nats")); err != nil {
 		return err
 	}
 	e.NC, err = nats.Connect(e.NATS.URL)
 	return err
-}
-
-// checkAudit proves the audit log attributes reads before any figure relies on it: a
-// GET of a Service by this process must appear under this binary's name.
-func (e *Env) checkAudit(ctx context.Context) error {
-	from := time.Now()
-	if _, err := e.Admin.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil {
-		return err
-	}
-	want := filepath.Base(os.Args[0]) + " GET services"
-	if err := waitUntil(ctx, 10*time.Second, func() bool {
-		by, err := auditedReads(e.Cluster.AuditLogPath(), from, time.Now())
-		return err == nil && by[want] == 1
-	}); err != nil {
-		return fmt.Errorf("the apiserver's audit log does not show %q: %w", want, err)
-	}
-	return nil
 }
 
 // Close stops everything.
@@ -146,11 +136,9 @@ type Service struct {
 	// Started is when the process was started; Log is its log file.
 	Started time.Time
 	Log     string
-	// PprofURL is set when the process is the profiling build (ProfBin).
-	PprofURL string
-	cmd      *exec.Cmd
-	done     chan struct{} // closed once the process has exited
-	e        *Env
+	cmd     *exec.Cmd
+	done    chan struct{} // closed once the process has exited
+	e       *Env
 }
 
 // StartService runs the service binary for namespace ns and waits until its caches are
@@ -171,14 +159,13 @@ func (e *Env) StartService(ctx context.Context, ns string, extraEnv ...string) (
 }
 
 // Launch starts the binary bin for namespace ns and returns at once (Started is set just
-// before the process starts); name tells its log file apart. With bin == e.ProfBin the
-// process also serves net/http/pprof on its own port (PprofURL).
+// before the process starts); name tells its log file apart and is its leader-election
+// identity. The process is tied to this one (proc.Tie): it never outlives the run.
 func (e *Env) Launch(ns, name, bin string, extraEnv ...string) (*Service, error) {
-	addrs, err := freeAddrs(2)
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := addrs[0]
 	logPath := filepath.Join(e.Dir, "service-"+name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -191,14 +178,10 @@ func (e *Env) Launch(ns, name, bin string, extraEnv ...string) (*Service, error)
 		"SP_MONITOR_IDENTITY=" + name,
 	}
 	s := &Service{URL: "http://" + addr, Log: logPath, e: e}
-	if bin == e.ProfBin {
-		env = append(env, pprofEnv+"="+addrs[1])
-		s.PprofURL = "http://" + addrs[1]
-	}
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), append(env, extraEnv...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	proc.Tie(cmd)
 	s.Started = time.Now()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -208,26 +191,6 @@ func (e *Env) Launch(ns, name, bin string, extraEnv ...string) (*Service, error)
 	s.cmd, s.done = cmd, make(chan struct{})
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	return s, nil
-}
-
-// freeAddrs finds n free loopback addresses.
-func freeAddrs(n int) ([]string, error) {
-	var out []string
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	return out, nil
 }
 
 // WaitUntil polls cond every 10 ms until it holds, the process exits, or timeout.
@@ -301,6 +264,10 @@ func (s *Service) RSS() (int64, error) {
 	return 0, fmt.Errorf("no VmRSS")
 }
 
+// Client is the HTTP client for requests to the service (30 s timeout, connections
+// kept for many parallel clients).
+func (s *Service) Client() *http.Client { return s.e.http }
+
 // Metrics reads the service's /metrics into name{labels} -> value.
 func (s *Service) Metrics() (map[string]float64, error) {
 	resp, err := s.e.http.Get(s.URL + "/metrics")
@@ -308,7 +275,7 @@ func (s *Service) Metrics() (map[string]float64, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	return parseProm(resp.Body)
+	return ParseProm(resp.Body)
 }
 
 // APIServerMetrics reads the apiserver's own /metrics.
@@ -317,11 +284,11 @@ func (e *Env) APIServerMetrics(ctx context.Context) (map[string]float64, error) 
 	if err != nil {
 		return nil, err
 	}
-	return parseProm(bytes.NewReader(b))
+	return ParseProm(bytes.NewReader(b))
 }
 
-// parseProm reads Prometheus text: "name{labels} value" lines, comments skipped.
-func parseProm(r io.Reader) (map[string]float64, error) {
+// ParseProm reads Prometheus text: "name{labels} value" lines, comments skipped.
+func ParseProm(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -341,32 +308,4 @@ func parseProm(r io.Reader) (map[string]float64, error) {
 		out[line[:i]] = v
 	}
 	return out, sc.Err()
-}
-
-// readRequests sums the apiserver's request counter for reads (GET, LIST) of the
-// objects the service caches: what a read served from the cache must not cause. by
-// breaks it down ("GET deployments").
-func readRequests(m map[string]float64) (n float64, by map[string]float64) {
-	by = map[string]float64{}
-	for k, v := range m {
-		if !strings.HasPrefix(k, "apiserver_request_total{") {
-			continue
-		}
-		vb := labelVerb.FindStringSubmatch(k)
-		r := labelResource.FindStringSubmatch(k)
-		if vb == nil || r == nil || (vb[1] != "GET" && vb[1] != "LIST") {
-			continue
-		}
-		switch r[1] {
-		case "deployments", "pods", "services":
-			n += v
-			by[vb[1]+" "+r[1]] += v
-		}
-	}
-	return n, by
-}
-
-// serviceKubeRequests sums the service's own count of its Kubernetes API requests.
-func serviceKubeRequests(m map[string]float64) float64 {
-	return sumOf(m, "sp_kubernetes_requests_total", func(string) bool { return true })
 }

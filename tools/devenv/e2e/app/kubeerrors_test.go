@@ -16,6 +16,7 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
 )
 
 // An admission policy in the cluster refuses the Deployment: 400 with the cluster's
@@ -119,12 +120,10 @@ func TestRBACDenialNamesTheMissingPermissions(t *testing.T) {
 // An apiserver that refuses connections, or accepts them and never answers: 503 with
 // Retry-After, and health says unhealthy.
 func TestKubernetesUnavailable(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	refusedAddr, err := proc.FreeAddr() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}
-	refusedAddr := closed.Addr().String()
-	closed.Close()
 	blackhole, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

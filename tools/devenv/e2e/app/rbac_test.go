@@ -28,7 +28,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
-const deployDir = "../../deploy/base"
+const deployDir = "../../../../deploy/base"
 
 func manifest[T runtime.Object](t *testing.T, file string) T {
 	t.Helper()

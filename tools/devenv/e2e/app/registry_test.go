@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
 )
 
 // registryProvider is our provider as the registry lists it.
@@ -50,12 +50,11 @@ func waitHealth(t *testing.T, reg *harness.Registry, want string) map[string]any
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // We register (201), again after a restart (200, same id); the registry's health poll

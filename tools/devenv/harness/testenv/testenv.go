@@ -68,7 +68,34 @@ func Main(m *testing.M) {
 	if started != nil {
 		started.Stop()
 	}
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
 	os.Exit(code)
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// ServiceBinary is the k8s-container-sp binary built from this checkout
+// (harness.BuildService), once per test binary; Main removes it at the end.
+func ServiceBinary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "sp-bin-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "k8s-container-sp")
+		binErr = harness.BuildService(context.Background(), binPath)
+	})
+	if binErr != nil {
+		t.Fatalf("building the service: %v", binErr)
+	}
+	return binPath
 }
 
 // Cluster returns the run's control plane, starting it on first use. Integration tests

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +31,7 @@ type World struct {
 	Hist     *History
 	Log      io.Writer
 
-	// bin is the service binary the replicas run (the Env's, or one with a bug injected).
+	// bin is the service binary the replicas run (the Env's, with a bug when one is injected).
 	bin       string
 	http      *http.Client
 	closeOnce sync.Once
@@ -58,17 +59,18 @@ func Setup(ctx context.Context, dir, inject string, hist *History, log io.Writer
 			w.Close()
 		}
 	}()
+	var flags []string
+	if inject != "" {
+		if flags, err = bugBuildFlags(inject); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(log, "chaos: building the service with bug %q injected (go build %s)\n", inject, strings.Join(flags, " "))
+	}
 	// Two nodes, so a lost node leaves somewhere for new pods to go.
-	if w.Env, err = testbed.Setup(ctx, testbed.Options{Dir: dir, Nodes: len(nodeNames), Log: log}); err != nil {
+	if w.Env, err = testbed.Setup(ctx, testbed.Options{Dir: dir, Nodes: len(nodeNames), Log: log, BuildFlags: flags}); err != nil {
 		return nil, err
 	}
 	w.bin = w.Env.Bin
-	if inject != "" {
-		fmt.Fprintf(log, "chaos: building the service with bug %q injected\n", inject)
-		if w.bin, err = buildWithBug(ctx, dir, inject); err != nil {
-			return nil, err
-		}
-	}
 	if err := harness.EnsureNamespace(ctx, w.Env.Admin, w.NS); err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@
 //   - quiesce.go, snapshot.go: bringing the world to rest and capturing it as data
 //     (observed.go);
 //   - check.go (pure), measures.go, excerpt.go: the invariants and what they show;
-//   - report.go: docs/reliability.md and docs/reliability.json.
+//   - report.go: reliability.md and reliability.json (docs/ with sp-chaos -out docs).
 package chaos
 
 import (
@@ -29,7 +29,7 @@ type Options struct {
 	Duration time.Duration
 	// Dir is the run folder: history, events, final state, every log. Emptied first.
 	Dir string
-	// Out is where reliability.md and reliability.json go.
+	// Out is where reliability.md and reliability.json go (docs for the committed ones).
 	Out string
 	Log io.Writer
 	// Inject names a bug to build into the service (inject.go), to show the checker

@@ -117,7 +117,7 @@ func (rep *Report) Markdown() string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	r := rep.Run
 	p("# Reliability: seeded fault injection\n\n")
-	p("Written by `make chaos` (`cmd/sp-chaos`, `internal/devenv/chaos`; issue 16): the harness control plane with two kwok nodes, NATS with JetStream and the `dcm-status` stream, the real DCM registry, and two replicas of the real service binary; a seeded random schedule of operations and faults; then, once the world is at rest, invariant checks over the history, the stream and the cluster.\n\n")
+	p("Written by `make chaos` (`tools/devenv/cmd/sp-chaos`, `tools/devenv/chaos`; issue 16): the harness control plane with two kwok nodes, NATS with JetStream and the `dcm-status` stream, the real DCM registry, and two replicas of the real service binary; a seeded random schedule of operations and faults; then, once the world is at rest, invariant checks over the history, the stream and the cluster.\n\n")
 	verdict := "**PASS**: no invariant was violated."
 	if !rep.OK {
 		n := 0

@@ -1,7 +1,8 @@
 // Command sp-chaos is `make chaos`: a seeded fault-injection run against two replicas of
-// the real service, with an invariant checker, writing docs/reliability.md and
-// docs/reliability.json (internal/devenv/chaos). It exits 1 when an invariant was
-// violated, 2 when the run itself failed.
+// the real service, with an invariant checker (tools/devenv/chaos), writing
+// reliability.md and reliability.json into the run folder's report/ (-out docs rewrites
+// the committed docs/reliability.*). It exits 1 when an invariant was violated, 2 when
+// the run itself failed.
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -20,11 +22,20 @@ import (
 func main() {
 	seed := flag.Uint64("seed", 0, "seed of the schedule (0: a random one, printed)")
 	duration := flag.Duration("duration", 3*time.Minute, "how long the schedule of operations and faults runs (then the world comes to rest and is checked)")
-	out := flag.String("out", "docs", "folder for reliability.md and reliability.json")
+	out := flag.String("out", "", "folder for reliability.md and reliability.json (default: report/ in the run folder; -out docs rewrites the committed report)")
 	dir := flag.String("dir", ".harness/chaos", "run folder: history.jsonl, events.jsonl, final.json, plan.json, every log (emptied first)")
 	recheck := flag.String("recheck", "", "only run the checks again on this finished run folder and rewrite the report")
 	inject := flag.String("inject", "", "build the service with this bug, to show the checker catches it ("+chaos.Bugs()+")")
 	flag.Parse()
+	if *out == "" {
+		// Outside the source tree unless asked: a run by hand must not rewrite the
+		// committed docs/reliability.*.
+		run := *dir
+		if *recheck != "" {
+			run = *recheck
+		}
+		*out = filepath.Join(run, "report")
+	}
 
 	var (
 		rep *chaos.Report

@@ -22,19 +22,25 @@ func (s *Stack) exampleSpec() string {
 	return strings.Replace(ExampleSpec, "quay.io/example/hello:v1", harness.TestImage("web"), 1)
 }
 
-// Commands are the copy-paste commands the banner shows, in order.
+// Commands are the copy-paste commands the banner shows, in order. With TLS on, the
+// service's are HTTPS and trust the service's certificate file (enough for a
+// self-signed one).
 func (s *Stack) Commands() []string {
 	api := s.ServiceURL + "/api/v1alpha1/containers"
+	curl := "curl -s"
+	if s.CACert != "" {
+		curl += " --cacert " + s.CACert
+	}
 	spec := s.exampleSpec()
 	regSpec := strings.Replace(spec, `{"spec":`, `{"provider_name":"k8s-container-sp","spec":`, 1)
 	regSpec = strings.Replace(regSpec, `"name":"hello"`, `"name":"hello-dcm"`, 1)
 	return []string{
-		fmt.Sprintf(`curl -s -X POST '%s?id=hello' -H 'Content-Type: application/json' -d '%s'`, api, spec),
-		fmt.Sprintf(`curl -s %s/hello`, api),
-		fmt.Sprintf(`curl -s '%s?max_page_size=10'`, api),
+		fmt.Sprintf(`%s -X POST '%s?id=hello' -H 'Content-Type: application/json' -d '%s'`, curl, api, spec),
+		fmt.Sprintf(`%s %s/hello`, curl, api),
+		fmt.Sprintf(`%s '%s?max_page_size=10'`, curl, api),
 		fmt.Sprintf(`curl -s -X POST '%s/service-type-instances?id=hello-dcm' -H 'Content-Type: application/json' -d '%s'`, s.RegistryURL, regSpec),
 		fmt.Sprintf(`curl -s %s/service-type-instances/hello-dcm`, s.RegistryURL),
-		fmt.Sprintf(`curl -s -X DELETE %s/hello -o /dev/null -w '%%{http_code}\n'`, api),
+		fmt.Sprintf(`%s -X DELETE %s/hello -o /dev/null -w '%%{http_code}\n'`, curl, api),
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/localstack"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -23,12 +23,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestBannerCommandsWork(t *testing.T) {
 	env := testenv.Cluster(t)
 	ns := testenv.Namespace(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress strings.Builder

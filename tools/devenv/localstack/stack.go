@@ -34,9 +34,12 @@ type Stack struct {
 	NATSURL     string
 	RegistryURL string
 	ServiceURL  string
-	Namespace   string
-	ProviderID  string
-	LogFile     string
+	// CACert is the certificate a client trusts for ServiceURL when the service serves
+	// HTTPS (SP_SERVER_TLS_CERT_FILE); empty for plain HTTP.
+	CACert     string
+	Namespace  string
+	ProviderID string
+	LogFile    string
 
 	// RealNode is the real kubelet the service's containers run on (REAL_NODE=1), or nil:
 	// then kwok plays the kubelet.
@@ -54,44 +57,83 @@ type Stack struct {
 // other SP_ setting goes to the service; REAL_NODE=1 adds a real node (or reuses the one
 // `make cluster-up REAL_NODE=1` joined to SP_K8S_KUBECONFIG's cluster) and makes the
 // service's namespace send every pod there. Progress goes to progress.
-func Start(ctx context.Context, dir string, environ []string, progress io.Writer) (s *Stack, err error) {
+//
+// The settings are checked first, before anything starts (a cluster takes a while to
+// come up for nothing). On error, whatever was started is stopped again.
+func Start(ctx context.Context, dir string, environ []string, progress io.Writer) (*Stack, error) {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			env[k] = v
 		}
 	}
-	s = &Stack{Dir: dir}
-	defer func() {
-		if err != nil {
-			s.Stop()
+	s := &Stack{Dir: dir, Namespace: orDefault(env["SP_K8S_NAMESPACE"], "dcm-containers")}
+	addr := orDefault(env["SP_SERVER_ADDRESS"], "127.0.0.1:8080")
+	s.ServiceURL = "http://" + addr
+	if cert := env["SP_SERVER_TLS_CERT_FILE"]; cert != "" {
+		s.ServiceURL, s.CACert = "https://"+addr, cert
+	}
+	// The parts this stack starts itself are not there yet: stand-ins of the right form.
+	early := parts{orDefault(env["SP_K8S_KUBECONFIG"], standIns.kubeconfig),
+		orDefault(env["SP_NATS_URL"], standIns.natsURL), orDefault(env["DCM_REGISTRATION_URL"], standIns.registryURL)}
+	if _, err := config.Load(s.settings(env, addr, early)); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(progress, "local: starting the stack (the first run builds Kubernetes and the registry: 10-20 minutes)")
+	if err := s.start(ctx, env, addr, progress); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// standIns fill the settings of the parts the stack starts itself, for the check before
+// anything runs.
+var standIns = parts{kubeconfig: "/local/kubeconfig", natsURL: "nats://127.0.0.1:4222", registryURL: "http://127.0.0.1:1/api/v1alpha1"}
+
+type parts struct{ kubeconfig, natsURL, registryURL string }
+
+// settings is the service's environment: ours, the user's SP_ settings over them, and
+// where the parts are.
+func (s *Stack) settings(env map[string]string, addr string, p parts) []string {
+	out := []string{
+		"SP_NAME=k8s-container-sp", "SP_DISPLAY_NAME=Kubernetes Container Service Provider (local)",
+		"SP_ENDPOINT=" + s.ServiceURL, "SP_SERVER_ADDRESS=" + addr,
+	}
+	for k, v := range env {
+		if strings.HasPrefix(k, "SP_") {
+			out = append(out, k+"="+v)
 		}
-	}()
+	}
+	return append(out, "SP_K8S_KUBECONFIG="+p.kubeconfig, "SP_K8S_NAMESPACE="+s.Namespace,
+		"SP_NATS_URL="+p.natsURL, "DCM_REGISTRATION_URL="+p.registryURL)
+}
+
+// start starts the parts and the service; the caller stops what started on error.
+func (s *Stack) start(ctx context.Context, env map[string]string, addr string, progress io.Writer) error {
+	dir := s.Dir
 	// Every run starts from scratch: a fresh cluster, NATS store and registry database.
 	for _, sub := range []string{"cluster", "nats", "registry", "realnode"} {
 		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return err
 	}
-	addr := orDefault(env["SP_SERVER_ADDRESS"], "127.0.0.1:8080")
 	if ln, err := net.Listen("tcp", addr); err != nil {
-		return nil, fmt.Errorf("%s is taken (%v): stop what uses it or set SP_SERVER_ADDRESS", addr, err)
+		return fmt.Errorf("%s is taken (%v): stop what uses it or set SP_SERVER_ADDRESS", addr, err)
 	} else {
 		ln.Close()
 	}
-	s.ServiceURL = "http://" + addr
-	s.Namespace = orDefault(env["SP_K8S_NAMESPACE"], "dcm-containers")
 
 	bins, err := harness.EnsureBinaries(ctx, progress)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if s.Kubeconfig = env["SP_K8S_KUBECONFIG"]; s.Kubeconfig == "" {
 		if s.cluster, err = harness.Start(ctx, harness.Options{Dir: filepath.Join(dir, "cluster"), Progress: progress}); err != nil {
-			return nil, err
+			return err
 		}
 		s.Kubeconfig = s.cluster.Kubeconfig
 	} else {
@@ -99,55 +141,44 @@ func Start(ctx context.Context, dir string, environ []string, progress io.Writer
 	}
 	if env["REAL_NODE"] == "1" {
 		if err := s.startRealNode(ctx, progress); err != nil {
-			return nil, err
+			return err
 		}
 	} else if err := ensureNamespace(ctx, s.Kubeconfig, s.Namespace, false); err != nil {
-		return nil, err
+		return err
 	}
 	if s.NATSURL = env["SP_NATS_URL"]; s.NATSURL == "" {
 		if s.nats, err = harness.StartNATS(filepath.Join(dir, "nats")); err != nil {
-			return nil, err
+			return err
 		}
 		s.NATSURL = s.nats.URL
 		fmt.Fprintf(progress, "local: NATS with JetStream on %s\n", s.NATSURL)
 	}
 	if s.RegistryURL = env["DCM_REGISTRATION_URL"]; s.RegistryURL == "" {
 		if s.registry, err = harness.StartRegistry(bins.Registry, filepath.Join(dir, "registry"), s.NATSURL, false); err != nil {
-			return nil, err
+			return err
 		}
 		s.RegistryURL = s.registry.URL
 		fmt.Fprintf(progress, "local: DCM registry (service-provider-manager %s) on %s\n", harness.RegistryVersion, s.RegistryURL)
 	}
 
-	settings := []string{
-		"SP_NAME=k8s-container-sp", "SP_DISPLAY_NAME=Kubernetes Container Service Provider (local)",
-		"SP_ENDPOINT=" + s.ServiceURL, "SP_SERVER_ADDRESS=" + addr,
-	}
-	for k, v := range env {
-		if strings.HasPrefix(k, "SP_") {
-			settings = append(settings, k+"="+v)
-		}
-	}
-	settings = append(settings, "SP_K8S_KUBECONFIG="+s.Kubeconfig, "SP_K8S_NAMESPACE="+s.Namespace,
-		"SP_NATS_URL="+s.NATSURL, "DCM_REGISTRATION_URL="+s.RegistryURL)
-	cfg, err := config.Load(settings)
+	cfg, err := config.Load(s.settings(env, addr, parts{s.Kubeconfig, s.NATSURL, s.RegistryURL}))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.LogFile = filepath.Join(dir, "k8s-container-sp.log")
 	logf, err := os.Create(s.LogFile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rc, err := app.RESTConfig(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(logf, nil))
 	klog.SetSlogLogger(log) // client-go's logs too go to the log file, not the terminal
 	a, err := app.New(cfg, rc, "local", log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	appCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -163,20 +194,19 @@ func Start(ctx context.Context, dir string, environ []string, progress io.Writer
 		st := a.Registrar().State()
 		if a.Store().Synced() && st.Phase == registration.Registered {
 			s.ProviderID = st.ProviderID
-			break
+			return nil
 		}
 		select {
 		case err := <-done:
-			return nil, fmt.Errorf("the service stopped: %v (log: %s)", err, s.LogFile)
+			return fmt.Errorf("the service stopped: %v (log: %s)", err, s.LogFile)
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("not ready after 60s (registration: %+v); see %s", st, s.LogFile)
+			return fmt.Errorf("not ready after 60s (registration: %+v); see %s", st, s.LogFile)
 		}
 	}
-	return s, nil
 }
 
 // WatchEvents prints every status event as one line until the stack stops.
@@ -198,8 +228,12 @@ func (s *Stack) WatchEvents(out io.Writer) error {
 	return err
 }
 
-// Stop stops everything Start started, newest first.
+// Stop stops everything Start started, newest first. It is safe on a stack whose Start
+// failed part-way (only what started is stopped) and on nil.
 func (s *Stack) Stop() {
+	if s == nil {
+		return
+	}
 	if s.events != nil {
 		s.events.Close()
 	}

@@ -36,7 +36,6 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	fmt.Fprintln(os.Stderr, "local: starting the stack (the first run builds Kubernetes and the registry: 10-20 minutes)")
 	s, err := localstack.Start(ctx, dir, environ, os.Stderr)
 	if err != nil {
 		fail(err)

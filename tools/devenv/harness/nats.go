@@ -19,8 +19,19 @@ type NATS struct {
 }
 
 // StartNATS starts a server on a random loopback port with JetStream storing in storeDir.
-func StartNATS(storeDir string) (*NATS, error) {
-	n := &NATS{storeDir: storeDir, port: server.RANDOM_PORT}
+func StartNATS(storeDir string) (*NATS, error) { return StartNATSOn(storeDir, server.RANDOM_PORT) }
+
+// StartNATSOn is StartNATS on a given loopback port.
+func StartNATSOn(storeDir string, port int) (*NATS, error) {
+	if port > 0 {
+		// The server only says it is not ready; say why when it is this.
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			return nil, fmt.Errorf("NATS: %w", err)
+		}
+		ln.Close()
+	}
+	n := &NATS{storeDir: storeDir, port: port}
 	if err := n.Start(); err != nil {
 		return nil, err
 	}

@@ -3,11 +3,13 @@
 // node (a real kubelet with containerd; -real-node, or REAL_NODE=1 in the environment).
 //
 //	sp-harness build [-real-node]                build the binaries into the cache (once per version)
-//	sp-harness up    [-dir DIR] [-real-node]     start a cluster in the background, print KUBECONFIG=...
-//	sp-harness down  [-dir DIR]                  stop the cluster (and its real node) started by up, by PID
+//	sp-harness up    [-dir DIR] [-real-node]     start a cluster, NATS and DCM's registry in the background,
+//	                                             print KUBECONFIG=..., SP_NATS_URL=..., DCM_REGISTRATION_URL=...
+//	sp-harness down  [-dir DIR]                  stop all that up started (and its real node), by PID
 //	sp-harness exec  [-real-node] -- CMD ARGS... start a cluster, run CMD with KUBECONFIG set, stop it
 //	sp-harness import-image TAR...               load image tarballs (docker/podman save) into the real node
 //	sp-harness clean-real-node                   stop this machine's real node and remove all it left
+//	sp-harness serve-nats -store DIR -port N     (for up) serve NATS with JetStream until SIGTERM
 package main
 
 import (
@@ -31,6 +33,8 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", filepath.Join(".harness", "cluster"), "state folder of a background cluster (up/down)")
 	realNode := fs.Bool("real-node", os.Getenv("REAL_NODE") == "1", "also run a real node: kubelet + containerd (build/up/exec)")
+	store := fs.String("store", "", "JetStream store folder (serve-nats)")
+	port := fs.Int("port", 0, "loopback port (serve-nats)")
 	_ = fs.Parse(os.Args[2:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -50,6 +54,8 @@ func main() {
 		err = importImages(ctx, fs.Args())
 	case "clean-real-node":
 		err = harness.CleanupRealNodeLeftovers(os.Stderr)
+	case "serve-nats":
+		err = serveNATS(ctx, *store, *port)
 	default:
 		usage()
 	}
@@ -62,7 +68,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: sp-harness build [-real-node] | up [-dir DIR] [-real-node] | down [-dir DIR] |"+
-		" exec [-real-node] -- CMD [ARGS...] | import-image TAR... | clean-real-node")
+		" exec [-real-node] -- CMD [ARGS...] | import-image TAR... | clean-real-node | serve-nats -store DIR -port N")
 	os.Exit(2)
 }
 
@@ -102,7 +108,41 @@ func up(ctx context.Context, dir string, realNode bool) error {
 			"images: example.invalid/<role>:v1, your own: bin/sp-harness import-image IMAGE.tar\n",
 			harness.RealNodeName, harness.RealNodeLabel)
 	}
-	fmt.Printf("KUBECONFIG=%s\n", c.Kubeconfig)
+	bins, err := harness.EnsureBinaries(ctx, os.Stderr)
+	if err != nil {
+		c.Stop()
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		c.Stop()
+		return err
+	}
+	peers, err := c.StartPeers(self, bins.Registry)
+	if err != nil {
+		c.Stop()
+		return fmt.Errorf("NATS and the registry: %w (the cluster was stopped again)", err)
+	}
+	fmt.Fprintf(os.Stderr, "sp-harness: NATS with JetStream on %s, DCM's registry (service-provider-manager %s) on %s\n",
+		peers.NATSURL, harness.RegistryVersion, peers.RegistryURL)
+	// One VAR=value per line: `export $(make cluster-up)` sets them all for the service.
+	fmt.Printf("KUBECONFIG=%s\nSP_K8S_KUBECONFIG=%s\nSP_NATS_URL=%s\nDCM_REGISTRATION_URL=%s\n",
+		c.Kubeconfig, c.Kubeconfig, peers.NATSURL, peers.RegistryURL)
+	return nil
+}
+
+// serveNATS is the NATS server of a background cluster (up starts it as a process of the
+// cluster): it serves until SIGTERM.
+func serveNATS(ctx context.Context, store string, port int) error {
+	if store == "" || port == 0 {
+		usage()
+	}
+	n, err := harness.StartNATSOn(store, port)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	n.Stop()
 	return nil
 }
 
@@ -122,7 +162,7 @@ func down(dir string) error {
 		}
 	}
 	c.Stop() // also cleans up after a real node of this cluster that crashed
-	fmt.Fprintf(os.Stderr, "sp-harness: stopped the cluster in %s\n", dir)
+	fmt.Fprintf(os.Stderr, "sp-harness: stopped the cluster, NATS and the registry in %s\n", dir)
 	if nodeErr != nil {
 		return fmt.Errorf("stopping the real node: %w (retry with: sp-harness clean-real-node)", nodeErr)
 	}

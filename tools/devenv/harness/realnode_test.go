@@ -271,7 +271,7 @@ func TestRealNodeKubeletRestart(t *testing.T) {
 // After Stop nothing of the node is left on the machine: no process, no bridge or veth, no
 // CNI config, no mount, no cgroup, no KUBE-* iptables chain, sysctls as they were. This
 // starts (and stops) a node of its own, so it runs only when this test binary owns the
-// machine's real node (go test -run RealNode ./internal/devenv/harness/).
+// machine's real node (go test -run RealNode ./tools/devenv/harness/ from the root).
 func TestRealNodeStopLeavesNothing(t *testing.T) {
 	shared := testenv.RealNodeExclusive(t)
 	if !shared.Owned() {

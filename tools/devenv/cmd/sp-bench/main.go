@@ -72,7 +72,7 @@ func main() {
 	}
 	command := "make bench"
 	if len(os.Args) > 1 {
-		command = "go run ./cmd/sp-bench " + strings.Join(os.Args[1:], " ")
+		command = "go run ./tools/devenv/cmd/sp-bench " + strings.Join(os.Args[1:], " ")
 	}
 	res, err := bench.Run(ctx, bench.Options{Command: command, Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, Nodes: *nodes, LatencyRuns: *latency,
 		ReplicaTries: *replicas, ThroughputN: *throughput, HeapProfile: *heap, ServiceEnv: extra, Log: os.Stderr})

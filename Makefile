@@ -4,6 +4,11 @@ export GOTOOLCHAIN := local
 
 BIN      := bin
 HARNESS  := $(BIN)/sp-harness
+# Two Go modules, one workspace (go.work): the service (the root) and its developer
+# tooling (tools/devenv: harness, integration tests, bench, chaos, the local stack).
+# ./... stops at a nested module, so every go command names both.
+DEVENV   := ./tools/devenv
+PKGS     := ./... $(DEVENV)/...
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Integration tests share one control plane per run; give slow machines room.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
@@ -15,22 +20,26 @@ test harness-build: REAL_NODE ?= 1
 .PHONY: build test test-unit fuzz lint lint-api generate check-generated cluster-up cluster-down harness-build run bench chaos chaos-ci chaos-explore clean
 
 build:
-	go build -o $(BIN)/ ./cmd/...
+	go build -o $(BIN)/ ./cmd/... $(DEVENV)/cmd/...
 
 $(HARNESS): FORCE
-	@go build -o $(HARNESS) ./cmd/sp-harness
+	@go build -o $(HARNESS) $(DEVENV)/cmd/sp-harness
 FORCE:
 
 # Builds the control plane if needed (progress is printed), starts one for the whole run
-# (with the real node, see REAL_NODE), runs every test (unit and integration) with -race,
-# and stops it all.
+# (with the real node, see REAL_NODE), runs every test of both modules (unit and
+# integration) with -race, and stops it all; then the chaos run's planted bug (its own
+# build tag).
 test: $(HARNESS)
 	$(HARNESS) build -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
-	$(HARNESS) exec -real-node=$(if $(filter 1,$(REAL_NODE)),true,false) -- go test $(TEST_FLAGS) ./...
+	$(HARNESS) exec -real-node=$(if $(filter 1,$(REAL_NODE)),true,false) -- go test $(TEST_FLAGS) $(PKGS)
+	go test -count=1 -tags chaosbug -run PlantedBug ./internal/status/
 
 # Unit tests only: no control plane.
 test-unit:
-	go test -short -race -count=1 ./...
+	@echo "test-unit: go test -short (no control plane) of the service and of tools/devenv"
+	go test -short -race -count=1 $(PKGS)
+	go test -count=1 -tags chaosbug -run PlantedBug ./internal/status/
 
 # Go native fuzzing: each target in turn for FUZZTIME, starting from its committed seed
 # corpus (testdata/fuzz/<target>/). A failing input is written there by go test and so
@@ -66,19 +75,23 @@ lint-api: $(SPECTRAL)
 
 lint: check-generated lint-api
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet ./...
-	go run $(STATICCHECK) ./...
+	go vet $(PKGS)
+	go vet -tags chaosbug ./internal/status/
+	go run $(STATICCHECK) $(PKGS)
 
 # Builds the control-plane binaries (first time: 10-20 minutes) without starting anything.
 harness-build: $(HARNESS)
+	@echo "harness-build: building what is missing of etcd, Kubernetes, kwok and the DCM registry$(if $(filter 1,$(REAL_NODE)), (and the kubelet),) into the cache (first time: 10-20 minutes)"
 	$(HARNESS) build -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
 
-# Starts a control plane in the background; prints KUBECONFIG=<path>. REAL_NODE=1 adds the
-# real node (bin/sp-harness import-image IMAGE.tar loads your own images into it).
+# Starts a control plane, NATS with JetStream and the DCM registry in the background; prints
+# KUBECONFIG, SP_K8S_KUBECONFIG, SP_NATS_URL and DCM_REGISTRATION_URL (export $(make
+# cluster-up)). REAL_NODE=1 adds the real node (bin/sp-harness import-image IMAGE.tar
+# loads your own images into it).
 cluster-up: $(HARNESS)
 	@$(HARNESS) up -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
 
-# Stops the control plane (and its real node) started by cluster-up, by PID, and cleans up.
+# Stops all that cluster-up started (and its real node), by PID, and cleans up.
 cluster-down: $(HARNESS)
 	@$(HARNESS) down
 
@@ -87,8 +100,8 @@ cluster-down: $(HARNESS)
 # SP_K8S_KUBECONFIG / SP_NATS_URL / DCM_REGISTRATION_URL use existing parts instead.
 # REAL_NODE=1 adds the real node and runs the service's containers there.
 run:
-	@go build -o $(BIN)/sp-local ./cmd/sp-local
-	@go build -o $(HARNESS) ./cmd/sp-harness
+	@go build -o $(BIN)/sp-local $(DEVENV)/cmd/sp-local
+	@go build -o $(HARNESS) $(DEVENV)/cmd/sp-harness
 	@$(BIN)/sp-local -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
 
 # Measures the service against the Kubernetes API in one fresh environment; prints a
@@ -96,14 +109,15 @@ run:
 BENCH_FLAGS ?=
 bench: $(HARNESS)
 	$(HARNESS) build
-	go run ./cmd/sp-bench $(BENCH_FLAGS)
+	go run $(DEVENV)/cmd/sp-bench $(BENCH_FLAGS)
 
 # Seeded fault injection with an invariant checker (docs/reliability.md). SEED=<n> replays
-# a run; CHAOS_FLAGS=-duration=10m for a longer one.
+# a run; CHAOS_FLAGS=-duration=10m for a longer one. The report goes to
+# .harness/chaos/report/ (printed); CHAOS_FLAGS=-out=docs rewrites the committed one.
 CHAOS_FLAGS ?=
 chaos: $(HARNESS)
 	$(HARNESS) build
-	go run ./cmd/sp-chaos $(if $(SEED),-seed $(SEED)) $(CHAOS_FLAGS)
+	go run $(DEVENV)/cmd/sp-chaos $(if $(SEED),-seed $(SEED)) $(CHAOS_FLAGS)
 
 # CI's chaos gate: fixed seeds only, so a submission never lands or fails by chance. Each
 # seed that ever found a bug joins CHAOS_CI_SEEDS once the bug is fixed (see
@@ -112,7 +126,7 @@ CHAOS_CI_SEEDS ?= 7
 CHAOS_CI_DURATION ?= 1m
 chaos-ci: $(HARNESS)
 	$(HARNESS) build
-	go build -o $(BIN)/sp-chaos ./cmd/sp-chaos
+	go build -o $(BIN)/sp-chaos $(DEVENV)/cmd/sp-chaos
 	out=$$(mktemp -d) && for seed in $(CHAOS_CI_SEEDS); do \
 	  echo "chaos-ci: seed $$seed for $(CHAOS_CI_DURATION)"; mkdir -p $$out/$$seed && \
 	  $(BIN)/sp-chaos -seed $$seed -duration $(CHAOS_CI_DURATION) -dir .harness/chaos-ci -out $$out/$$seed > $$out/$$seed.md || exit 1; \
@@ -125,7 +139,7 @@ CHAOS_RUNS ?= 3
 CHAOS_DURATION ?= 3m
 chaos-explore: $(HARNESS)
 	$(HARNESS) build
-	go build -o $(BIN)/sp-chaos ./cmd/sp-chaos
+	go build -o $(BIN)/sp-chaos $(DEVENV)/cmd/sp-chaos
 	out=$$(mktemp -d) && for i in $$(seq $(CHAOS_RUNS)); do \
 	  mkdir -p $$out/$$i && $(BIN)/sp-chaos -duration $(CHAOS_DURATION) -dir .harness/chaos-explore -out $$out/$$i > $$out/$$i.md || { echo "chaos-explore: run $$i failed; report in $$out/$$i"; exit 1; }; \
 	done && echo "chaos-explore: $(CHAOS_RUNS) random seeds passed; reports in $$out"

@@ -281,6 +281,9 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	}
 	if st := p.Publish; st != nil {
 		if err := r.publish(ctx, id, *st); err != nil {
+			if plantedBug(ctx, r.cl, p) { // false but in sp-chaos -inject builds: plantedbug.go
+				return 0, nil
+			}
 			keepForce()
 			return 0, err
 		}

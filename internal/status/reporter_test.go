@@ -22,7 +22,7 @@ import (
 
 // The reporter's machinery (debounce, queue, retries, drain, ordering of the cluster
 // steps after the publish) on in-memory stand-ins for its three narrow interfaces and
-// a fake clock. The real informers, NATS and cluster are exercised in internal/app.
+// a fake clock. The real informers, NATS and cluster are exercised in tools/devenv/e2e/app.
 
 type fakeSource struct {
 	mu      sync.Mutex

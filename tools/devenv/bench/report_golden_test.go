@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden reports in testdata/")
+
+// loadResults reads testdata/results.json (a real run's docs/benchmarks.json).
+func loadResults(t *testing.T) *Results {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+// sparse is a run that measured less and lost events: every optional section is absent
+// or takes its other branch.
+func sparse(r *Results) *Results {
+	s := *r
+	s.ServiceEnv = nil
+	s.Reads = r.Reads[:1]
+	s.Create.RawParallel = Dist{}
+	s.Latency = map[string]Dist{"debounce_500ms": {N: 40, P50: 510, P99: 700, Max: 800, Lost: 2}, "debounce_0": {N: 40, P50: 10, P99: 90, Max: 95}}
+	s.Throughput = []ThroughputResult{r.Throughput[0]}
+	s.Throughput[0].Lost = 3
+	s.Throughput[0].StreamMessages = 0
+	s.Fills, s.Nodes = nil, nil
+	s.Startup, s.Heap, s.Replicas, s.Missing = nil, nil, nil, nil
+	return &s
+}
+
+// The report is the same Markdown, byte for byte, as the golden files (made with -update
+// and read by a person): a change to the template shows up here as a diff to review.
+func TestMarkdownGolden(t *testing.T) {
+	full := loadResults(t)
+	full.ServiceEnv = []string{"GOMEMLIMIT=120MiB"}
+	cases := []struct {
+		name     string
+		r        *Results
+		analysis string
+	}{
+		{"full", full, "## Analysis\n\nWritten by hand, appended as is.\n"},
+		{"sparse", sparse(loadResults(t)), ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Markdown(c.r, c.analysis)
+			path := filepath.Join("testdata", c.name+".golden.md")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != string(want) {
+				t.Errorf("Markdown differs from %s (go test -run TestMarkdownGolden -update to accept):\n%s", path, firstDiff(got, string(want)))
+			}
+		})
+	}
+}
+
+// firstDiff shows the first line where got and want differ.
+func firstDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < len(g) || i < len(w); i++ {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return "line " + strconv.Itoa(i+1) + ":\n got: " + gl + "\nwant: " + wl
+		}
+	}
+	return "(same lines, different line endings)"
+}

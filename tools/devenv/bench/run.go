@@ -1,0 +1,275 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/metadata"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
+)
+
+// Options of one benchmark run.
+type Options struct {
+	Dir         string
+	Sizes       []int // container counts for the read benchmark; the first is also the bulk size
+	CreateN     int   // POST / raw create pairs
+	BulkClients int
+	Nodes       int // fake nodes (kwok)
+	LatencyRuns int
+	// ReplicaTries: creates and deletes for the staleness between two replicas.
+	ReplicaTries int
+	// ThroughputN: containers changing status at once.
+	ThroughputN int
+	// HeapProfile: where the heap profile at the largest size is kept.
+	HeapProfile string
+	// Command is how the run was asked for (the report's first line).
+	Command    string
+	ServiceEnv []string // extra environment for the service process
+	Log        io.Writer
+}
+
+// Results of one run.
+type Results struct {
+	When       time.Time          `json:"when"`
+	Machine    Machine            `json:"machine"`
+	Versions   map[string]string  `json:"versions"`
+	Command    string             `json:"command"`
+	ServiceEnv []string           `json:"service_env,omitempty"`
+	Create     CreateResult       `json:"create"`
+	Bulk       BulkResult         `json:"bulk"`
+	Reads      []ReadResult       `json:"reads"`
+	Latency    map[string]Dist    `json:"status_latency"`
+	Throughput []ThroughputResult `json:"status_throughput"`
+	Startup    *StartupResult     `json:"startup,omitempty"`
+	Heap       *HeapProfile       `json:"heap_profile,omitempty"`
+	Replicas   *ReplicaResult     `json:"replicas,omitempty"`
+	Missing    *MissingResult     `json:"get_unknown_id,omitempty"`
+	Nodes      []NodeInfo         `json:"nodes"`
+	Fills      []FillResult       `json:"fills"`
+	Duration   float64            `json:"duration_s"`
+}
+
+// NodeInfo is one fake node and how many pods it may hold.
+type NodeInfo struct {
+	Name            string `json:"name"`
+	AllocatablePods int64  `json:"allocatable_pods"`
+	Pods            int    `json:"pods_at_end"`
+}
+
+// Machine describes where the numbers come from.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model"`
+	MemoryGB  int    `json:"memory_gb"`
+	GoVersion string `json:"go"`
+}
+
+// Run performs every benchmark in one fresh environment.
+func Run(ctx context.Context, o Options) (*Results, error) {
+	start := time.Now()
+	log := &stamped{w: o.Log, start: start}
+	e, err := Setup(ctx, o.Dir, o.Nodes, log)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	for _, ns := range []string{"bench", "bench-raw", "bench-raw-bulk", "bench-lat0"} {
+		if err := harness.EnsureNamespace(ctx, e.Admin, ns); err != nil {
+			return nil, err
+		}
+	}
+	res := &Results{When: start.UTC(), Machine: machine(), Command: o.Command, Latency: map[string]Dist{},
+		Versions: map[string]string{"kubernetes": harness.KubernetesVersion, "etcd": harness.EtcdVersion, "kwok": harness.KwokVersion}}
+
+	res.ServiceEnv = o.ServiceEnv
+	svc, err := e.StartService(ctx, "bench", o.ServiceEnv...)
+	if err != nil {
+		return nil, err
+	}
+	defer svc.Stop() // stopped earlier by the restart; a second Stop is harmless
+
+	bulkN := o.Sizes[0]
+	fmt.Fprintf(log, "bench: bulk: %d containers, %d clients, through the API and raw\n", bulkN, o.BulkClients)
+	if res.Bulk, err = e.Bulk(ctx, svc, "bench-raw-bulk", bulkN, o.BulkClients); err != nil {
+		return nil, fmt.Errorf("bulk: %w", err)
+	}
+	var ids []string
+	for i := range bulkN {
+		ids = append(ids, fmt.Sprintf("bulk-%05d", i))
+	}
+	fmt.Fprintf(log, "bench: reads at %d\n", len(ids))
+	r, err := e.Reads(ctx, svc, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reads: %w", err)
+	}
+	res.Reads = append(res.Reads, r)
+
+	fmt.Fprintf(log, "bench: create: %d POSTs interleaved with %d raw creates of each kind\n", o.CreateN, o.CreateN)
+	if res.Create, err = e.Create(ctx, svc, "bench-raw", o.CreateN); err != nil {
+		return nil, fmt.Errorf("create: %w", err)
+	}
+	for i := range o.CreateN {
+		ids = append(ids, fmt.Sprintf("create-%04d", i))
+	}
+	filled := 0
+	for _, size := range o.Sizes[1:] {
+		need := size - len(ids)
+		if need <= 0 {
+			continue
+		}
+		fmt.Fprintf(log, "bench: filling up to %d containers (client-go, as the service creates them)\n", size)
+		fr, err := e.Populate(ctx, svc, "bench", filled, filled+need)
+		if err != nil {
+			return nil, fmt.Errorf("populate: %w", err)
+		}
+		fr.Total = size
+		res.Fills = append(res.Fills, fr)
+		fmt.Fprintf(log, "bench: %d containers made and RUNNING in %.0f s (%.1f/s); CPU, %% of one: %s\n", need, fr.Seconds, fr.PerSecond, kv(fr.CPU))
+		for i := filled; i < filled+need; i++ {
+			ids = append(ids, fmt.Sprintf("fill-%05d", i))
+		}
+		filled += need
+		fmt.Fprintf(log, "bench: reads at %d\n", len(ids))
+		r, err := e.Reads(ctx, svc, ids)
+		if err != nil {
+			return nil, fmt.Errorf("reads: %w", err)
+		}
+		res.Reads = append(res.Reads, r)
+	}
+
+	fmt.Fprintln(log, "bench: status latency, debounce 500 ms (default)")
+	if res.Latency["debounce_500ms"], err = e.StatusLatency(ctx, svc, "bench", o.LatencyRuns); err != nil {
+		return nil, fmt.Errorf("latency: %w", err)
+	}
+	ids = append(ids, "latency")
+	svc0, err := e.StartService(ctx, "bench-lat0", append([]string{"SP_MONITOR_DEBOUNCE_MS=0"}, o.ServiceEnv...)...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(log, "bench: status latency, debounce 0")
+	res.Latency["debounce_0"], err = e.StatusLatency(ctx, svc0, "bench-lat0", o.LatencyRuns)
+	svc0.Stop()
+	if err != nil {
+		return nil, fmt.Errorf("latency: %w", err)
+	}
+
+	bin := e.ProfBin
+	if bin == "" {
+		bin = e.Bin
+	}
+	fmt.Fprintf(log, "bench: restart with %d containers, then a second replica\n", len(ids))
+	restarted, second, st, err := e.Restart(ctx, svc, "bench", bin, ids, o.ServiceEnv)
+	if err != nil {
+		return nil, fmt.Errorf("restart: %w", err)
+	}
+	defer restarted.Stop()
+	defer second.Stop()
+	res.Startup = &st
+	if restarted.PprofURL != "" {
+		hp, err := restarted.HeapProfile(ctx, len(ids), o.HeapProfile)
+		if err != nil {
+			fmt.Fprintln(log, "bench: heap profile:", err)
+		} else {
+			fmt.Fprintf(log, "bench: heap profile at %d containers in %s\n", len(ids), o.HeapProfile)
+			res.Heap = &hp
+		}
+	}
+
+	fmt.Fprintf(log, "bench: staleness between two replicas, %d creates and deletes\n", o.ReplicaTries)
+	rr, err := e.Replicas(ctx, restarted, second, "bench", o.ReplicaTries)
+	if err != nil {
+		return nil, fmt.Errorf("replicas: %w", err)
+	}
+	res.Replicas = &rr
+	second.Stop()
+
+	fmt.Fprintf(log, "bench: GETs of unknown ids at %d (the 404 confirmation)\n", len(ids))
+	mr, err := e.Missing(ctx, restarted, ids)
+	if err != nil {
+		return nil, fmt.Errorf("unknown ids: %w", err)
+	}
+	res.Missing = &mr
+
+	n := min(o.ThroughputN, filled)
+	if n > 0 {
+		var tids []string
+		for i := filled - n; i < filled; i++ {
+			tids = append(tids, fmt.Sprintf("fill-%05d", i))
+		}
+		fmt.Fprintf(log, "bench: status throughput, %d containers changing at once\n", n)
+		if res.Throughput, err = e.Throughput(ctx, "bench", tids); err != nil {
+			return nil, fmt.Errorf("throughput: %w", err)
+		}
+	}
+	if res.Nodes, err = e.nodes(ctx); err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start).Seconds()
+	return res, nil
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				if _, v, ok := strings.Cut(line, ":"); ok {
+					m.CPUModel = strings.TrimSpace(v)
+					break
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			m.MemoryGB = (kb + 512*1024) / (1024 * 1024)
+		}
+	}
+	return m
+}
+
+// nodes lists the fake nodes, their pod capacity and how many pods each holds.
+func (e *Env) nodes(ctx context.Context) ([]NodeInfo, error) {
+	nodes, err := e.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	md, err := metadata.NewForConfig(e.RC)
+	if err != nil {
+		return nil, err
+	}
+	var out []NodeInfo
+	for _, n := range nodes.Items {
+		pods, err := md.Resource(corev1.SchemeGroupVersion.WithResource("pods")).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String(), ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, NodeInfo{Name: n.Name, AllocatablePods: n.Status.Allocatable.Pods().Value(), Pods: len(pods.Items)})
+	}
+	return out, nil
+}
+
+// stamped prefixes every line written with the time since the run started.
+type stamped struct {
+	w     io.Writer
+	start time.Time
+}
+
+func (s *stamped) Write(p []byte) (int, error) {
+	d := time.Since(s.start).Round(time.Second)
+	if _, err := fmt.Fprintf(s.w, "[%02d:%02d] %s", int(d.Minutes()), int(d.Seconds())%60, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

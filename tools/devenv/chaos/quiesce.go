@@ -1,0 +1,203 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
+)
+
+// quietFor is how long the stream must have been silent before the world counts as at
+// rest: longer than the debounce's longest wait (SP_MONITOR_DEBOUNCE_MAX_WAIT, 5 s).
+const quietFor = 8 * time.Second
+
+// Quiesce heals whatever may still be broken and waits until the world is at rest:
+// both replicas up with their caches synced and exactly one leader, every node Ready,
+// every Deployment's pod where its image puts it, nothing terminating, no record owing
+// a DELETED, the stream silent for quietFor and the leader holding nothing pending, and
+// the last event of every container saying what its objects say. It gives up after
+// limit and returns what was still unsettled (the checks then say what is wrong).
+func (w *World) Quiesce(ctx context.Context, limit time.Duration) []string {
+	for _, n := range nodeNames {
+		_ = restoreNode(ctx, w.Env.Admin, n)
+	}
+	_ = w.Env.NATS.Start()
+	_ = w.Registry.Start()
+	_ = w.Env.Cluster.StartComponent(ctx, "kube-apiserver")
+	for _, r := range w.Replicas {
+		if !r.Up() {
+			_ = r.Start(ctx)
+		}
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		unsettled := w.unsettled(ctx)
+		if len(unsettled) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return unsettled
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
+}
+
+func (w *World) unsettled(ctx context.Context) []string {
+	var out []string
+	for _, name := range []string{"a", "b"} {
+		r := w.Replicas[name]
+		if !r.Up() {
+			out = append(out, "replica "+name+" is down")
+			continue
+		}
+		if !r.Service().Ready() {
+			out = append(out, "replica "+name+" is not ready")
+		}
+	}
+	if n, l := w.Leaders(), w.Leader(); n != 1 || l == nil {
+		out = append(out, fmt.Sprintf("%d leaders", n))
+	} else if m, err := l.Service().Metrics(); err != nil || m["sp_status_events_pending"] != 0 {
+		out = append(out, fmt.Sprintf("leader has %v statuses pending (%v)", m["sp_status_events_pending"], err))
+	}
+	for _, n := range nodeNames {
+		if !nodeReady(ctx, w.Env.Admin, n) {
+			out = append(out, "node "+n+" not Ready")
+		}
+	}
+	f, err := w.objects(ctx)
+	if err != nil {
+		return append(out, "cluster: "+err.Error())
+	}
+	out = append(out, settledObjects(f)...)
+	last := w.Rec.Last()
+	live := map[string]bool{}
+	for _, d := range f.Deployments {
+		live[d.ID] = true
+		if e, ok := last[d.ID]; !ok || e.Status != expectedStatus(d) {
+			out = append(out, fmt.Sprintf("%s: last event %q, its objects say %s", d.ID, e.Status, expectedStatus(d)))
+		}
+	}
+	for id, e := range last {
+		if !live[id] && e.Status != "DELETED" {
+			out = append(out, fmt.Sprintf("%s: gone, last event %s", id, e.Status))
+		}
+	}
+	if q, _ := w.Rec.Quiet(); q < quietFor {
+		out = append(out, fmt.Sprintf("stream not quiet (last event %s ago)", q.Round(time.Millisecond)))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// settledObjects: what in the cluster is still moving.
+func settledObjects(f Final) []string {
+	var out []string
+	deps := map[string]Object{}
+	for _, d := range f.Deployments {
+		deps[d.ID+"/"+d.Incarnation] = d
+		if d.Deleting {
+			out = append(out, "Deployment "+d.Name+" terminating")
+		}
+	}
+	running := map[string]bool{}
+	for _, p := range f.Pods {
+		if p.Deleting {
+			out = append(out, "pod "+p.Name+" terminating")
+			continue
+		}
+		if _, ok := deps[p.ID+"/"+p.Incarnation]; ok && podWhereImagePutsIt(p) {
+			running[p.ID+"/"+p.Incarnation] = true
+		}
+	}
+	for k, d := range deps {
+		if !running[k] {
+			out = append(out, "Deployment "+d.Name+" ("+d.ID+") has no settled pod")
+		}
+	}
+	for _, r := range f.Records {
+		if r.Deleting || len(r.Finalizers) > 0 {
+			out = append(out, "record "+r.Name+" owes a DELETED")
+		} else if _, ok := deps[r.ID+"/"+r.Incarnation]; !ok {
+			out = append(out, "record "+r.Name+" without its Deployment")
+		}
+	}
+	return out
+}
+
+// podWhereImagePutsIt: a Ready pod for a normal image, a Running one for a crash or OOM
+// loop, a Pending one for an image that cannot be pulled.
+func podWhereImagePutsIt(p Object) bool {
+	switch {
+	case strings.HasPrefix(p.Image, harness.FateImagePullBackOff):
+		return p.Phase == string(corev1.PodPending) && p.Waiting != ""
+	case p.Image == normalImage:
+		return p.Phase == string(corev1.PodRunning) && p.Ready
+	}
+	return p.Phase == string(corev1.PodRunning)
+}
+
+// objects reads the container objects of the namespace.
+func (w *World) objects(ctx context.Context) (Final, error) {
+	var f Final
+	sel := metav1.ListOptions{LabelSelector: container.LabelManagedBy + "=" + container.ManagedByValue}
+	deps, err := w.Env.Admin.AppsV1().Deployments(w.NS).List(ctx, sel)
+	if err != nil {
+		return f, err
+	}
+	for _, d := range deps.Items {
+		o := objectOf(&d.ObjectMeta)
+		if cs := d.Spec.Template.Spec.Containers; len(cs) > 0 {
+			o.Image = cs[0].Image
+		}
+		o.Revision = d.Annotations["deployment.kubernetes.io/revision"]
+		f.Deployments = append(f.Deployments, o)
+	}
+	svcs, err := w.Env.Admin.CoreV1().Services(w.NS).List(ctx, sel)
+	if err != nil {
+		return f, err
+	}
+	for _, s := range svcs.Items {
+		f.Services = append(f.Services, objectOf(&s.ObjectMeta))
+	}
+	pods, err := w.Env.Admin.CoreV1().Pods(w.NS).List(ctx, sel)
+	if err != nil {
+		return f, err
+	}
+	for _, p := range pods.Items {
+		o := objectOf(&p.ObjectMeta)
+		o.Phase, o.Ready, o.Node = string(p.Status.Phase), podReady(&p), p.Spec.NodeName
+		if cs := p.Spec.Containers; len(cs) > 0 {
+			o.Image = cs[0].Image
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Waiting != nil {
+				o.Waiting = c.State.Waiting.Reason
+			}
+		}
+		f.Pods = append(f.Pods, o)
+	}
+	// Every Lease, not only labelled ones: a record that lost its labels is an orphan too.
+	leases, err := w.Env.Admin.CoordinationV1().Leases(w.NS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return f, err
+	}
+	for _, l := range leases.Items {
+		if !strings.HasPrefix(l.Name, container.RecordName("")) && l.Labels[container.LabelRecord] == "" {
+			continue
+		}
+		f.Records = append(f.Records, objectOf(&l.ObjectMeta))
+	}
+	return f, nil
+}
+
+func objectOf(m *metav1.ObjectMeta) Object {
+	return Object{Name: m.Name, ID: container.InstanceID(m.Labels), Incarnation: m.Labels[container.LabelIncarnation],
+		Deleting: m.DeletionTimestamp != nil, Finalizers: m.Finalizers}
+}

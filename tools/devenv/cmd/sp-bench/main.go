@@ -1,0 +1,96 @@
+// Command sp-bench measures the service against the Kubernetes API on this machine and
+// writes docs/benchmarks.md and docs/benchmarks.json (`make bench`).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/bench"
+)
+
+func main() {
+	sizes := flag.String("sizes", "1000,5000,10000", "container counts for the read benchmark (the first is also the bulk size; the last is the restart, replicas and throughput size)")
+	createN := flag.Int("create", 200, "POST / raw create pairs")
+	latency := flag.Int("latency", 40, "status latency samples per debounce setting")
+	replicas := flag.Int("replicas", 200, "creates and deletes on one replica, each read on the other until it agrees")
+	throughput := flag.Int("throughput", 1000, "containers changing status at once")
+	nodes := flag.Int("nodes", 4, "fake (kwok) nodes the pods are spread over")
+	heap := flag.String("heap-profile", filepath.Join(os.TempDir(), "sp-bench-heap.pb.gz"), "where the service's heap profile at the largest size is kept")
+	out := flag.String("out", "docs", "folder for benchmarks.md and benchmarks.json")
+	render := flag.Bool("render", false, "only rewrite benchmarks.md from benchmarks.json (e.g. after editing benchmarks-analysis.md)")
+	serviceEnv := flag.String("service-env", "", "extra environment for the service, comma-separated (e.g. GOMEMLIMIT=120MiB)")
+	flag.Parse()
+	var ns []int
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintln(os.Stderr, "sp-bench: bad -sizes")
+			os.Exit(2)
+		}
+		ns = append(ns, n)
+	}
+	if *render {
+		b, err := os.ReadFile(filepath.Join(*out, "benchmarks.json"))
+		if err != nil {
+			fail(err)
+		}
+		var res bench.Results
+		if err := json.Unmarshal(b, &res); err != nil {
+			fail(err)
+		}
+		if err := bench.Write(&res, filepath.Join(*out, "benchmarks.md"), filepath.Join(*out, "benchmarks.json"),
+			filepath.Join(*out, "benchmarks-analysis.md")); err != nil {
+			fail(err)
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "sp-bench: %v received, stopping\n", s)
+		cancel()
+	}()
+	dir, err := os.MkdirTemp("", "sp-bench-")
+	if err != nil {
+		fail(err)
+	}
+	var extra []string
+	if *serviceEnv != "" {
+		extra = strings.Split(*serviceEnv, ",")
+	}
+	command := "make bench"
+	if len(os.Args) > 1 {
+		command = "go run ./tools/devenv/cmd/sp-bench " + strings.Join(os.Args[1:], " ")
+	}
+	res, err := bench.Run(ctx, bench.Options{Command: command, Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, Nodes: *nodes, LatencyRuns: *latency,
+		ReplicaTries: *replicas, ThroughputN: *throughput, HeapProfile: *heap, ServiceEnv: extra, Log: os.Stderr})
+	if err != nil {
+		// The service logs and the control plane's are there.
+		fail(fmt.Errorf("%w (logs kept in %s)", err, dir))
+	}
+	os.RemoveAll(dir)
+	md := bench.Markdown(res, "")
+	fmt.Println(md)
+	if err := bench.Write(res, filepath.Join(*out, "benchmarks.md"), filepath.Join(*out, "benchmarks.json"),
+		filepath.Join(*out, "benchmarks-analysis.md")); err != nil {
+		fail(err)
+	}
+	fmt.Fprintf(os.Stderr, "sp-bench: wrote %s/benchmarks.md and benchmarks.json\n", *out)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "sp-bench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,253 @@
+// Command sp-harness runs the project's test control plane (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok on 127.0.0.1), optionally with a real
+// node (a real kubelet with containerd; -real-node, or REAL_NODE=1 in the environment).
+//
+//	sp-harness build [-real-node]                build the binaries into the cache (once per version)
+//	sp-harness up    [-dir DIR] [-real-node]     start a cluster, NATS and DCM's registry in the background,
+//	                                             print KUBECONFIG=..., SP_NATS_URL=..., DCM_REGISTRATION_URL=...
+//	sp-harness down  [-dir DIR]                  stop all that up started (and its real node), by PID
+//	sp-harness exec  [-real-node] -- CMD ARGS... start a cluster, run CMD with KUBECONFIG set, stop it
+//	sp-harness import-image TAR...               load image tarballs (docker/podman save) into the real node
+//	sp-harness clean-real-node                   stop this machine's real node and remove all it left
+//	sp-harness serve-nats -store DIR -port N     (for up) serve NATS with JetStream until SIGTERM
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	dir := fs.String("dir", filepath.Join(".harness", "cluster"), "state folder of a background cluster (up/down)")
+	realNode := fs.Bool("real-node", os.Getenv("REAL_NODE") == "1", "also run a real node: kubelet + containerd (build/up/exec)")
+	store := fs.String("store", "", "JetStream store folder (serve-nats)")
+	port := fs.Int("port", 0, "loopback port (serve-nats)")
+	_ = fs.Parse(os.Args[2:])
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	code := 0
+	switch os.Args[1] {
+	case "build":
+		err = build(ctx, *realNode)
+	case "up":
+		err = up(ctx, *dir, *realNode)
+	case "down":
+		err = down(*dir)
+	case "exec":
+		code, err = execWithCluster(ctx, fs.Args(), *realNode)
+	case "import-image":
+		err = importImages(ctx, fs.Args())
+	case "clean-real-node":
+		err = harness.CleanupRealNodeLeftovers(os.Stderr)
+	case "serve-nats":
+		err = serveNATS(ctx, *store, *port)
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sp-harness:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: sp-harness build [-real-node] | up [-dir DIR] [-real-node] | down [-dir DIR] |"+
+		" exec [-real-node] -- CMD [ARGS...] | import-image TAR... | clean-real-node | serve-nats -store DIR -port N")
+	os.Exit(2)
+}
+
+func build(ctx context.Context, realNode bool) error {
+	if _, err := harness.EnsureBinaries(ctx, os.Stderr); err != nil {
+		return err
+	}
+	if !realNode {
+		return nil
+	}
+	if err := harness.RealNodeSupported(); err != nil {
+		fmt.Fprintf(os.Stderr, "sp-harness: not building the kubelet: no real node on this machine: %v\n", err)
+		return nil
+	}
+	_, err := harness.EnsureKubelet(ctx, os.Stderr)
+	return err
+}
+
+func up(ctx context.Context, dir string, realNode bool) error {
+	if c, err := harness.Load(dir); err == nil && len(c.Processes) > 0 {
+		return fmt.Errorf("a cluster is already running from %s (KUBECONFIG=%s); run `make cluster-down` first", dir, c.Kubeconfig)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	c, err := harness.Start(ctx, harness.Options{Dir: abs, Detached: true, Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	if realNode {
+		if _, err := harness.StartRealNode(ctx, c, filepath.Join(abs, "realnode"), os.Stderr); err != nil {
+			c.Stop()
+			return fmt.Errorf("real node: %w (the control plane was stopped again)", err)
+		}
+		fmt.Fprintf(os.Stderr, "sp-harness: real node %s is Ready (label and NoSchedule taint %s=true); "+
+			"images: example.invalid/<role>:v1, your own: bin/sp-harness import-image IMAGE.tar\n",
+			harness.RealNodeName, harness.RealNodeLabel)
+	}
+	bins, err := harness.EnsureBinaries(ctx, os.Stderr)
+	if err != nil {
+		c.Stop()
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		c.Stop()
+		return err
+	}
+	peers, err := c.StartPeers(self, bins.Registry)
+	if err != nil {
+		c.Stop()
+		return fmt.Errorf("NATS and the registry: %w (the cluster was stopped again)", err)
+	}
+	fmt.Fprintf(os.Stderr, "sp-harness: NATS with JetStream on %s, DCM's registry (service-provider-manager %s) on %s\n",
+		peers.NATSURL, harness.RegistryVersion, peers.RegistryURL)
+	// One VAR=value per line: `export $(make cluster-up)` sets them all for the service.
+	fmt.Printf("KUBECONFIG=%s\nSP_K8S_KUBECONFIG=%s\nSP_NATS_URL=%s\nDCM_REGISTRATION_URL=%s\n",
+		c.Kubeconfig, c.Kubeconfig, peers.NATSURL, peers.RegistryURL)
+	return nil
+}
+
+// serveNATS is the NATS server of a background cluster (up starts it as a process of the
+// cluster): it serves until SIGTERM.
+func serveNATS(ctx context.Context, store string, port int) error {
+	if store == "" || port == 0 {
+		usage()
+	}
+	n, err := harness.StartNATSOn(store, port)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	n.Stop()
+	return nil
+}
+
+func down(dir string) error {
+	c, err := harness.Load(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(os.Stderr, "sp-harness: no cluster running from %s\n", dir)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var nodeErr error
+	if n, err := harness.LoadRealNode(); err == nil && n.JoinedTo(c.Kubeconfig) {
+		if nodeErr = n.Stop(); nodeErr == nil {
+			fmt.Fprintf(os.Stderr, "sp-harness: stopped the real node %s and cleaned up after it\n", n.Name)
+		}
+	}
+	c.Stop() // also cleans up after a real node of this cluster that crashed
+	fmt.Fprintf(os.Stderr, "sp-harness: stopped the cluster, NATS and the registry in %s\n", dir)
+	if nodeErr != nil {
+		return fmt.Errorf("stopping the real node: %w (retry with: sp-harness clean-real-node)", nodeErr)
+	}
+	return nil
+}
+
+// importImages loads image tarballs into the machine's running real node.
+func importImages(ctx context.Context, tars []string) error {
+	if len(tars) == 0 {
+		usage()
+	}
+	n, err := harness.LoadRealNode()
+	if err != nil {
+		return fmt.Errorf("no real node running (make cluster-up REAL_NODE=1 or make run REAL_NODE=1): %w", err)
+	}
+	for _, t := range tars {
+		if err := n.ImportImage(ctx, t); err != nil {
+			return err
+		}
+	}
+	images, err := n.Images(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "sp-harness: the real node now has these images (use a non-latest tag, or imagePullPolicy IfNotPresent):")
+	for _, i := range images {
+		fmt.Println(i)
+	}
+	return nil
+}
+
+// execWithCluster gives a whole command (e.g. `go test ./...`) one control plane, so all
+// test packages share it, and stops it however the command ends.
+// With realNode it also starts the run's one real node, shared by every test package
+// (testenv.RealNode finds it); where the machine cannot run one, it says why and the
+// tests that need one skip.
+func execWithCluster(ctx context.Context, args []string, realNode bool) (int, error) {
+	if len(args) == 0 {
+		usage()
+	}
+	c, err := harness.Start(ctx, harness.Options{Progress: os.Stderr})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Stop()
+	env := append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	if realNode {
+		unavailable := func(err error) {
+			fmt.Fprintf(os.Stderr, "sp-harness: no real node in this run (tests that need one are skipped): %v\n", err)
+			env = append(env, harness.RealNodeEnv+"=unavailable: "+err.Error())
+		}
+		if err := harness.RealNodeSupported(); err != nil {
+			unavailable(err)
+		} else if n, err := harness.StartRealNode(ctx, c, filepath.Join(c.Dir, "realnode"), os.Stderr); errors.Is(err, harness.ErrRealNodeBusy) {
+			unavailable(err)
+		} else if err != nil {
+			return 0, fmt.Errorf("real node: %w", err)
+		} else {
+			defer func() {
+				if err := n.Stop(); err != nil {
+					fmt.Fprintf(os.Stderr, "sp-harness: stopping the real node: %v\n", err)
+				}
+			}()
+			env = append(env, harness.RealNodeEnv+"="+n.Dir)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "KUBECONFIG=%s\n", c.Kubeconfig)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// Ctrl-C reaches the child through the terminal; SIGTERM may not: pass it on.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		err = <-done
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), nil
+	}
+	return 0, err
+}

@@ -1,0 +1,20 @@
+// Package devenv is the root of the developer tooling of k8s-container-sp: a Go module of
+// its own (tools/devenv/go.mod), so the service's go.mod names only what the service
+// links. Nothing here is linked into the k8s-container-sp binary. The go.work at the
+// repository root puts both modules in one workspace; the Makefile's go commands name
+// both (./... ./tools/devenv/...), because ./... stops at a nested module.
+//
+//   - harness: a real control plane (etcd, kube-apiserver, controller-manager, scheduler,
+//     kwok; optionally a real node), NATS and the DCM registry on 127.0.0.1, built from
+//     the pinned tool modules in tools/; harness/testenv is what integration tests use.
+//   - e2e/app, e2e/binary: the service's integration tests that need the harness (of
+//     internal/app, and of the built binary).
+//   - testbed: a control plane, NATS and the service binary run as processes: what
+//     bench (make bench) and chaos (make chaos, with its planted bugs) share.
+//   - localstack: the whole DCM loop on one machine (make run).
+//   - proc: starting child processes and finding free ports, for all of the above.
+//   - cmd/sp-harness, sp-bench, sp-chaos, sp-local: the commands behind the make targets.
+//
+// The tooling may import the service's internal packages: Go's internal rule is by import
+// path, and this module's path is under the service's.
+package devenv

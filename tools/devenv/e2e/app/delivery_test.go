@@ -1,0 +1,266 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/status"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
+)
+
+// NATS goes down while a container changes state; when it is back, the new state
+// arrives, and the stream holds it.
+func TestStatusSurvivesNATSOutage(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	p.waitSynced(t)
+	create(t, p, "keep", spec("keep", "nginx"))
+	create(t, p, "gone", spec("gone", "nginx"))
+	events.waitStatus("keep", "RUNNING", "", 30*time.Second)
+	events.waitStatus("gone", "RUNNING", "", 30*time.Second)
+
+	srv.Stop()
+	// The API keeps serving while NATS is down.
+	if r := do(t, http.MethodDelete, p.URL+containers+"/gone", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("delete during the outage: %d %s", r.Status, r.Body)
+	}
+	create(t, p, "new", spec("new", "nginx"))
+	// The reporter tries, fails, and keeps the latest state.
+	testenv.Eventually(t, 30*time.Second, "a failed delivery", func() error {
+		if p.metric(t, "sp_status_events_failed_total") == 0 {
+			return fmt.Errorf("none yet")
+		}
+		return nil
+	})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	events.waitStatus("gone", "DELETED", "", 30*time.Second)
+	events.waitStatus("new", "RUNNING", "", 30*time.Second)
+	// The Deployment was held until DELETED was delivered, then released.
+	testenv.Eventually(t, 20*time.Second, "deleted Deployment released", func() error {
+		if d, _, _ := objectsOf(t, ns, "gone"); d > 0 {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+	info, err := stream.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs < 5 {
+		t.Errorf("stream holds %d events after the outage", info.State.Msgs)
+	}
+}
+
+// A restarted provider publishes every container's current status again, and a
+// container deleted while it was down is reported DELETED when it is back.
+func TestStatusAfterRestart(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	first := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	first.waitSynced(t)
+	create(t, first, "stays", spec("stays", "nginx"))
+	create(t, first, "dies", spec("dies", "nginx"))
+	events.waitStatus("stays", "RUNNING", "", 30*time.Second)
+	events.waitStatus("dies", "RUNNING", "", 30*time.Second)
+	first.Stop()
+
+	// Deleted with kubectl while no provider runs: the record remembers it. The new
+	// provider never saw the container; its record is seconds old, which could also be
+	// a create in progress, so DELETED comes once the record is twice the create timeout
+	// old (here 2 × 5 s).
+	deleteByHand(t, ns, "dies")
+	stays := len(events.events("stays"))
+
+	second := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100", "SP_K8S_CREATE_TIMEOUT=5s"))
+	second.waitSynced(t)
+	events.waitStatus("dies", "DELETED", "", 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "current status republished", func() error {
+		if n := len(events.events("stays")); n == stays {
+			return fmt.Errorf("no new event for a container that did not change")
+		}
+		return nil
+	})
+	if ev := events.last("stays"); ev.Data.Status != "RUNNING" {
+		t.Errorf("republished %+v", ev.Data)
+	}
+}
+
+// Two replicas: both serve the API, one publishes. When it stops, the other takes over
+// within 20 s and republishes the current state.
+func TestStatusTwoReplicasFailover(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	a := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	b := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	a.waitSynced(t)
+	b.waitSynced(t)
+	var leader, follower *provider
+	testenv.Eventually(t, 30*time.Second, "one leader", func() error {
+		switch {
+		case a.App.Leading() && !b.App.Leading():
+			leader, follower = a, b
+		case b.App.Leading() && !a.App.Leading():
+			leader, follower = b, a
+		default:
+			return fmt.Errorf("leading: a=%v b=%v", a.App.Leading(), b.App.Leading())
+		}
+		if !leader.App.Reporter().Active() {
+			return fmt.Errorf("leader not reporting yet")
+		}
+		return nil
+	})
+	// Creates through both replicas; one event stream.
+	create(t, a, "via-a", spec("via-a", "nginx"))
+	create(t, b, "via-b", spec("via-b", "nginx"))
+	events.waitStatus("via-a", "RUNNING", "", 30*time.Second)
+	events.waitStatus("via-b", "RUNNING", "", 30*time.Second)
+	leader.waitIdle(t)
+	for _, id := range []string{"via-a", "via-b"} {
+		// One publisher: each state is sent once (how many states a container passes
+		// through on its way to RUNNING depends on timing: the pod may be seen
+		// ContainerCreating or not).
+		events.noRepeats(id)
+		seen := map[status.EventData]bool{}
+		for _, e := range events.events(id) {
+			if seen[e.Data] {
+				t.Errorf("%s: %+v sent twice: %+v", id, e.Data, events.events(id))
+			}
+			seen[e.Data] = true
+		}
+	}
+	if r := do(t, http.MethodGet, follower.URL+containers+"/via-a", nil); r.Status != 200 {
+		t.Errorf("the follower does not serve reads: %d", r.Status)
+	}
+
+	before := len(events.events("via-a"))
+	stopped := time.Now()
+	leader.Stop()
+	testenv.Eventually(t, 20*time.Second, "the follower takes over", func() error {
+		if !follower.App.Leading() {
+			return fmt.Errorf("not leading yet")
+		}
+		return nil
+	})
+	testenv.Eventually(t, 20*time.Second-time.Since(stopped), "current state republished by the new leader", func() error {
+		if len(events.events("via-a")) == before {
+			return fmt.Errorf("nothing yet")
+		}
+		return nil
+	})
+	t.Logf("failover and republish took %s", time.Since(stopped).Round(time.Millisecond))
+	// And it reports new changes.
+	if r := do(t, http.MethodDelete, follower.URL+containers+"/via-b", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	events.waitStatus("via-b", "DELETED", "", 30*time.Second)
+}
+
+// A graceful stop delivers what the debounce was still holding.
+func TestStatusFlushedOnStop(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=10000", "SP_MONITOR_DEBOUNCE_MAX_WAIT=20s"))
+	p.waitSynced(t)
+	// Let the start-up republish (of nothing) pass, or it would send the container.
+	testenv.Eventually(t, 30*time.Second, "reporter active", func() error {
+		if !p.App.Reporter().Active() {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	create(t, p, "late", spec("late", "nginx"))
+	// The pod runs (kwok), and the debounce holds that change: the flush must send it.
+	testenv.Eventually(t, 10*time.Second, "pod running, its change held by the debounce", func() error {
+		if phase := podOf(t, ns, "late").Status.Phase; phase != corev1.PodRunning {
+			return fmt.Errorf("pod %s", phase)
+		}
+		if p.App.Reporter().Pending() == 0 {
+			return fmt.Errorf("nothing held")
+		}
+		return nil
+	})
+	if n := len(events.events("late")); n != 0 {
+		t.Fatalf("%d events before the 10 s debounce ended", n)
+	}
+	start := time.Now()
+	p.Stop()
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("stop took %s", d)
+	}
+	events.waitStatus("late", "RUNNING", "", 5*time.Second)
+}
+
+// A container made before this provider (by the reference provider: DCM labels, no
+// record, no incarnation, no annotation) is read, adopted (a record written for it, the
+// Deployment left as it is), and its deletion by hand is reported.
+func TestForeignContainerIsAdopted(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	one := int32(1)
+	labels := map[string]string{container.LabelManagedBy: "dcm", container.LabelInstanceID: "legacy", container.LabelServiceType: "container"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy-app", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "legacy", Image: "nginx:1",
+					Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2Gi")},
+					}}}},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	p.waitSynced(t)
+	events.waitStatus("legacy", "RUNNING", "", 30*time.Second)
+	r := do(t, http.MethodGet, p.URL+containers+"/legacy", nil)
+	res := r.JSON["spec"].(map[string]any)["resources"].(map[string]any)
+	if r.Status != 200 || r.JSON["spec"].(map[string]any)["metadata"].(map[string]any)["name"] != "legacy" ||
+		res["memory"].(map[string]any)["min"] != "1GB" || res["memory"].(map[string]any)["max"] != "2GB" {
+		t.Errorf("GET foreign container: %d %s", r.Status, r.Body)
+	}
+	testenv.Eventually(t, 20*time.Second, "adopted", func() error {
+		l, err := cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName("legacy"), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, ok := container.RecordOf(l, "legacy"); !ok || l.Labels[container.LabelRecord] != container.RecordValue {
+			return fmt.Errorf("record labels %v", l.Labels)
+		}
+		return nil
+	})
+	if d, err := cs.AppsV1().Deployments(ns).Get(ctx, "legacy-app", metav1.GetOptions{}); err != nil || len(d.Finalizers)+len(d.OwnerReferences) > 0 {
+		t.Errorf("the adopted Deployment was changed: %v %v", d.Finalizers, d.OwnerReferences)
+	}
+	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=legacy", spec("web", "nginx")), http.StatusConflict, "already-exists")
+	if err := cs.AppsV1().Deployments(ns).Delete(ctx, "legacy-app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	events.waitStatus("legacy", "DELETED", "", 30*time.Second)
+	expectNothing(t, ns)
+}

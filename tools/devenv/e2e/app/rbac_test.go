@@ -1,0 +1,298 @@
+package app_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/dcm-project/k8s-container-sp/internal/config"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
+)
+
+const deployDir = "../../../../deploy/base"
+
+func manifest[T runtime.Object](t *testing.T, file string) T {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(deployDir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	typed, ok := obj.(T)
+	if !ok {
+		t.Fatalf("%s holds a %T", file, obj)
+	}
+	return typed
+}
+
+// The service runs with exactly the RBAC of deploy/base (ServiceAccount token, namespaced
+// Role): every API operation and status event works, and the same identity cannot
+// touch another namespace.
+// asRole runs the provider as deploy/base's ServiceAccount, bound (by deploy/base's
+// RoleBinding) to role in ns.
+func asRole(t *testing.T, ns string, role *rbacv1.Role) providerOpt {
+	t.Helper()
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	sa := manifest[*corev1.ServiceAccount](t, "serviceaccount.yaml")
+	binding := manifest[*rbacv1.RoleBinding](t, "rolebinding.yaml")
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrTo(int64(3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(_ *config.Config, rc *rest.Config) { rc.BearerToken, rc.BearerTokenFile = tok.Status.Token, "" }
+}
+
+// withNamespaceReader applies deploy/base's ClusterRole and ClusterRoleBinding for ns
+// (get on that one namespace), as kustomize would with namespace ns.
+func withNamespaceReader(t *testing.T, ns string) {
+	t.Helper()
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	cr := manifest[*rbacv1.ClusterRole](t, "clusterrole.yaml")
+	crb := manifest[*rbacv1.ClusterRoleBinding](t, "clusterrolebinding.yaml")
+	cr.Name, crb.Name, crb.RoleRef.Name = ns+"-reader", ns+"-reader", ns+"-reader"
+	cr.Rules[0].ResourceNames = []string{ns}
+	crb.Subjects[0].Namespace = ns
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+		_ = cs.RbacV1().ClusterRoles().Delete(context.Background(), cr.Name, metav1.DeleteOptions{})
+	})
+}
+
+func TestDeployRBACIsEnough(t *testing.T) {
+	ns := testenv.Namespace(t)
+	ctx := context.Background()
+	asSA := asRole(t, ns, manifest[*rbacv1.Role](t, "role.yaml"))
+	withNamespaceReader(t, ns)
+
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), asSA)
+	p.waitSynced(t)
+	testenv.Eventually(t, 30*time.Second, "leading with the Role's Lease rights", func() error {
+		if !p.App.Leading() {
+			return fmt.Errorf("not leading")
+		}
+		return nil
+	})
+
+	create(t, p, "rbac-1", spec("web", "nginx", withPorts(port(80, "internal"), port(443, "external"))))
+	events.waitStatus("rbac-1", "RUNNING", "", 30*time.Second)
+	if r := do(t, http.MethodGet, p.URL+containers+"/rbac-1", nil); r.Status != 200 || r.JSON["service"] == nil {
+		t.Errorf("GET: %d %s", r.Status, r.Body)
+	}
+	if r := do(t, http.MethodGet, p.URL+containers, nil); r.Status != 200 || len(r.JSON["containers"].([]any)) != 1 {
+		t.Errorf("LIST: %d %s", r.Status, r.Body)
+	}
+	if r := do(t, http.MethodPost, p.URL+containers+"?id=rbac-1", spec("web", "nginx")); r.Status != http.StatusConflict {
+		t.Errorf("duplicate: %d %s", r.Status, r.Body)
+	}
+	if r := do(t, http.MethodGet, p.URL+"/health", nil); r.JSON["status"] != "healthy" {
+		t.Errorf("health: %s", r.Body)
+	}
+	if r := do(t, http.MethodDelete, p.URL+containers+"/rbac-1", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+	}
+	events.waitStatus("rbac-1", "DELETED", "", 30*time.Second)
+	expectNothing(t, ns) // the finalizer was removed with the Role's rights
+	if logs := p.Logs(); strings.Contains(logs, "forbidden") {
+		t.Errorf("the provider hit a forbidden call:\n%s", logs)
+	}
+
+	// The same identity has no rights anywhere else.
+	other := testenv.Namespace(t)
+	rc := rest.CopyConfig(testenv.Cluster(t).Config)
+	asSA(nil, rc)
+	saClient, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := saClient.AppsV1().Deployments(other).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list in another namespace: %v, want forbidden", err)
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{GenerateName: "x-"}}
+	if _, err := saClient.AppsV1().Deployments(other).Create(ctx, dep, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("create in another namespace: %v, want forbidden", err)
+	}
+	if _, err := saClient.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("create a pod: %v, want forbidden (pods are read-only)", err)
+	}
+	if _, err := saClient.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("read secrets: %v, want forbidden", err)
+	}
+}
+
+// The Deployment and Service of deploy/base are valid for the apiserver (server-side dry
+// run) and the shipped configuration loads.
+// DCM's own chart grants no Leases: the provider says so at start (one ERROR line
+// naming each missing verb and the Role to apply), health is unhealthy with the reason,
+// and a create answers 503 naming the permission, leaving nothing behind.
+func TestRoleWithoutLeases(t *testing.T) {
+	ns := testenv.Namespace(t)
+	role := manifest[*rbacv1.Role](t, "role.yaml")
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "leases") })
+	// (Its caches never sync: the container records are Leases. Health says why.)
+	p := startProvider(t, ns, asRole(t, ns, role))
+	testenv.Eventually(t, 30*time.Second, "health names the missing permissions", func() error {
+		h := do(t, http.MethodGet, p.URL+"/health", nil)
+		msg, _ := h.JSON["message"].(string)
+		if h.JSON["status"] != "unhealthy" || !strings.Contains(msg, "get coordination.k8s.io/leases, list coordination.k8s.io/leases, "+
+			"watch coordination.k8s.io/leases, create coordination.k8s.io/leases, "+
+			"update coordination.k8s.io/leases, delete coordination.k8s.io/leases in namespace "+ns) {
+			return fmt.Errorf("%s", h.Body)
+		}
+		return nil
+	})
+	// Not ready, saying why: the caches cannot sync without Leases, and what is missing.
+	if r := do(t, http.MethodGet, p.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable ||
+		!strings.Contains(string(r.Body), "caches: the informer caches are not synced yet") || !strings.Contains(string(r.Body), "permissions: the provider may not get coordination.k8s.io/leases") {
+		t.Errorf("/readyz: %d %s", r.Status, r.Body)
+	}
+	logs := p.Logs()
+	if !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "missing Kubernetes permissions") ||
+		!strings.Contains(logs, "deploy/base/role.yaml") || strings.Contains(logs, "create apps/deployments") {
+		t.Errorf("start-up log does not name exactly the missing permissions:\n%s", logs)
+	}
+	r := do(t, http.MethodPost, p.URL+containers+"?id=noleases", spec("web", "nginx"))
+	expectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
+	if detail, _ := r.JSON["detail"].(string); !strings.Contains(detail, "create coordination.k8s.io/leases") || r.Header.Get("Retry-After") == "" {
+		t.Errorf("create: %s", r.Body)
+	}
+	expectNothing(t, ns)
+}
+
+// SP_K8S_POD_SECURITY=auto: a namespace enforcing Pod Security "restricted" gets the
+// restricted profile without being told (its pods are admitted); baseline or no label
+// gets baseline, whose pods the baseline level admits too. Run with deploy/base's RBAC.
+func TestPodSecurityFollowsTheNamespace(t *testing.T) {
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	for _, level := range []string{"restricted", "baseline", ""} {
+		t.Run("enforce="+level, func(t *testing.T) {
+			ns := testenv.Namespace(t)
+			if level != "" {
+				n, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n.Labels["pod-security.kubernetes.io/enforce"] = level
+				if _, err := cs.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			asSA := asRole(t, ns, manifest[*rbacv1.Role](t, "role.yaml"))
+			withNamespaceReader(t, ns)
+			srv := testenv.NATS(t)
+			events := newSink(t, srv.URL)
+			p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), asSA)
+			p.waitSynced(t)
+			create(t, p, "psa", spec("web", "nginx"))
+			events.waitStatus("psa", "RUNNING", "", 30*time.Second) // the pod was admitted
+			sc := deploymentOf(t, ns, "psa").Spec.Template.Spec.Containers[0].SecurityContext
+			restricted := sc.RunAsNonRoot != nil && *sc.RunAsNonRoot
+			if restricted != (level == "restricted") {
+				t.Errorf("restricted profile = %v for enforce=%q", restricted, level)
+			}
+		})
+	}
+}
+
+func TestDeployManifestsAreValid(t *testing.T) {
+	ns := testenv.Namespace(t)
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	dep := manifest[*appsv1.Deployment](t, "deployment.yaml")
+	if *dep.Spec.Replicas != 2 || dep.Spec.Template.Spec.Containers[0].ReadinessProbe == nil ||
+		!*dep.Spec.Template.Spec.SecurityContext.RunAsNonRoot || !*dep.Spec.Template.Spec.Containers[0].SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("deployment: %+v", dep.Spec)
+	}
+	// kustomize fills the ConfigMap name and image; the apiserver needs them concrete.
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, dry); err != nil {
+		t.Errorf("deployment.yaml: %v", err)
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, manifest[*corev1.Service](t, "service.yaml"), dry); err != nil {
+		t.Errorf("service.yaml: %v", err)
+	}
+	// The NetworkPolicy admits to the provider's pods, on the API port only.
+	np := manifest[*networkingv1.NetworkPolicy](t, "networkpolicy.yaml")
+	if np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != dep.Spec.Template.Labels["app.kubernetes.io/name"] ||
+		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector == nil ||
+		len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != dep.Spec.Template.Spec.Containers[0].Ports[0].Name {
+		t.Errorf("networkpolicy.yaml: %+v", np.Spec)
+	}
+	if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, dry); err != nil {
+		t.Errorf("networkpolicy.yaml: %v", err)
+	}
+	// kustomize applies only what kustomization.yaml lists.
+	kustomization, err := os.ReadFile(filepath.Join(deployDir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(deployDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if name := filepath.Base(f); name != "kustomization.yaml" && !strings.Contains(string(kustomization), "\n- "+name+"\n") {
+			t.Errorf("%s is not a resource in kustomization.yaml", name)
+		}
+	}
+	f, err := os.Open(filepath.Join(deployDir, "config.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var environ []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			environ = append(environ, line)
+		}
+	}
+	if _, err := config.Load(append(environ, "SP_K8S_NAMESPACE=dcm-containers")); err != nil {
+		t.Errorf("config.env: %v", err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

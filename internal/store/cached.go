@@ -1,8 +1,6 @@
 package store
 
 import (
-	"time"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -127,12 +125,13 @@ func labels(id, inc string) map[string]string {
 	return l
 }
 
-// deletion is a deletion timestamp as far as it is kept: whether there is one.
+// deletion is a deletion timestamp as far as it is kept: whether there is one (its
+// time is not kept: it reads as the zero time).
 func deletion(deleting bool) *metav1.Time {
 	if !deleting {
 		return nil
 	}
-	return &metav1.Time{Time: time.Time{}}
+	return &metav1.Time{}
 }
 
 var (

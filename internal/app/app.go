@@ -17,10 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,7 +39,8 @@ type App struct {
 	store     *store.Store
 	handler   http.Handler
 	server    *http.Server
-	nats      *nats.Conn
+	nats      *natsLink
+	podSec    *podSecurity
 	reporter  *status.Reporter
 	election  *status.Election
 	registrar *registration.Registrar
@@ -95,34 +93,9 @@ func readable(path string) error {
 	return f.Close()
 }
 
-// podSecurity decides the pods' security profile: the configured one, or with "auto"
-// restricted when the namespace enforces Pod Security "restricted" (so pods are
-// admitted), else baseline. Reading the namespace's labels needs `get` on it (a
-// cluster-scoped grant, see deploy/base/clusterrole.yaml); without it, baseline, and the
-// log says why.
-func podSecurity(client kubernetes.Interface, cfg *config.Config, log *slog.Logger) container.PodSecurity {
-	if p := cfg.Kubernetes.PodSecurity; p != "auto" {
-		log.Info("pod security profile", "profile", p, "why", "SP_K8S_POD_SECURITY")
-		return container.PodSecurity(p)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ns, err := client.CoreV1().Namespaces().Get(ctx, cfg.Kubernetes.Namespace, metav1.GetOptions{})
-	if err != nil {
-		log.Warn("pod security profile: cannot read the namespace's Pod Security labels; using baseline "+
-			"(set SP_K8S_POD_SECURITY, or grant get on the namespace)", "profile", "baseline", "err", err)
-		return container.Baseline
-	}
-	const enforce = "pod-security.kubernetes.io/enforce"
-	if ns.Labels[enforce] == string(container.Restricted) {
-		log.Info("pod security profile", "profile", "restricted", "why", "the namespace enforces "+enforce+"=restricted")
-		return container.Restricted
-	}
-	log.Info("pod security profile", "profile", "baseline", "why", "the namespace does not enforce restricted")
-	return container.Baseline
-}
-
-// New builds the provider. version is reported by the health endpoint.
+// New builds the provider; Run starts it. New reads only the configuration and the
+// files it names (API token, TLS certificate): it connects to nothing. version is
+// reported by the health endpoint.
 func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) (*App, error) {
 	a := &App{cfg: cfg, log: log}
 	a.metrics = metrics.New(metrics.Gauges{
@@ -175,13 +148,14 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		return nil, err
 	}
 	a.tlsConfig = tlsConfig
+	a.podSec = &podSecurity{client: client, namespace: cfg.Kubernetes.Namespace, configured: cfg.Kubernetes.PodSecurity, log: log}
 	handler, err := httpapi.NewHandler(httpapi.Options{
 		Store: st,
 		Objects: container.Options{
 			Namespace:           cfg.Kubernetes.Namespace,
 			ExternalServiceType: corev1.ServiceType(cfg.Kubernetes.ExternalServiceType),
-			PodSecurity:         podSecurity(client, cfg, log),
 		},
+		PodSecurity:  a.podSec.profile,
 		Health:       a.probe.Last,
 		Registration: registrar.State,
 		Permissions: func() string {
@@ -220,42 +194,14 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	top.Handle("/livez", httpapi.Liveness())
 	top.Handle("/", a.metrics.Middleware(handler))
 	a.handler = top
-	// The service starts and serves while NATS is down; events wait for it. Whatever
-	// a (re)connected server's consumers missed is published again.
-	republish := make(chan struct{}, 1)
-	askRepublish := func() {
-		select {
-		case republish <- struct{}{}:
-		default: // one is pending already
-		}
-	}
-	a.nats, err = nats.Connect(cfg.NATSURL,
-		nats.Name(cfg.Name+"/"+cfg.Monitor.Identity),
-		nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(time.Second),
-		nats.ConnectHandler(func(*nats.Conn) { askRepublish() }),
-		nats.ReconnectHandler(func(*nats.Conn) {
-			log.Info("NATS reconnected")
-			askRepublish()
-		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("NATS: %w", err)
-	}
-	pub, err := status.NewNATSPublisher(a.nats, cfg.Name)
-	if err != nil {
-		a.nats.Close()
-		return nil, err
-	}
-	a.reporter = status.NewReporter(st, pub, st, status.Options{
+	a.nats = newNATSLink(cfg.NATSURL, cfg.Name+"/"+cfg.Monitor.Identity, cfg.Name, log)
+	a.reporter = status.NewReporter(st, a.nats, st, status.Options{
 		Debounce:     time.Duration(cfg.Monitor.DebounceMS) * time.Millisecond,
 		MaxWait:      cfg.Monitor.DebounceMaxWait,
 		Resync:       cfg.Monitor.ResyncPeriod,
 		Settle:       2 * cfg.Kubernetes.CreateTimeout, // a create finishes or rolls back within one
 		DrainTimeout: cfg.Server.ShutdownTimeout / 2,
-		Republish:    republish,
+		Republish:    a.nats.republish,
 		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },
 		Failed:       a.metrics.EventFailed,
 	}, log)
@@ -294,11 +240,17 @@ func (a *App) Store() *store.Store { return a.store }
 // Run serves until ctx ends, then stops gracefully. If ln is nil it listens on the
 // configured address; with SP_SERVER_TLS_CERT_FILE/_KEY_FILE set it serves TLS on ln.
 //
-// The components start in this order and stop in the reverse one: the informer caches
-// (everything reads them), the NATS connection, the HTTP server, registration (once the
-// server answers), and the status reporter on the elected replica. So on stop the
-// reporter delivers what is pending and releases its Lease first, while the API still
-// serves; the HTTP server then finishes its requests; informers stop last.
+// The components start in this order (see runInOrder) and stop in the reverse one: the
+// probe of the Kubernetes API (health reports it), the informer caches (everything
+// reads them), the permission check, the NATS connection (dialled before what follows
+// starts), the pod security profile (decided before the HTTP server starts, so every
+// create sees it), the HTTP server, registration (once the server answers), and the
+// status reporter on the elected replica. Only the NATS dial and the profile hold back
+// those after them; the rest run side by side from the start: the HTTP server answers
+// while the caches fill (a read answers 503 until they are synced) and the reporter
+// waits for them itself. On stop the reporter delivers what is pending and releases its
+// Lease first, while the API still serves; the HTTP server then finishes its requests;
+// the informers and the API probe stop last.
 func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		var err error
@@ -312,17 +264,20 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	}
 	a.log.Info("serving", "address", ln.Addr().String(), "namespace", a.cfg.Kubernetes.Namespace,
 		"identity", a.cfg.Monitor.Identity)
+	// The HTTP server closes ln when it stops; should the start fail before it, Run does.
+	defer ln.Close()
 	return runInOrder(ctx, a.log, []component{
-		{"cluster-probe", a.probe.Run},
-		{"informers", a.runInformers},
-		{"permissions", a.checkPermissions},
-		{"nats", a.runNATS},
-		{"http", func(ctx context.Context) error { return a.serve(ctx, ln) }},
-		{"registration", func(ctx context.Context) error {
+		{name: "cluster-probe", run: a.probe.Run},
+		{name: "informers", run: a.runInformers},
+		{name: "permissions", run: a.checkPermissions},
+		{name: "nats", start: a.nats.start, run: a.nats.run},
+		{name: "pod-security", start: a.podSec.start},
+		{name: "http", run: func(ctx context.Context) error { return a.serve(ctx, ln) }},
+		{name: "registration", run: func(ctx context.Context) error {
 			a.registrar.Run(ctx, selfProbe(scheme+"://"+ln.Addr().String()+"/health"))
 			return nil
 		}},
-		{"status", a.election.Run},
+		{name: "status", run: a.election.Run},
 	})
 }
 
@@ -365,14 +320,6 @@ func (a *App) checkPermissions(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
-}
-
-// runNATS holds the NATS connection (it connects and reconnects by itself) until ctx
-// ends.
-func (a *App) runNATS(ctx context.Context) error {
-	<-ctx.Done()
-	a.nats.Close()
-	return nil
 }
 
 // serve answers HTTP on ln until ctx ends, then lets in-flight requests finish within

@@ -8,20 +8,29 @@ import (
 	"sync"
 )
 
-// component is one long-running part of the service. run starts it and returns only
-// once its context has ended and the part has stopped (or when it fails).
+// component is one part of the service. Components start in order and stop in reverse.
 type component struct {
 	name string
-	run  func(ctx context.Context) error
+	// start, when set, does what the components after this one need done first (a
+	// setting read from the cluster, a connection dialled) and returns; they start only
+	// once it has. An error stops the service from starting.
+	start func(ctx context.Context) error
+	// run, when set, runs the part until its context ends, stops it, and returns. It
+	// returns before that only when the part failed or cannot go on.
+	run func(ctx context.Context) error
 }
 
-// runInOrder starts the components in the order given and, when ctx ends or any of them
-// returns on its own, stops them in reverse order: each one's context is cancelled only
-// after every component started after it has stopped. So a component may rely on those
-// before it for as long as it runs. It returns the first error (a component returning
-// on its own without an error is one too: the service cannot run without it).
+// runInOrder starts the components in the order given: each one's start, then its run
+// in the background, then the next one's. The runs do not wait for one another (a run
+// that needs something of another waits for it itself). When ctx ends, a run returns on
+// its own, or a start fails, it stops the components started so far in reverse order:
+// each one's context is cancelled only after every component started after it has
+// stopped. So a component may rely on those before it for as long as it runs. It
+// returns the first error, named after its component (a run returning on its own
+// without an error is one too: the service cannot run without it).
 func runInOrder(ctx context.Context, log *slog.Logger, comps []component) error {
 	type running struct {
+		name   string
 		cancel context.CancelFunc
 		done   chan struct{}
 	}
@@ -36,34 +45,63 @@ func runInOrder(ctx context.Context, log *slog.Logger, comps []component) error 
 		errs = append(errs, err)
 		mu.Unlock()
 	}
-	started := make([]running, 0, len(comps))
+	// Starts end when the service stops before they are done.
+	starting, stopStarting := context.WithCancel(ctx)
+	defer stopStarting()
+	go func() {
+		select {
+		case <-failed:
+			stopStarting()
+		case <-starting.Done():
+		}
+	}()
+	var started []running
+	startFailed := false
 	for _, c := range comps {
+		if c.start != nil {
+			if err := c.start(starting); err != nil {
+				if starting.Err() == nil { // not merely cut short by a stop
+					record(fmt.Errorf("%s: %w", c.name, err))
+				}
+				startFailed = true
+				break
+			}
+			log.Debug("started", "component", c.name)
+		}
+		if starting.Err() != nil {
+			break
+		}
+		if c.run == nil {
+			continue
+		}
 		// Not derived from ctx: stopping is this function's job, in order.
 		cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan struct{})
-		started = append(started, running{cancel, done})
+		started = append(started, running{c.name, cancel, done})
 		go func() {
 			defer close(done)
 			err := c.run(cctx)
-			if cctx.Err() == nil {
-				if err == nil {
-					err = errors.New("stopped unexpectedly")
-				}
-				failOnce.Do(func() { close(failed) })
+			if cctx.Err() == nil && err == nil {
+				err = errors.New("stopped unexpectedly")
 			}
 			if err != nil {
 				record(fmt.Errorf("%s: %w", c.name, err))
 			}
+			if cctx.Err() == nil {
+				failOnce.Do(func() { close(failed) })
+			}
 		}()
 	}
-	select {
-	case <-ctx.Done():
-	case <-failed:
+	if !startFailed {
+		select {
+		case <-ctx.Done():
+		case <-failed:
+		}
 	}
 	for i := len(started) - 1; i >= 0; i-- {
 		started[i].cancel()
 		<-started[i].done
-		log.Debug("stopped", "component", comps[i].name)
+		log.Debug("stopped", "component", started[i].name)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -181,7 +181,9 @@ func TestToAPI(t *testing.T) {
 			Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
 		}}},
 	}
-	got := ToAPI(Observed{Deployment: d, Service: svc, Pods: []*corev1.Pod{pod}})
+	o := Objects{Deployment: d, Service: svc}.Observed()
+	o.Pods = []*Pod{ptrTo(PodOf(pod))}
+	got := ToAPI(o)
 
 	if *got.Id != "abc" || *got.Path != "containers/abc" || *got.Status != v1alpha1.RUNNING {
 		t.Errorf("envelope = %s %s %s", *got.Id, *got.Path, *got.Status)
@@ -210,7 +212,7 @@ func TestToAPI(t *testing.T) {
 	}
 
 	// Without a Service every port is none and there is no service block.
-	got = ToAPI(Observed{Deployment: d})
+	got = ToAPI(Objects{Deployment: d}.Observed())
 	if got.Service != nil || (*got.Spec.Network.Ports)[0].Visibility != v1alpha1.ContainerPortVisibilityNone {
 		t.Errorf("no service: %+v %+v", got.Service, *got.Spec.Network.Ports)
 	}
@@ -224,7 +226,7 @@ func TestToAPIForeignDeployment(t *testing.T) {
 	objs, _ := Build("abc", specJSON(t, validSpec), opts)
 	d := objs.Deployment
 	d.GenerateName, d.Name, d.Annotations = "", "legacy", nil
-	got := ToAPI(Observed{Deployment: d})
+	got := ToAPI(Objects{Deployment: d}.Observed())
 	if got.Spec.Metadata.Name != "web-app" {
 		t.Errorf("name = %q (from the container)", got.Spec.Metadata.Name)
 	}

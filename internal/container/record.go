@@ -93,8 +93,7 @@ func RecordLabels(id, inc string) map[string]string {
 	return l
 }
 
-// IncarnationOf is an object's incarnation; "" for containers made before incarnations
-// (by an earlier version or the reference provider), which match any pod of their id.
+// IncarnationOf is a Kubernetes object's incarnation (see Meta.Incarnation).
 func IncarnationOf(m metav1.Object) string { return m.GetLabels()[LabelIncarnation] }
 
 // ForIncarnation returns copies of the objects stamped with incarnation inc: on their

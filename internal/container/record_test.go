@@ -85,29 +85,3 @@ func TestUntieRemovesOnlyTheLegacyTies(t *testing.T) {
 		t.Errorf("after Untie: %v %v", d.Finalizers, d.OwnerReferences)
 	}
 }
-
-func TestSnapshotSelectsTheLiveIncarnation(t *testing.T) {
-	now := metav1.Now()
-	labelled := func(inc string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: "x-" + inc, Labels: map[string]string{LabelIncarnation: inc}}
-	}
-	old := &appsv1.Deployment{ObjectMeta: labelled("old")}
-	old.DeletionTimestamp = &now
-	live := &appsv1.Deployment{ObjectMeta: labelled("new")}
-	snap := Snapshot{
-		Deployments: []*appsv1.Deployment{old, live},
-		Pods:        []*corev1.Pod{{ObjectMeta: labelled("old")}, {ObjectMeta: labelled("new")}},
-		Services:    []*corev1.Service{{ObjectMeta: labelled("old")}, {ObjectMeta: labelled("new")}},
-	}
-	if snap.Live() != live || len(snap.LivePods()) != 1 || snap.LivePods()[0].Name != "x-new" || snap.LiveService().Name != "x-new" {
-		t.Errorf("live %v, pods %v, service %v", snap.Live().Name, snap.LivePods(), snap.LiveService().Name)
-	}
-	// A container made before incarnations selects every pod of its id.
-	legacy := Snapshot{Deployments: []*appsv1.Deployment{{}}, Pods: snap.Pods}
-	if len(legacy.LivePods()) != 2 {
-		t.Errorf("legacy pods %d", len(legacy.LivePods()))
-	}
-	if gone := (Snapshot{Deployments: []*appsv1.Deployment{old}}); gone.Live() != nil || gone.Status().Status != "DELETED" {
-		t.Errorf("gone: %v %v", gone.Live(), gone.Status())
-	}
-}

@@ -1,34 +1,24 @@
 package container
 
 import (
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 )
 
-// Observed is what the cluster holds for one container.
-type Observed struct {
-	Deployment *appsv1.Deployment
-	Service    *corev1.Service // nil when none
-	Pods       []*corev1.Pod
-}
-
-// ToAPI maps a container's objects to the API resource, fully populated: the spec as it
-// was sent, the status from StatusOf, the Pod IP and the Service.
+// ToAPI maps a live container to the API resource, fully populated: the spec as it was
+// sent, the status from StatusOf, the Pod IP and the Service.
 func ToAPI(o Observed) v1alpha1.Container {
 	d := o.Deployment
-	id := InstanceID(d.Labels)
+	id := d.ID
 	st := StatusOf(d, o.Pods)
 	pod := PickPod(o.Pods)
-	created := d.CreationTimestamp.UTC()
+	created := d.Created.UTC()
 	updated := lastChange(d, pod)
 
 	spec := v1alpha1.ContainerSpec{
@@ -38,18 +28,15 @@ func ToAPI(o Observed) v1alpha1.Container {
 			Namespace: &d.Namespace,
 		},
 	}
-	if userLabels := userLabels(d.Labels); len(userLabels) > 0 {
+	if userLabels := d.UserLabels.Map(); len(userLabels) > 0 {
 		spec.Metadata.Labels = &userLabels
 	}
-	var ctr corev1.Container
-	if cs := d.Spec.Template.Spec.Containers; len(cs) > 0 {
-		ctr = cs[0]
-	}
+	ctr := d.Container
 	if spec.Metadata.Name == "" {
 		spec.Metadata.Name = ctr.Name
 	}
 	spec.Image.Reference = ctr.Image
-	spec.Resources = requestedResources(d, ctr)
+	spec.Resources = d.Resources
 	if len(ctr.Command) > 0 || len(ctr.Args) > 0 || len(ctr.Env) > 0 {
 		p := &v1alpha1.ContainerProcess{}
 		if len(ctr.Command) > 0 {
@@ -87,26 +74,26 @@ func ToAPI(o Observed) v1alpha1.Container {
 // network echoes the ports with their visibility inferred from the Service, as the seed
 // says: a port the Service exposes is internal (ClusterIP) or external (LoadBalancer,
 // NodePort); any other port is none.
-func network(ctr corev1.Container, svc *corev1.Service, pod *corev1.Pod) *v1alpha1.ContainerNetwork {
+func network(ctr Container, svc *Service, pod *Pod) *v1alpha1.ContainerNetwork {
 	n := &v1alpha1.ContainerNetwork{}
-	if pod != nil && pod.Status.PodIP != "" {
-		n.Ip = &pod.Status.PodIP
+	if pod != nil && pod.IP != "" {
+		n.Ip = &pod.IP
 	}
 	if len(ctr.Ports) > 0 {
 		exposed := map[int32]bool{}
 		visible := v1alpha1.ContainerPortVisibilityInternal
 		if svc != nil {
-			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort {
+			if svc.Type == corev1.ServiceTypeLoadBalancer || svc.Type == corev1.ServiceTypeNodePort {
 				visible = v1alpha1.ContainerPortVisibilityExternal
 			}
-			for _, p := range svc.Spec.Ports {
-				exposed[p.TargetPort.IntVal] = true
+			for _, p := range svc.Ports {
+				exposed[p.TargetPort] = true
 			}
 		}
 		ports := make([]v1alpha1.ContainerPort, len(ctr.Ports))
 		for i, p := range ctr.Ports {
-			ports[i] = v1alpha1.ContainerPort{ContainerPort: p.ContainerPort, Visibility: v1alpha1.ContainerPortVisibilityNone}
-			if exposed[p.ContainerPort] {
+			ports[i] = v1alpha1.ContainerPort{ContainerPort: p, Visibility: v1alpha1.ContainerPortVisibilityNone}
+			if exposed[p] {
 				ports[i].Visibility = visible
 			}
 		}
@@ -118,54 +105,28 @@ func network(ctr corev1.Container, svc *corev1.Service, pod *corev1.Pod) *v1alph
 	return n
 }
 
-func serviceInfo(svc *corev1.Service) *v1alpha1.ServiceInfo {
+func serviceInfo(svc *Service) *v1alpha1.ServiceInfo {
 	if svc == nil {
 		return nil
 	}
 	info := &v1alpha1.ServiceInfo{
 		Name:  svc.Name,
-		Type:  v1alpha1.ServiceInfoType(svc.Spec.Type),
-		Ports: make([]v1alpha1.ServicePort, len(svc.Spec.Ports)),
+		Type:  v1alpha1.ServiceInfoType(svc.Type),
+		Ports: make([]v1alpha1.ServicePort, len(svc.Ports)),
 	}
-	if ip := svc.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
+	if ip := svc.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
 		info.ClusterIp = &ip
 	}
-	if ing := svc.Status.LoadBalancer.Ingress; len(ing) > 0 {
-		if ing[0].IP != "" {
-			info.ExternalIp = ptrTo(ing[0].IP)
-		} else if ing[0].Hostname != "" {
-			info.ExternalIp = ptrTo(ing[0].Hostname)
-		}
+	if svc.ExternalIP != "" {
+		info.ExternalIp = ptrTo(svc.ExternalIP)
 	}
-	for i, p := range svc.Spec.Ports {
-		info.Ports[i] = v1alpha1.ServicePort{Port: p.Port, TargetPort: p.TargetPort.IntVal, Protocol: string(p.Protocol)}
+	for i, p := range svc.Ports {
+		info.Ports[i] = v1alpha1.ServicePort{Port: p.Port, TargetPort: p.TargetPort, Protocol: string(p.Protocol)}
 		if p.NodePort != 0 {
 			info.Ports[i].NodePort = ptrTo(p.NodePort)
 		}
 	}
 	return info
-}
-
-// requestedResources returns spec.resources as sent (kept in an annotation); for a
-// Deployment without it, it derives them from requests and limits.
-func requestedResources(d *appsv1.Deployment, ctr corev1.Container) v1alpha1.ContainerResources {
-	var r v1alpha1.ContainerResources
-	if a, ok := d.Annotations[AnnotationResources]; ok && json.Unmarshal([]byte(a), &r) == nil {
-		return r
-	}
-	cpu := func(q resource.Quantity) v1alpha1.CpuQuantity {
-		var c v1alpha1.CpuQuantity
-		_ = c.FromCpuQuantity1(q.String())
-		return c
-	}
-	mem := func(q resource.Quantity) string {
-		return formatMemory(q.Value())
-	}
-	r.Cpu.Min = cpu(ctr.Resources.Requests[corev1.ResourceCPU])
-	r.Cpu.Max = cpu(ctr.Resources.Limits[corev1.ResourceCPU])
-	r.Memory.Min = mem(ctr.Resources.Requests[corev1.ResourceMemory])
-	r.Memory.Max = mem(ctr.Resources.Limits[corev1.ResourceMemory])
-	return r
 }
 
 func formatMemory(bytes int64) string {
@@ -180,41 +141,12 @@ func formatMemory(bytes int64) string {
 // lastChange is the newest moment the container's status could have changed: the
 // Deployment's creation, or the chosen pod's creation, condition or container-state
 // transitions. On create it equals create_time.
-func lastChange(d *appsv1.Deployment, pod *corev1.Pod) time.Time {
-	t := d.CreationTimestamp.Time
-	later := func(u time.Time) {
-		if u.After(t) {
-			t = u
-		}
-	}
-	for _, c := range d.Status.Conditions {
-		later(c.LastTransitionTime.Time)
-	}
+func lastChange(d *Deployment, pod *Pod) time.Time {
+	t := d.Changed
 	if pod != nil {
-		later(pod.CreationTimestamp.Time)
-		for _, c := range pod.Status.Conditions {
-			later(c.LastTransitionTime.Time)
-		}
-		for _, cs := range pod.Status.ContainerStatuses {
-			if r := cs.State.Running; r != nil {
-				later(r.StartedAt.Time)
-			}
-			if x := cs.State.Terminated; x != nil {
-				later(x.FinishedAt.Time)
-			}
-		}
+		t = newer(t, pod.Changed)
 	}
 	return t.UTC()
-}
-
-func userLabels(labels map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range labels {
-		if !strings.HasPrefix(k, ReservedLabelPrefix) {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -1,58 +1,69 @@
 package container
 
-import (
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-)
+// Two views of what the cluster holds, for two readers:
+//
+//   - Observed is one live container: the API's resource (ToAPI) is made from it. GET
+//     and LIST answer only containers that have one.
+//   - Snapshot is everything the cluster holds under one container id, live or not: the
+//     record, every Deployment (ones being deleted too), every pod and Service of any
+//     incarnation. The status reporter decides from it, since it must also act when no
+//     container lives (a DELETED owed, a Service left behind). Its Observed is the
+//     container it shows live, if any.
 
-// Snapshot is everything known about one container id at one moment: what its status
-// and its API resource are computed from, and what the status reporter decides on.
+// Observed is one live container as the cluster shows it: its Deployment, and the pods
+// and Service of that Deployment's incarnation.
+type Observed struct {
+	Deployment *Deployment
+	Service    *Service // nil when none
+	Pods       []*Pod
+}
+
+// Snapshot is everything the cluster holds under one container id at one moment: what
+// the status reporter decides on.
 type Snapshot struct {
 	// Record is the id's record; nil when there is none (deleted by hand, or a container
 	// made before records).
 	Record *Record
 	// Deployments with this id, oldest first, including ones being deleted.
-	Deployments []*appsv1.Deployment
-	Pods        []*corev1.Pod
-	Services    []*corev1.Service
+	Deployments []*Deployment
+	// Pods and Services with this id, of any incarnation.
+	Pods     []*Pod
+	Services []*Service
 }
 
 // Live is the container's Deployment: the oldest one not being deleted; nil when the
 // container is gone. One per id is the invariant; should there ever be more, the oldest
 // is the container and the answer stays stable.
-func (s Snapshot) Live() *appsv1.Deployment {
+func (s Snapshot) Live() *Deployment {
 	for _, d := range s.Deployments {
-		if d.DeletionTimestamp == nil {
+		if !d.Deleting {
 			return d
 		}
 	}
 	return nil
 }
 
-// LivePods are the pods of the live Deployment's incarnation: a pod of an earlier
-// container with the same id, still terminating, never speaks for this one.
-func (s Snapshot) LivePods() []*corev1.Pod {
+// Observed is the live container; false when there is none. Only the pods and Service
+// of the live Deployment's incarnation are its own: those of an earlier container with
+// the same id, still terminating, never speak for it.
+func (s Snapshot) Observed() (Observed, bool) {
 	live := s.Live()
 	if live == nil {
-		return nil
+		return Observed{}, false
 	}
-	return sameIncarnation(IncarnationOf(live), s.Pods)
+	o := Observed{Deployment: live, Pods: sameIncarnation(live.Incarnation, s.Pods)}
+	if svcs := sameIncarnation(live.Incarnation, s.Services); len(svcs) > 0 {
+		o.Service = svcs[0]
+	}
+	return o, true
 }
 
-// LiveService is the live container's Service, if it has one.
-func (s Snapshot) LiveService() *corev1.Service {
-	live := s.Live()
-	if live == nil {
-		return nil
-	}
-	if svcs := sameIncarnation(IncarnationOf(live), s.Services); len(svcs) > 0 {
-		return svcs[0]
-	}
-	return nil
+// Status is the container's status as this snapshot shows it (see StatusOf): DELETED
+// when no container lives.
+func (s Snapshot) Status() Status {
+	o, _ := s.Observed()
+	return StatusOf(o.Deployment, o.Pods)
 }
-
-// Status is the container's status as this snapshot shows it (see StatusOf).
-func (s Snapshot) Status() Status { return StatusOf(s.Live(), s.LivePods()) }
 
 // Empty reports whether nothing of the id is left in the cluster.
 func (s Snapshot) Empty() bool {
@@ -61,15 +72,17 @@ func (s Snapshot) Empty() bool {
 
 // sameIncarnation keeps the objects of incarnation inc ("" keeps all: a container made
 // before incarnations selects every pod of its id).
-func sameIncarnation[T interface{ GetLabels() map[string]string }](inc string, objs []T) []T {
+func sameIncarnation[T interface{ incarnation() string }](inc string, objs []T) []T {
 	if inc == "" {
 		return objs
 	}
 	var out []T
 	for _, o := range objs {
-		if o.GetLabels()[LabelIncarnation] == inc {
+		if o.incarnation() == inc {
 			out = append(out, o)
 		}
 	}
 	return out
 }
+
+func (m *Meta) incarnation() string { return m.Incarnation }

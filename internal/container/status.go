@@ -5,7 +5,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
@@ -23,7 +22,7 @@ type Status struct {
 // Deployment. A container whose Deployment is gone or being deleted is DELETED: its
 // pods are only waiting for the garbage collector, and reporting them (RUNNING) after
 // DELETED would tell DCM the container came back.
-func StatusOf(dep *appsv1.Deployment, pods []*corev1.Pod) Status {
+func StatusOf(dep *Deployment, pods []*Pod) Status {
 	st := statusOf(dep, pods)
 	// Kubernetes' reasons and messages may be empty (FuzzStatusOf found a ReplicaFailure
 	// with neither) or long (a kubelet error quoting a whole registry answer): every
@@ -59,14 +58,14 @@ func Clip(s string, n int) string {
 	return s[:cut] + suffix
 }
 
-func statusOf(dep *appsv1.Deployment, pods []*corev1.Pod) Status {
-	if dep == nil || dep.DeletionTimestamp != nil {
+func statusOf(dep *Deployment, pods []*Pod) Status {
+	if dep == nil || dep.Deleting {
 		return Status{v1alpha1.DELETED, "Container deleted."}
 	}
 	// Asked to run nothing (scaled to zero by hand): the design's "Replicas = 0 ->
 	// FAILED". Decided on the desired count, not on the pods: a new Deployment has no
 	// pod for a moment (PENDING), and a scaled-down one's pod may still be terminating.
-	if r := dep.Spec.Replicas; r != nil && *r == 0 {
+	if r := dep.Replicas; r != nil && *r == 0 {
 		return Status{v1alpha1.FAILED, "Deployment scaled to zero replicas: the container is not running."}
 	}
 	if pod := PickPod(pods); pod != nil {
@@ -80,8 +79,8 @@ func statusOf(dep *appsv1.Deployment, pods []*corev1.Pod) Status {
 // nothing else is left; a Running pod before any other, so an old evicted or failed pod
 // never masks a healthy new one; then the newest. Ties break on the name, so the choice
 // is deterministic.
-func PickPod(pods []*corev1.Pod) *corev1.Pod {
-	var best *corev1.Pod
+func PickPod(pods []*Pod) *Pod {
+	var best *Pod
 	for _, p := range pods {
 		if p == nil {
 			continue
@@ -94,80 +93,66 @@ func PickPod(pods []*corev1.Pod) *corev1.Pod {
 }
 
 // podRank reports whether a should be preferred over b.
-func podRank(a, b *corev1.Pod) bool {
-	aLive, bLive := a.DeletionTimestamp == nil, b.DeletionTimestamp == nil
+func podRank(a, b *Pod) bool {
+	aLive, bLive := !a.Deleting, !b.Deleting
 	if aLive != bLive {
 		return aLive
 	}
-	aRun, bRun := a.Status.Phase == corev1.PodRunning, b.Status.Phase == corev1.PodRunning
+	aRun, bRun := a.Phase == corev1.PodRunning, b.Phase == corev1.PodRunning
 	if aRun != bRun {
 		return aRun
 	}
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return b.CreationTimestamp.Before(&a.CreationTimestamp)
+	if !a.Created.Equal(b.Created) {
+		return b.Created.Before(a.Created)
 	}
 	return a.Name > b.Name
 }
 
-func podStatus(p *corev1.Pod) Status {
-	cs := mainContainerStatus(p)
-	switch p.Status.Phase {
+func podStatus(p *Pod) Status {
+	cs := p.Container
+	switch p.Phase {
 	case corev1.PodRunning:
 		if nodeLost(p) {
 			return Status{v1alpha1.UNKNOWN, "NodeNotReady: the node running the container stopped reporting; its last known state was running"}
 		}
-		if cs != nil && cs.State.Waiting != nil {
+		if cs != nil && cs.Waiting != nil {
 			return Status{v1alpha1.RUNNING, waitingMessage(cs)}
 		}
-		if cs != nil && cs.State.Running != nil && !cs.Ready {
+		if cs != nil && cs.Running && !cs.Ready {
 			return Status{v1alpha1.RUNNING, "Container is running but not ready" + restarts(cs) + "."}
 		}
 		return Status{v1alpha1.RUNNING, "Container is running."}
 	case corev1.PodPending:
-		if cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "ContainerCreating" {
+		if cs != nil && cs.Waiting != nil && cs.Waiting.Reason != "" && cs.Waiting.Reason != "ContainerCreating" {
 			return Status{v1alpha1.PENDING, waitingMessage(cs)}
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				return Status{v1alpha1.PENDING, joinReason(c.Reason, c.Message)}
-			}
+		if c := p.NotScheduled; c != nil {
+			return Status{v1alpha1.PENDING, joinReason(c.Reason, c.Message)}
 		}
 		return Status{v1alpha1.PENDING, "Container is being created."}
 	case corev1.PodFailed:
-		if cs != nil && cs.State.Terminated != nil {
-			t := cs.State.Terminated
-			return Status{v1alpha1.FAILED, fmt.Sprintf("%s (exit code %d)", joinReason(orDefault(t.Reason, "Terminated"), t.Message), t.ExitCode)}
+		if cs != nil && cs.Terminated != nil {
+			t := cs.Terminated
+			return Status{v1alpha1.FAILED, fmt.Sprintf("%s (exit code %d)", joinReason(orDefault(t.Reason, "Terminated"), t.Message), t.Code)}
 		}
-		return Status{v1alpha1.FAILED, joinReason(orDefault(p.Status.Reason, "PodFailed"), p.Status.Message)}
+		return Status{v1alpha1.FAILED, joinReason(orDefault(p.Reason, "PodFailed"), p.Message)}
 	case corev1.PodSucceeded:
 		// A Deployment's container is meant to run forever; exiting is a failure to DCM.
 		return Status{v1alpha1.FAILED, "Container exited."}
 	default:
-		return Status{v1alpha1.UNKNOWN, joinReason(orDefault(p.Status.Reason, "Unknown"),
-			orDefault(p.Status.Message, "the node running the container is not reporting"))}
+		return Status{v1alpha1.UNKNOWN, joinReason(orDefault(p.Reason, "Unknown"),
+			orDefault(p.Message, "the node running the container is not reporting"))}
 	}
 }
 
-func deploymentStatus(d *appsv1.Deployment) Status {
-	var available, progressing, replicaFailure *appsv1.DeploymentCondition
-	for i := range d.Status.Conditions {
-		c := &d.Status.Conditions[i]
-		switch c.Type {
-		case appsv1.DeploymentAvailable:
-			available = c
-		case appsv1.DeploymentProgressing:
-			progressing = c
-		case appsv1.DeploymentReplicaFailure:
-			replicaFailure = c
-		}
-	}
+func deploymentStatus(d *Deployment) Status {
 	switch {
-	case replicaFailure != nil && replicaFailure.Status == corev1.ConditionTrue:
-		return Status{v1alpha1.FAILED, joinReason(replicaFailure.Reason, replicaFailure.Message)}
-	case progressing != nil && progressing.Status == corev1.ConditionFalse:
-		return Status{v1alpha1.FAILED, joinReason(progressing.Reason, progressing.Message)}
-	case available != nil && available.Status == corev1.ConditionFalse:
-		return Status{v1alpha1.PENDING, joinReason(available.Reason, available.Message)}
+	case d.ReplicaFailure.Status == corev1.ConditionTrue:
+		return Status{v1alpha1.FAILED, joinReason(d.ReplicaFailure.Reason, d.ReplicaFailure.Message)}
+	case d.Progressing.Status == corev1.ConditionFalse:
+		return Status{v1alpha1.FAILED, joinReason(d.Progressing.Reason, d.Progressing.Message)}
+	case d.Available.Status == corev1.ConditionFalse:
+		return Status{v1alpha1.PENDING, joinReason(d.Available.Reason, d.Available.Message)}
 	}
 	// Status.Replicas is 0 for a moment after every create, before the ReplicaSet makes
 	// its pod, so 0 observed replicas alone means "not yet", not FAILED (0 desired
@@ -181,40 +166,23 @@ func deploymentStatus(d *appsv1.Deployment) Status {
 // False, leaving ContainersReady True (the kubelet, which would keep the two
 // consistent, is not there). Our pods have no readiness gates, so that combination
 // means exactly this.
-func nodeLost(p *corev1.Pod) bool {
-	var ready, containersReady *corev1.PodCondition
-	for i := range p.Status.Conditions {
-		switch c := &p.Status.Conditions[i]; c.Type {
-		case corev1.PodReady:
-			ready = c
-		case corev1.ContainersReady:
-			containersReady = c
-		}
-	}
-	return ready != nil && containersReady != nil && len(p.Spec.ReadinessGates) == 0 &&
-		ready.Status == corev1.ConditionFalse && containersReady.Status == corev1.ConditionTrue
+func nodeLost(p *Pod) bool {
+	return !p.ReadinessGates && p.Ready == corev1.ConditionFalse && p.ContainersReady == corev1.ConditionTrue
 }
 
-func mainContainerStatus(p *corev1.Pod) *corev1.ContainerStatus {
-	if len(p.Status.ContainerStatuses) == 0 {
-		return nil
-	}
-	return &p.Status.ContainerStatuses[0]
-}
-
-func waitingMessage(cs *corev1.ContainerStatus) string {
-	msg := joinReason(cs.State.Waiting.Reason, cs.State.Waiting.Message) + restarts(cs)
-	if t := cs.LastTerminationState.Terminated; t != nil {
-		msg += fmt.Sprintf("; last exit: %s, code %d", orDefault(t.Reason, "Terminated"), t.ExitCode)
+func waitingMessage(cs *ContainerStatus) string {
+	msg := joinReason(cs.Waiting.Reason, cs.Waiting.Message) + restarts(cs)
+	if t := cs.LastExit; t != nil {
+		msg += fmt.Sprintf("; last exit: %s, code %d", orDefault(t.Reason, "Terminated"), t.Code)
 	}
 	return msg
 }
 
-func restarts(cs *corev1.ContainerStatus) string {
-	if cs.RestartCount == 0 {
+func restarts(cs *ContainerStatus) string {
+	if cs.Restarts == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (restarts: %d)", cs.RestartCount)
+	return fmt.Sprintf(" (restarts: %d)", cs.Restarts)
 }
 
 func joinReason(reason, message string) string {

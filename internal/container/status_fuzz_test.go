@@ -15,7 +15,8 @@ import (
 
 // FuzzStatusOf builds a Deployment and its pods from fuzzed choices (shape: one byte per
 // choice, see statusShape.walk) and two fuzzed texts that the objects' reasons and
-// messages pick from. StatusOf never panics, answers one of the five statuses with a
+// messages pick from, and reads them as the caches do (DeploymentOf, PodOf). StatusOf
+// never panics, answers one of the five statuses with a
 // non-empty message made of the objects' own texts plus a short fixed part, does not
 // depend on the order the pods come in, and agrees with ToAPI. The seed corpus is
 // testdata/fuzz/FuzzStatusOf (the rows of TestStatusOf).
@@ -47,7 +48,8 @@ func FuzzStatusOf(f *testing.F) {
 		s := readShape(shape)
 		texts := statusTexts(reason, message)
 		dep, pods := s.build(texts)
-		st := StatusOf(dep, pods)
+		view, podViews := viewsOf(dep, pods)
+		st := StatusOf(view, podViews)
 		if !slices.Contains([]v1alpha1.ContainerStatus{v1alpha1.PENDING, v1alpha1.RUNNING, v1alpha1.FAILED, v1alpha1.UNKNOWN, v1alpha1.DELETED}, st.Status) {
 			t.Fatalf("status %q is not one of the API's", st.Status)
 		}
@@ -65,12 +67,12 @@ func FuzzStatusOf(f *testing.F) {
 		if dep != nil && dep.DeletionTimestamp == nil && dep.Spec.Replicas != nil && *dep.Spec.Replicas == 0 && st.Status != v1alpha1.FAILED {
 			t.Errorf("status %s for a deployment scaled to zero: %s", st.Status, describe(dep, pods))
 		}
-		if again := StatusOf(dep, reversed(pods)); again != st {
+		if again := StatusOf(view, reversed(podViews)); again != st {
 			t.Errorf("status depends on the pods' order: %+v, reversed %+v: %s", st, again, describe(dep, pods))
 		}
 		if dep != nil {
 			// ToAPI answers the same (status_message absent when the message is empty).
-			got := ToAPI(Observed{Deployment: dep, Pods: pods})
+			got := ToAPI(Observed{Deployment: view, Pods: podViews})
 			msg := ""
 			if got.StatusMessage != nil {
 				msg = *got.StatusMessage
@@ -80,6 +82,23 @@ func FuzzStatusOf(f *testing.F) {
 			}
 		}
 	})
+}
+
+// viewsOf reads the objects as the caches do (a nil pod stays nil).
+func viewsOf(dep *appsv1.Deployment, pods []*corev1.Pod) (*Deployment, []*Pod) {
+	var d *Deployment
+	if dep != nil {
+		d = ptrTo(DeploymentOf(dep))
+	}
+	var views []*Pod
+	for _, p := range pods {
+		var v *Pod
+		if p != nil {
+			v = ptrTo(PodOf(p))
+		}
+		views = append(views, v)
+	}
+	return d, views
 }
 
 // describe shows what StatusOf reads of the objects, for a failure report.

@@ -121,7 +121,7 @@ func TestStatusOf(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := StatusOf(tc.dep, tc.pods)
+			got := StatusOf(viewsOf(tc.dep, tc.pods))
 			if got.Status != tc.want || !strings.Contains(got.Message, tc.message) {
 				t.Errorf("StatusOf = %s %q, want %s containing %q", got.Status, got.Message, tc.want, tc.message)
 			}
@@ -153,7 +153,8 @@ func TestPickPod(t *testing.T) {
 			// The choice must not depend on the order the cache returns pods in.
 			for _, order := range [][]*corev1.Pod{tc.pods, reversed(tc.pods)} {
 				got := ""
-				if p := PickPod(order); p != nil {
+				_, views := viewsOf(nil, order)
+				if p := PickPod(views); p != nil {
 					got = p.Name
 				}
 				if got != tc.want {
@@ -164,8 +165,8 @@ func TestPickPod(t *testing.T) {
 	}
 }
 
-func reversed(ps []*corev1.Pod) []*corev1.Pod {
-	out := make([]*corev1.Pod, len(ps))
+func reversed[T any](ps []T) []T {
+	out := make([]T, len(ps))
 	for i, p := range ps {
 		out[len(ps)-1-i] = p
 	}

@@ -187,7 +187,7 @@ func selects(selector, objLabels map[string]string) bool {
 // fields the client sent come back as sent.
 func checkRoundTrip(t *testing.T, id string, spec *v1alpha1.ContainerSpec, objs Objects) {
 	t.Helper()
-	got := ToAPI(Observed{Deployment: objs.Deployment, Service: objs.Service})
+	got := ToAPI(objs.Observed())
 	if got.Id == nil || *got.Id != id || got.Path == nil || *got.Path != "containers/"+id {
 		t.Errorf("id/path = %v/%v, want %q", got.Id, got.Path, id)
 	}

@@ -62,7 +62,7 @@ func (f fakeStore) Create(_ context.Context, _ string, objs container.Objects) (
 	if _, err := f.reply("Create"); err != nil {
 		return container.Observed{}, err
 	}
-	return container.Observed{Deployment: objs.Deployment, Service: objs.Service}, nil
+	return objs.Observed(), nil
 }
 
 func (f fakeStore) Get(context.Context, string) (container.Observed, error) {
@@ -109,7 +109,7 @@ func observed(t *testing.T, id string) container.Observed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return container.Observed{Deployment: objs.Deployment, Service: objs.Service}
+	return objs.Observed()
 }
 
 func fails(err error) *answer { return &answer{err: err} }

@@ -37,6 +37,7 @@ const (
 type handlers struct {
 	store        Store
 	objects      container.Options
+	podSecurity  func() container.PodSecurity // nil: objects.PodSecurity
 	health       HealthCheck
 	registration func() registration.State
 	permissions  func() string
@@ -61,7 +62,11 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 	if len(vs) > 0 {
 		return nil, invalid(vs...)
 	}
-	objs, err := container.Build(id, &req.Body.Spec, h.objects)
+	opts := h.objects
+	if h.podSecurity != nil {
+		opts.PodSecurity = h.podSecurity()
+	}
+	objs, err := container.Build(id, &req.Body.Spec, opts)
 	if err != nil {
 		return nil, internal(err)
 	}

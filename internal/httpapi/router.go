@@ -30,6 +30,9 @@ type Options struct {
 	// MaxInFlight caps the requests served at once (503 beyond); 0: no cap.
 	MaxInFlight int
 	Log         *slog.Logger
+	// PodSecurity, when set, gives the pods' security profile in place of
+	// Objects.PodSecurity: the provider may learn it only once started.
+	PodSecurity func() container.PodSecurity
 }
 
 // NewHandler builds the whole HTTP stack:
@@ -40,7 +43,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		o.RequestTimeout = 30 * time.Second
 	}
 	h := &handlers{store: o.Store, objects: o.Objects, health: o.Health, registration: o.Registration, permissions: o.Permissions,
-		version: o.Version, started: time.Now(), log: o.Log}
+		version: o.Version, started: time.Now(), log: o.Log, podSecurity: o.PodSecurity}
 	strict := v1alpha1.NewStrictHandlerWithOptions(h, nil, v1alpha1.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeProblem(w, r, bodyProblem(err))

@@ -3,7 +3,6 @@ package status
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -14,7 +13,7 @@ import (
 type Cluster interface {
 	EnsureRecord(ctx context.Context, id, incarnation string, owed bool) error
 	Untie(ctx context.Context, obj metav1.Object) error
-	DeleteService(ctx context.Context, svc *corev1.Service) error
+	DeleteService(ctx context.Context, svc *container.Service) error
 	ReleaseRecord(ctx context.Context, rec container.Record) error
 	// Gone asks the apiserver, not the caches, whether the container of this record is
 	// gone: the record still exists as it is (same UID) and no Deployment of its

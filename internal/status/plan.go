@@ -4,8 +4,6 @@ import (
 	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
@@ -26,7 +24,7 @@ type Plan struct {
 	Untie []metav1.Object
 	// DeleteServices are Services left by a container that is gone (deleted with
 	// kubectl, or while the provider was stopped).
-	DeleteServices []*corev1.Service
+	DeleteServices []*container.Service
 	// Publish is the status to deliver; nil when DCM already has it.
 	Publish *container.Status
 	// Release is the record to delete once its DELETED has been delivered.
@@ -60,18 +58,18 @@ func (p Plan) Empty() bool {
 func plan(snap container.Snapshot, last *container.Status, forced bool, now time.Time, settle time.Duration) Plan {
 	var p Plan
 	for _, d := range snap.Deployments {
-		if container.LegacyTied(d) {
-			p.Untie = append(p.Untie, d)
+		if d.LegacyTie != nil {
+			p.Untie = append(p.Untie, d.LegacyTie)
 		}
 	}
 	for _, s := range snap.Services {
-		if container.LegacyTied(s) {
-			p.Untie = append(p.Untie, s)
+		if s.LegacyTie != nil {
+			p.Untie = append(p.Untie, s.LegacyTie)
 		}
 	}
 	rec := snap.Record
 	if live := snap.Live(); live != nil {
-		inc := container.IncarnationOf(live)
+		inc := live.Incarnation
 		// A record marked owed while its Deployment lives is a DELETE in progress
 		// (or one that failed half-way): left alone.
 		if rec == nil || !rec.Owed && (rec.Terminating || rec.Incarnation != inc) {
@@ -86,8 +84,8 @@ func plan(snap container.Snapshot, last *container.Status, forced bool, now time
 		// No record and no live Deployment: a container deleted after its record was
 		// deleted by hand, or one deleted under an earlier version (its Deployment held
 		// by the old finalizer: that DELETED is owed and gets a record first).
-		if slices.ContainsFunc(snap.Deployments, func(d *appsv1.Deployment) bool { return container.LegacyTied(d) }) {
-			p.Record = &RecordWrite{Incarnation: container.IncarnationOf(snap.Deployments[0]), Owed: true}
+		if slices.ContainsFunc(snap.Deployments, func(d *container.Deployment) bool { return d.LegacyTie != nil }) {
+			p.Record = &RecordWrite{Incarnation: snap.Deployments[0].Incarnation, Owed: true}
 			return p
 		}
 		p.DeleteServices = snap.Services

@@ -20,13 +20,15 @@ const settle = 40 * time.Second
 
 type depOpt func(*appsv1.Deployment)
 
-func dep(name string, opts ...depOpt) *appsv1.Deployment {
+// dep is a Deployment as the caches show it (the same for pods and services below).
+func dep(name string, opts ...depOpt) *container.Deployment {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0),
 		Labels: map[string]string{container.LabelIncarnation: "i1"}}}
 	for _, o := range opts {
 		o(d)
 	}
-	return d
+	v := container.DeploymentOf(d)
+	return &v
 }
 
 func legacyHeld(d *appsv1.Deployment) {
@@ -42,17 +44,19 @@ func incarnation(inc string) depOpt {
 	return func(d *appsv1.Deployment) { d.Labels[container.LabelIncarnation] = inc }
 }
 
-func runningPod() *corev1.Pod {
-	return &corev1.Pod{
+func runningPod() *container.Pod {
+	v := container.PodOf(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(t0),
 			Labels: map[string]string{container.LabelIncarnation: "i1"}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
 			Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
-	}
+	})
+	return &v
 }
 
-func svc(name string) *corev1.Service {
-	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{container.LabelIncarnation: "i1"}}}
+func svc(name string) *container.Service {
+	v := container.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{container.LabelIncarnation: "i1"}}})
+	return &v
 }
 
 type recOpt func(*container.Record)
@@ -118,33 +122,33 @@ func TestPlan(t *testing.T) {
 	}{
 		// Live containers.
 		{"new container: its first status is sent",
-			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{live}}, nil, false, "publish PENDING"},
+			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}}, nil, false, "publish PENDING"},
 		{"unchanged: nothing",
-			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{live}}, waiting, false, ""},
+			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}}, waiting, false, ""},
 		{"changed: the new status",
-			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{live}, Pods: []*corev1.Pod{runningPod()}}, waiting, false, "publish RUNNING"},
+			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}, Pods: []*container.Pod{runningPod()}}, waiting, false, "publish RUNNING"},
 		{"unchanged but forced (republish): sent again",
-			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{live}}, waiting, true, "publish PENDING"},
+			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}}, waiting, true, "publish PENDING"},
 		{"record deleted by hand: restored from the Deployment",
-			container.Snapshot{Deployments: []*appsv1.Deployment{live}}, waiting, false, `record "i1" owed=false`},
+			container.Snapshot{Deployments: []*container.Deployment{live}}, waiting, false, `record "i1" owed=false`},
 		{"record being deleted by hand (foreground cascade): restored",
-			container.Snapshot{Record: record(terminating), Deployments: []*appsv1.Deployment{live}}, waiting, false, `record "i1" owed=false`},
+			container.Snapshot{Record: record(terminating), Deployments: []*container.Deployment{live}}, waiting, false, `record "i1" owed=false`},
 		{"made by the reference provider (no record, no incarnation): record written, status sent",
-			container.Snapshot{Deployments: []*appsv1.Deployment{dep("ref-1", incarnation(""))}}, nil, false, `record "" owed=false; publish PENDING`},
+			container.Snapshot{Deployments: []*container.Deployment{dep("ref-1", incarnation(""))}}, nil, false, `record "" owed=false; publish PENDING`},
 		{"DELETE in progress (record owed, Deployment not yet gone): record left alone",
-			container.Snapshot{Record: record(owed), Deployments: []*appsv1.Deployment{live}}, waiting, false, ""},
+			container.Snapshot{Record: record(owed), Deployments: []*container.Deployment{live}}, waiting, false, ""},
 		{"made by an earlier version (tied to its reservation, held): untied, record relabelled",
-			container.Snapshot{Record: record(func(r *container.Record) { r.Incarnation = "" }), Deployments: []*appsv1.Deployment{dep("old-1", legacyHeld)}},
+			container.Snapshot{Record: record(func(r *container.Record) { r.Incarnation = "" }), Deployments: []*container.Deployment{dep("old-1", legacyHeld)}},
 			waiting, false, "untie old-1"},
 		{"a pod of an earlier incarnation never speaks for the live one",
-			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{dep("web-2", incarnation("i2"))}, Pods: []*corev1.Pod{runningPod()}},
+			container.Snapshot{Record: record(), Deployments: []*container.Deployment{dep("web-2", incarnation("i2"))}, Pods: []*container.Pod{runningPod()}},
 			nil, false, `record "i2" owed=false; publish PENDING`},
 
 		// Gone containers.
 		{"deleted through the API: DELETED, then the record released",
 			container.Snapshot{Record: record(owed)}, running, false, "publish DELETED; release r1"},
 		{"deleted by hand: marked owed first, its Service removed, DELETED, released",
-			container.Snapshot{Record: record(), Services: []*corev1.Service{svc("web-s")}}, running, false,
+			container.Snapshot{Record: record(), Services: []*container.Service{svc("web-s")}}, running, false,
 			`record "i1" owed=true; delete service web-s; publish DELETED; release r1`},
 		{"deleted while the reporter was away (old record, nothing sent yet): DELETED",
 			container.Snapshot{Record: record(created(time.Hour))}, nil, false, `record "i1" owed=true; publish DELETED; release r1`},
@@ -155,19 +159,19 @@ func TestPlan(t *testing.T) {
 		{"DELETED delivered but the release failed: release again, no event",
 			container.Snapshot{Record: record(owed)}, deleted, false, "release r1"},
 		{"Deployment still terminating (foreground): the container is gone already",
-			container.Snapshot{Record: record(owed), Deployments: []*appsv1.Deployment{dep("web-1", deleting)}, Pods: []*corev1.Pod{runningPod()}},
+			container.Snapshot{Record: record(owed), Deployments: []*container.Deployment{dep("web-1", deleting)}, Pods: []*container.Pod{runningPod()}},
 			running, false, "publish DELETED; release r1"},
 		{"record deleted by hand while owed (finalizer holds it): DELETED, released",
 			container.Snapshot{Record: record(owed, terminating)}, running, false, "publish DELETED; release r1"},
 		{"deleted under an earlier version (its finalizer holds the Deployment): record owed first",
-			container.Snapshot{Deployments: []*appsv1.Deployment{dep("old-1", legacyHeld, deleting)}}, running, false,
+			container.Snapshot{Deployments: []*container.Deployment{dep("old-1", legacyHeld, deleting)}}, running, false,
 			`record "" owed=true; untie old-1`},
 		{"record and Deployment both deleted by hand, reported live before: DELETED",
 			container.Snapshot{}, running, false, "publish DELETED"},
 		{"nothing left, nothing reported: nothing", container.Snapshot{}, nil, false, ""},
 		{"gone, DELETED delivered: nothing", container.Snapshot{}, deleted, false, ""},
 		{"a Service nobody owns any more (failed rollback): removed",
-			container.Snapshot{Services: []*corev1.Service{svc("web-s")}}, nil, false, "delete service web-s"},
+			container.Snapshot{Services: []*container.Service{svc("web-s")}}, nil, false, "delete service web-s"},
 
 		// A create in progress.
 		{"record just written, no Deployment yet: look again when no create can still be running",

@@ -333,7 +333,7 @@ func (r *Reporter) prune() {
 // record's; "" when neither is left.
 func incarnationOf(snap container.Snapshot) string {
 	if live := snap.Live(); live != nil {
-		return container.IncarnationOf(live)
+		return live.Incarnation
 	}
 	if snap.Record != nil {
 		return snap.Record.Incarnation

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -105,7 +103,7 @@ func (j *journal) Untie(_ context.Context, o metav1.Object) error {
 	j.add("untie " + o.GetName())
 	return nil
 }
-func (j *journal) DeleteService(_ context.Context, s *corev1.Service) error {
+func (j *journal) DeleteService(_ context.Context, s *container.Service) error {
 	j.add("delete service " + s.Name)
 	return nil
 }
@@ -186,7 +184,7 @@ func startReporter(t *testing.T, debounce time.Duration, failFirst int) *rig {
 
 // liveSnap is a live container with its record.
 func liveSnap(name string) container.Snapshot {
-	return container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{dep(name)}}
+	return container.Snapshot{Record: record(), Deployments: []*container.Deployment{dep(name)}}
 }
 
 func TestReporterDebouncesThenPublishes(t *testing.T) {
@@ -248,7 +246,7 @@ func TestReporterSendsTheDeletedOfEachIncarnation(t *testing.T) {
 
 func TestReporterRestoresARecordDeletedByHand(t *testing.T) {
 	r := startReporter(t, 0, 0)
-	r.src.set("ref", container.Snapshot{Deployments: []*appsv1.Deployment{dep("ref-1")}})
+	r.src.set("ref", container.Snapshot{Deployments: []*container.Deployment{dep("ref-1")}})
 	r.out.waitFor(t, `record ref "i1" owed=false`, "publish ref PENDING")
 }
 

@@ -128,7 +128,7 @@ func BenchmarkCacheBytesPerContainer(b *testing.B) {
 		stores = append(stores, idx)
 		h0 := liveHeap()
 		for i := range n {
-			o, err := packForCache(decoded(served(i, now)[k]))
+			o, err := cacheObject(decoded(served(i, now)[k]))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -62,7 +62,7 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	if svc != nil {
 		svc.Namespace = s.namespace
 	}
-	var out container.Observed
+	var out container.Objects
 	var depErr, svcErr error
 	var wg sync.WaitGroup
 	if svc != nil {
@@ -94,7 +94,7 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 		return cached(s.deployments, s.namespace+"/"+created.Name) && s.ids.contains(id) &&
 			(out.Service == nil || cached(s.services, s.namespace+"/"+out.Service.Name))
 	})
-	return out, nil
+	return out.Observed(), nil
 }
 
 // rollback deletes what a failed create made, detached from the request's context (a

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -34,12 +33,12 @@ func (s *Store) delete(ctx context.Context, id string) error {
 	if err != nil {
 		return classify("listing Services", err)
 	}
-	live := container.Snapshot{Deployments: pointers(deps.Items)}.Live()
+	live := container.Snapshot{Deployments: container.DeploymentsOf(deps.Items)}.Live()
 	if live == nil && len(svcs.Items) == 0 {
 		return ErrNotFound
 	}
 	if live != nil {
-		if err := s.markOwed(ctx, id, container.IncarnationOf(live)); err != nil {
+		if err := s.markOwed(ctx, id, live.Incarnation); err != nil {
 			return err
 		}
 	}
@@ -71,12 +70,4 @@ func (s *Store) markOwed(ctx context.Context, id, inc string) error {
 			return !errors.Is(err, errRecordBusy), nil
 		})
 	return classify("marking the container deleted", err)
-}
-
-func pointers(items []appsv1.Deployment) []*appsv1.Deployment {
-	out := make([]*appsv1.Deployment, len(items))
-	for i := range items {
-		out[i] = &items[i]
-	}
-	return out
 }

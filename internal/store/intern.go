@@ -2,12 +2,10 @@ package store
 
 import "unique"
 
-// Every cached object is decoded on its own, so each carries its own copy of strings
-// that are the same in thousands of objects: the namespace, label keys and most label
-// values, condition types, reasons and messages, images. Interning them (Go's unique
-// package: one copy per distinct value, dropped when no object uses it any more) keeps
-// one copy. Values unique to one object (names, UIDs, resource versions) are left as
-// they are.
+// intern returns s as a copy shared with every other interned equal string (Go's unique
+// package). The views the caches hold intern the strings thousands of objects share
+// (see internal/container/observed.go); the store interns what it keeps beside them,
+// the namespace of records.
 func intern(s string) string {
 	if s == "" {
 		return s

@@ -13,7 +13,7 @@ import (
 )
 
 // filledStore is a Store whose caches hold n containers, put in as its informers would
-// (decoded, packed, indexed, the id set told). Its informers never start: the client
+// (decoded, made views, indexed, the id set told). Its informers never start: the client
 // points nowhere and is never called.
 func filledStore(b *testing.B, n int) *Store {
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
@@ -27,7 +27,7 @@ func filledStore(b *testing.B, n int) *Store {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	for i := range n {
 		for k, obj := range served(i, now) {
-			o, err := packForCache(decoded(obj))
+			o, err := cacheObject(decoded(obj))
 			if err != nil {
 				b.Fatal(err)
 			}

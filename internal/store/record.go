@@ -135,7 +135,7 @@ func (s *Store) liveAtAPIServer(ctx context.Context, client kubernetes.Interface
 	if err != nil {
 		return false, classify("listing Deployments", err)
 	}
-	return container.Snapshot{Deployments: pointers(deps.Items)}.Live() != nil, nil
+	return container.Snapshot{Deployments: container.DeploymentsOf(deps.Items)}.Live() != nil, nil
 }
 
 // EnsureRecord makes the record of container id say incarnation inc, and, when owed,
@@ -272,7 +272,7 @@ func untie[T metav1.Object](uid types.UID, get func() (T, error), update func(T)
 
 // DeleteService deletes a Service a gone container left behind (UID precondition: a
 // newer container's Service with the same name is never touched).
-func (s *Store) DeleteService(ctx context.Context, svc *corev1.Service) error {
+func (s *Store) DeleteService(ctx context.Context, svc *container.Service) error {
 	uid := svc.UID
 	err := s.client.CoreV1().Services(s.namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

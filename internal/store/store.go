@@ -12,9 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -60,8 +57,8 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
 		informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = container.Selector }),
-		// The caches hold every container's objects: drop what no reader needs.
-		informers.WithTransform(packForCache),
+		// The caches hold every container's objects: only what the service reads.
+		informers.WithTransform(cacheObject),
 	)
 	s := &Store{
 		client:        client,
@@ -170,22 +167,15 @@ func (s *Store) Get(ctx context.Context, id string) (container.Observed, error) 
 // observed gathers a container's objects from the caches; false when it has no live
 // Deployment (it is gone, or being deleted).
 func (s *Store) observed(id string) (container.Observed, bool) {
-	snap := s.workload(id) // a reader needs no record
-	live := snap.Live()
-	if live == nil {
-		return container.Observed{}, false
-	}
-	return container.Observed{Deployment: live, Pods: snap.LivePods(), Service: snap.LiveService()}, true
+	return s.workload(id).Observed() // a reader needs no record
 }
 
 // Snapshot reads one container's objects from the caches, its record included.
 func (s *Store) Snapshot(id string) container.Snapshot {
 	snap := s.workload(id)
 	if obj, ok, _ := s.records.GetStore().GetByKey(s.namespace + "/" + container.RecordName(id)); ok {
-		if p, ok := obj.(unpacker[*coordinationv1.Lease]); ok {
-			if rec, ok := container.RecordOf(p.unpack(), id); ok {
-				snap.Record = &rec
-			}
+		if rec, ok := recordOf(obj, id); ok {
+			snap.Record = &rec
 		}
 	}
 	return snap
@@ -194,12 +184,12 @@ func (s *Store) Snapshot(id string) container.Snapshot {
 // workload reads one container's Deployments, Pods and Services from the caches.
 func (s *Store) workload(id string) container.Snapshot {
 	snap := container.Snapshot{
-		Deployments: byIndex[*appsv1.Deployment](s.deployments, id),
-		Pods:        byIndex[*corev1.Pod](s.pods, id),
-		Services:    byIndex[*corev1.Service](s.services, id),
+		Deployments: byIndex[container.Deployment](s.deployments, id),
+		Pods:        byIndex[container.Pod](s.pods, id),
+		Services:    byIndex[container.Service](s.services, id),
 	}
-	slices.SortFunc(snap.Deployments, func(a, b *appsv1.Deployment) int {
-		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	slices.SortFunc(snap.Deployments, func(a, b *container.Deployment) int {
+		return a.Created.Compare(b.Created)
 	})
 	return snap
 }
@@ -275,19 +265,7 @@ func bucketOf(id string) string {
 	return strconv.FormatUint(uint64(h.Sum32()%instanceBuckets), 16)
 }
 
-// byIndex reads the objects of one id from an informer's cache, unpacked: fresh
-// Kubernetes objects the caller may keep or change.
-func byIndex[T any](inf interface{ GetIndexer() cache.Indexer }, id string) []T {
-	var out []T
-	for _, o := range indexed(inf, id) {
-		if p, ok := o.(unpacker[T]); ok {
-			out = append(out, p.unpack())
-		}
-	}
-	return out
-}
-
-// indexed is the cached objects of one id, as the cache holds them (packed).
+// indexed is the cached objects of one id, as the cache holds them (see cached.go).
 func indexed(inf interface{ GetIndexer() cache.Indexer }, id string) []any {
 	objs, err := inf.GetIndexer().ByIndex(IndexByInstance, bucketOf(id))
 	if err != nil {

@@ -5,22 +5,30 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// packForCache is the informers' transform: every object a cache holds is packed (see
-// packed.go), keeping of each kind its identity, labels and the fields the API resource
-// and the status mapping are made from. A reader needing more must add it there.
-func packForCache(obj any) (any, error) {
+// cacheObject is the informers' transform: every object a cache holds becomes its view.
+func cacheObject(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return packPod(o), nil
+		c := &cachedPod{Pod: container.PodOf(o)}
+		c.cacheMeta = cacheMeta{meta: &c.Meta, resourceVersion: o.ResourceVersion}
+		return c, nil
 	case *appsv1.Deployment:
-		return packDeployment(o), nil
+		c := &cachedDeployment{Deployment: container.DeploymentOf(o)}
+		c.cacheMeta = cacheMeta{meta: &c.Meta, resourceVersion: o.ResourceVersion}
+		return c, nil
 	case *corev1.Service:
-		return packService(o), nil
+		c := &cachedService{Service: container.ServiceOf(o)}
+		c.cacheMeta = cacheMeta{meta: &c.Meta, resourceVersion: o.ResourceVersion}
+		return c, nil
 	case *coordinationv1.Lease:
-		return packRecord(o), nil
+		return newCachedRecord(o), nil
 	}
+	// Anything else (client-go may hand an object to the transform again, a tombstone's
+	// included): kept as it is, without its managed fields.
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
 	}

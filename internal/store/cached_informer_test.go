@@ -15,11 +15,11 @@ import (
 )
 
 // An informer takes an update whose resourceVersion equals the cached object's for a
-// resync, and hands it only to handlers due a resync. Packed objects must keep the
+// resync, and hands it only to handlers due a resync. Cached objects must keep the
 // resourceVersion, or after the informer's first resync check (10 minutes in) no update
 // would reach the status reporter. This runs the informer machinery itself on a
 // scripted watch: resync checks every 20 ms, a handler never due one.
-func TestPackedUpdatesReachHandlersAfterResyncChecks(t *testing.T) {
+func TestCachedUpdatesReachHandlersAfterResyncChecks(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: "1",
 		Labels: container.SystemLabels("abc")}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	w := watch.NewFake()
@@ -30,12 +30,12 @@ func TestPackedUpdatesReachHandlersAfterResyncChecks(t *testing.T) {
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return w, nil },
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(listThenWatch{lw}, &corev1.Pod{}, cache.SharedIndexInformerOptions{ResyncPeriod: 20 * time.Millisecond})
-	if err := inf.SetTransform(packForCache); err != nil {
+	if err := inf.SetTransform(cacheObject); err != nil {
 		t.Fatal(err)
 	}
 	updates := make(chan string, 10)
 	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) { updates <- obj.(*packedPod).phase },
+		UpdateFunc: func(_, obj any) { updates <- string(obj.(*cachedPod).Phase) },
 	}, time.Hour); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"maps"
+	"reflect"
 	"testing"
 	"time"
 
@@ -18,27 +19,34 @@ import (
 )
 
 // through puts obj through the cache as an informer would (transform, then keyed and
-// indexed), and reads it back as byIndex does.
-func through[T any](t *testing.T, obj T) T {
+// indexed), and reads its view back as the store does.
+func through[V any](t *testing.T, obj metav1.Object) *V {
 	t.Helper()
 	idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{IndexByInstance: indexByInstance})
-	packed, err := packForCache(obj)
+	cached, err := cacheObject(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := idx.Add(packed); err != nil {
+	if err := idx.Add(cached); err != nil {
 		t.Fatal(err)
 	}
-	m := any(obj).(metav1.Object)
-	if _, ok, _ := idx.GetByKey(m.GetNamespace() + "/" + m.GetName()); !ok {
-		t.Fatalf("packed %s not found by its key", m.GetName())
+	if _, ok, _ := idx.GetByKey(obj.GetNamespace() + "/" + obj.GetName()); !ok {
+		t.Fatalf("cached %s not found by its key", obj.GetName())
 	}
-	inf := fakeInformer{idx}
-	got := byIndex[T](inf, container.InstanceID(m.GetLabels()))
+	if rv := cached.(metav1.Object).GetResourceVersion(); rv != obj.GetResourceVersion() {
+		t.Errorf("%s: resourceVersion %q, want %q (see cacheMeta)", obj.GetName(), rv, obj.GetResourceVersion())
+	}
+	got := byIndex[V](fakeInformer{idx}, container.InstanceID(obj.GetLabels()))
 	if len(got) != 1 {
 		t.Fatalf("byIndex found %d objects", len(got))
 	}
-	return got[0]
+	// A reader gets a copy: changing it changes nothing in the cache.
+	var zero V
+	*got[0] = zero
+	if again := byIndex[V](fakeInformer{idx}, container.InstanceID(obj.GetLabels())); reflect.DeepEqual(*again[0], zero) {
+		t.Errorf("%s: a reader changed the cache", obj.GetName())
+	}
+	return byIndex[V](fakeInformer{idx}, container.InstanceID(obj.GetLabels()))[0]
 }
 
 type fakeInformer struct{ idx cache.Indexer }
@@ -59,10 +67,10 @@ func testContainer(t *testing.T, body string) (*appsv1.Deployment, *corev1.Servi
 	return objs.Deployment, objs.Service
 }
 
-// Packed objects read exactly like the objects the apiserver served: the same API
-// resource, the same status, the same identity. Each case is something a reader
-// distinguishes.
-func TestPackedObjectsReadTheSame(t *testing.T) {
+// The caches hold the views the service reads (container.DeploymentOf, PodOf,
+// ServiceOf), found by key and by id, whatever the objects carry. Each case is
+// something a reader distinguishes.
+func TestCachedObjectsReadAsServed(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	later := metav1.NewTime(now.Add(time.Minute))
 	body := `{"spec":{"service_type":"container","metadata":{"name":"web","labels":{"team":"a","empty":""}},"image":{"reference":"nginx:1"},
@@ -135,84 +143,80 @@ func TestPackedObjectsReadTheSame(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d, s, p := baseDep.DeepCopy(), baseSvc.DeepCopy(), basePod.DeepCopy()
 			change(d, s, p)
-			full := container.Observed{Deployment: d, Service: s, Pods: []*corev1.Pod{p}}
-			read := container.Observed{Deployment: through(t, d.DeepCopy()), Service: through(t, s.DeepCopy()), Pods: []*corev1.Pod{through(t, p.DeepCopy())}}
-			a, _ := json.Marshal(container.ToAPI(full))
-			b, _ := json.Marshal(container.ToAPI(read))
-			if string(a) != string(b) {
-				t.Errorf("packed objects read differently:\nserved %s\npacked %s", a, b)
+			if got, want := through[container.Deployment](t, d), container.DeploymentOf(d); !reflect.DeepEqual(*got, want) {
+				t.Errorf("deployment read as %+v, want %+v", *got, want)
 			}
-			if got, want := container.StatusOf(read.Deployment, read.Pods), container.StatusOf(d, []*corev1.Pod{p}); got != want {
-				t.Errorf("status %v, want %v", got, want)
+			if got, want := through[container.Service](t, s), container.ServiceOf(s); !reflect.DeepEqual(*got, want) {
+				t.Errorf("service read as %+v, want %+v", *got, want)
 			}
-			for _, pair := range [][2]metav1.Object{{d, read.Deployment}, {s, read.Service}, {p, read.Pods[0]}} {
-				sameMeta(t, pair[0], pair[1])
+			if got, want := through[container.Pod](t, p), container.PodOf(p); !reflect.DeepEqual(*got, want) {
+				t.Errorf("pod read as %+v, want %+v", *got, want)
 			}
 		})
 	}
 }
 
-func sameMeta(t *testing.T, want, got metav1.Object) {
-	t.Helper()
-	// The resourceVersion matters to the informers, not to readers: see packedMeta.
-	if got.GetName() != want.GetName() || got.GetNamespace() != want.GetNamespace() || got.GetUID() != want.GetUID() ||
-		got.GetResourceVersion() != want.GetResourceVersion() ||
-		(got.GetGenerateName() != want.GetGenerateName() && !isPod(want)) || !got.GetCreationTimestamp().Time.Equal(want.GetCreationTimestamp().Time) {
-		t.Errorf("identity of %s differs: got %+v", want.GetName(), got)
-	}
-	if (got.GetDeletionTimestamp() == nil) != (want.GetDeletionTimestamp() == nil) {
-		t.Errorf("%s: deletion timestamp %v, want %v", want.GetName(), got.GetDeletionTimestamp(), want.GetDeletionTimestamp())
-	}
-	if !maps.Equal(got.GetLabels(), want.GetLabels()) {
-		t.Errorf("%s: labels %v, want %v", want.GetName(), got.GetLabels(), want.GetLabels())
-	}
-	if len(got.GetFinalizers()) != len(want.GetFinalizers()) {
-		t.Errorf("%s: finalizers %v, want %v", want.GetName(), got.GetFinalizers(), want.GetFinalizers())
-	}
-	if !isPod(want) && len(got.GetOwnerReferences()) != len(want.GetOwnerReferences()) {
-		t.Errorf("%s: owners %v, want %v", want.GetName(), got.GetOwnerReferences(), want.GetOwnerReferences())
-	}
-}
-
-// A record reads the same: the reporter's view of it, and its metadata.
-func TestPackedRecordReadsTheSame(t *testing.T) {
-	for _, owed := range []bool{false, true} {
+// A record reads as container.RecordOf reads the Lease; a Lease with a record's labels
+// but another name is not one, yet is keyed and its id known (IDs).
+func TestCachedRecordReadsAsServed(t *testing.T) {
+	lease := func(name string, owed bool) *coordinationv1.Lease {
 		l := container.NewRecord("abc", "inc-1", owed)
-		l.Namespace, l.UID, l.ResourceVersion = "ns", "uid-9", "7"
+		l.Name, l.Namespace, l.UID, l.ResourceVersion = name, "ns", "uid-9", "7"
 		l.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		got := through(t, l.DeepCopy())
-		want, _ := container.RecordOf(l, "abc")
-		r, ok := container.RecordOf(got, "abc")
-		if !ok || !r.Created.Equal(want.Created) {
-			t.Errorf("owed=%v: record %+v %v, want %+v", owed, r, ok, want)
-		}
-		r.Created = want.Created
-		if r != want {
-			t.Errorf("owed=%v: record %+v %v, want %+v", owed, r, ok, want)
-		}
-		sameMeta(t, l, got)
+		return l
 	}
-	l := container.NewRecord("x", "", false)
-	l.Namespace = "ns"
-	var _ *coordinationv1.Lease = through(t, l)
-}
-
-func TestPackedLabels(t *testing.T) {
-	for name, m := range map[string]map[string]string{
-		"nil":          nil,
-		"empty":        {},
-		"system":       container.SystemLabels("abc"),
-		"empty values": {container.LabelInstanceID: "", container.LabelIncarnation: "", "pod-template-hash": "", "a": ""},
-		"all":          {container.LabelInstanceID: "abc", container.LabelIncarnation: "i", "pod-template-hash": "h", "team": "a", "b": "c=d"},
+	for _, tc := range []struct {
+		name   string
+		lease  *coordinationv1.Lease
+		record bool
+	}{
+		{"record", lease(container.RecordName("abc"), false), true},
+		{"record, DELETED owed", lease(container.RecordName("abc"), true), true},
+		{"record being deleted", func() *coordinationv1.Lease {
+			l := lease(container.RecordName("abc"), true)
+			l.DeletionTimestamp = &l.CreationTimestamp
+			return l
+		}(), true},
+		{"not a record: another name", lease("someone-elses", false), false},
 	} {
-		got := packLabels(m).unpack()
-		if (got == nil) != (m == nil) || !maps.Equal(got, m) {
-			t.Errorf("%s: %v, want %v", name, got, m)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
+			obj, err := cacheObject(tc.lease.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := idx.Add(obj); err != nil {
+				t.Fatal(err)
+			}
+			cached, ok, _ := idx.GetByKey("ns/" + tc.lease.Name)
+			if !ok {
+				t.Fatal("not found by its key")
+			}
+			if id := instanceIDOf(cached); id != "abc" {
+				t.Errorf("id %q", id)
+			}
+			got, ok := recordOf(cached, "abc")
+			want, wantOK := container.RecordOf(tc.lease, "abc")
+			if ok != tc.record || ok != wantOK || !reflect.DeepEqual(got, want) {
+				t.Errorf("record %+v %v, want %+v %v", got, ok, want, wantOK)
+			}
+			if _, ok := recordOf(cached, "abd"); ok {
+				t.Error("the record of another id")
+			}
+		})
 	}
 }
 
-func isPod(o metav1.Object) bool {
-	_, ok := o.(*corev1.Pod)
-	return ok
+// The transform may see an object again (client-go says so for tombstones); what it
+// made passes through unchanged.
+func TestCacheObjectTwice(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: container.SystemLabels("abc")}}
+	once, err := cacheObject(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice, err := cacheObject(once)
+	if err != nil || twice != once {
+		t.Errorf("again: %v %v", twice, err)
+	}
 }

@@ -30,10 +30,12 @@ const (
 const Selector = LabelManagedBy + "=" + ManagedByValue + "," + LabelServiceType + "=" + ServiceTypeValue
 
 // InstanceSelector selects the objects of one container: every lookup by id (deletes,
-// the record take-over check, tests) uses it, so they all agree on what "the
-// container's objects" are.
+// the record take-over check, the confirmations at the apiserver, tests) uses it, so
+// they all agree on what "the container's objects" are. It names the service type:
+// DCM's other providers (database, network…) label their objects with the same
+// managed-by and instance-id labels, and a DELETE of a container must never select them.
 func InstanceSelector(id string) string {
-	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue, LabelInstanceID: id}).String()
+	return labels.SelectorFromSet(SystemLabels(id)).String()
 }
 
 // SystemLabels are the three DCM labels of one container.

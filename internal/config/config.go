@@ -183,9 +183,25 @@ func Load(environ []string) (*Config, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return nil, &Error{Problems: problems}
+		return nil, &Error{Problems: oneLineEach(problems)}
 	}
 	return cfg, nil
+}
+
+// oneLineEach joins the problems that start with the same variable into one line.
+func oneLineEach(problems []string) []string {
+	var out []string
+	at := map[string]int{}
+	for _, p := range problems {
+		key := problemKey(p)
+		if i, ok := at[key]; ok && key != "" {
+			out[i] += "; " + p
+			continue
+		}
+		at[key] = len(out)
+		out = append(out, p)
+	}
+	return out
 }
 
 // parseProblem says what is wrong with one variable the env parser refused, and which
@@ -363,18 +379,21 @@ func (m Monitor) validateLease(name string, derived bool) []string {
 		}
 		return fmt.Sprintf("SP_MONITOR_LEADER_LEASE=%q: %s; choose another name", lease, reason)
 	}
-	var p []string
+	var reasons []string
 	if msgs := validation.IsDNS1123Subdomain(lease); len(msgs) > 0 {
-		p = append(p, say(fmt.Sprintf("is not a Kubernetes object name (%s)", strings.Join(msgs, ", "))))
+		reasons = append(reasons, fmt.Sprintf("is not a Kubernetes object name (%s)", strings.Join(msgs, ", ")))
 	}
 	// The leader Lease shares the namespace with the container records: a name in
 	// their space would be the record of some container id (SP_NAME=dcm-container-sp
 	// makes it the record of id "sp-status").
 	if prefix := container.RecordName(""); strings.HasPrefix(lease, prefix) {
-		p = append(p, say(fmt.Sprintf("would be the record of container %q (names starting with %q are container records)",
-			strings.TrimPrefix(lease, prefix), prefix)))
+		reasons = append(reasons, fmt.Sprintf("would be the record of container %q (names starting with %q are container records)",
+			strings.TrimPrefix(lease, prefix), prefix))
 	}
-	return p
+	if len(reasons) == 0 {
+		return nil
+	}
+	return []string{say(strings.Join(reasons, ", and "))}
 }
 
 // validate reads the files now, so a missing, unreadable or empty token or a broken

@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -279,6 +280,8 @@ func TestLeaderLeaseMessageBlamesTheRightVariable(t *testing.T) {
 		{[]string{"SP_MONITOR_LEADER_LEASE=dcm-container-x"}, `SP_MONITOR_LEADER_LEASE="dcm-container-x": would be the record of container "x" (names starting with "dcm-container-" are container records); choose another name`},
 		{[]string{"SP_MONITOR_LEADER_LEASE=Bad_Lease"}, `SP_MONITOR_LEADER_LEASE="Bad_Lease": is not a Kubernetes object name`},
 		{[]string{"SP_NAME=Bad_Name"}, `SP_NAME="Bad_Name" makes the leader Lease "Bad_Name-status", which is not a Kubernetes object name`},
+		// Two reasons, one line.
+		{[]string{"SP_MONITOR_LEADER_LEASE=dcm-container-X"}, `SP_MONITOR_LEADER_LEASE="dcm-container-X": is not a Kubernetes object name`},
 	}
 	for _, tc := range cases {
 		_, err := Load(append(required[:len(required):len(required)], tc.env...))
@@ -310,5 +313,13 @@ func TestSettingsDescribeEveryVariable(t *testing.T) {
 		if !seen[name] {
 			t.Errorf("%s missing", name)
 		}
+	}
+}
+
+func TestOneLineEach(t *testing.T) {
+	got := oneLineEach([]string{"SP_A: x", `SP_B="1": y`, "SP_A (3s) must be z", "SP_C: w"})
+	want := []string{"SP_A: x; SP_A (3s) must be z", `SP_B="1": y`, "SP_C: w"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

@@ -155,7 +155,7 @@ type Container struct {
 	Path    *string      `json:"path,omitempty"`
 	Service *ServiceInfo `json:"service,omitempty"`
 
-	// Spec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most 262144 bytes (400 beyond, long before etcd's object limit).
+	// Spec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most 262144 bytes (400 beyond, long before etcd's object limit). A member not in this schema, at any level, is refused (400 naming it) rather than ignored; provider_hints is open.
 	Spec   ContainerSpec    `json:"spec"`
 	Status *ContainerStatus `json:"status,omitempty"`
 
@@ -214,7 +214,7 @@ type ContainerResources struct {
 	Memory MemoryRange `json:"memory"`
 }
 
-// ContainerSpec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most 262144 bytes (400 beyond, long before etcd's object limit).
+// ContainerSpec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most 262144 bytes (400 beyond, long before etcd's object limit). A member not in this schema, at any level, is refused (400 naming it) rather than ignored; provider_hints is open.
 type ContainerSpec struct {
 	Image    ContainerImage    `json:"image"`
 	Metadata ContainerMetadata `json:"metadata"`
@@ -308,7 +308,7 @@ type Problem struct {
 	Pointer *string `json:"pointer,omitempty"`
 	Status  int     `json:"status"`
 
-	// Title One per type, e.g. "Invalid argument", "Not found", "Already exists", "Internal Server Error".
+	// Title One per type, e.g. "Invalid argument", "Not found", "Already exists", "Internal Server Error"; "Method Not Allowed" (405, type method-not-allowed) and "Content Too Large" (413, type content-too-large).
 	Title string `json:"title"`
 
 	// Type https://dcm-project.github.io/problems/<code>
@@ -1529,67 +1529,71 @@ func (sh *strictHandler) GetRootHealth(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fp5c9s6kv8qXZipirRD6/A1iVxTu76Sp534WDuZbJXlUSCyJeGZBPgA0LYmo+++hYMUKVFH3r7J29r/",
-	"dKCBRp+/7sY3EookFRy5VqT3jUhUqeAK7ZczGt3hLxkqbb6Fgmvk9iNN05iFVDPB26kUoxiTP/2sBDf/",
-	"qXCKCTWf/ihxTHrkD+3FEW33r2rfOioyn88DEqEKJUvNdqRHPk0RpDsWmALGn2nMohPgQk8Zn8ALVRBO",
-	"KZ9g1CLzgJwLPo5Z+EN5PAVzEmUcJbwwPQU9NaxGQGOJNJoBvjKl1QkwbfnlQld47nONktP4R/L8meNr",
-	"iqHGCBTKZ5SAUgp5AnqKMBLRDDiaX0MqJUMjeMejshxfC/1eZDz6kRxfi5KYp1TlUrYMfRLiI5UT/L1M",
-	"00qMKYgNExL0lHLowhU7s9x95jTTU+Ta8ILRj2YyleKZRSgtt0yiAgojpNIwKp6QQ+P+dnh62x9+uvnr",
-	"5fXwff/jZRMoj6wt5Dec0gi44AhCAoUXKfgEBMc1nhiQKdIIpY0cX7582TstCaB6MT1LkfSI0pLxibmC",
-	"E9gzZTEdxT9co3/NRig5alRwets3Os24RBpODTPm8polGIHIdGDlUwg3puGTkWxpgxRlwpRiggeGMhGy",
-	"kKcCKhEYh3HMJlPtLKayHw1DTM06DYKHaJV0f3n3t8u74dXpfw/718P3H/sffvoUQIRjmsUajg+bJyBR",
-	"yxnQsUYJd+bz3qn9rDAUPFJLqimtqNWKcfsJSquWeeD/t5TnuS+aL6kUKUrNXKYIJVKNQyMo83UsZEI1",
-	"6ZGIatyzvwbEBMYbHs9IT8sMg2UrCAiLXAbasiylemoWVhVZBArV/sai+S7nmSjIQtxmPfduWZ+PhaVK",
-	"MdxGUkjq3iw2RJrqTO1O5pYXhMMElaIu1lWv/VOWUL5nrmqNVSJVgsPYGO0UwVFDA1uTFvQTOsHbLI7P",
-	"aPh0Mx43W7sIKUuj/61m52aFDUMR6T04AT4Wq8ToZwy1T+Tu+pbTVSOTOEaJPKwRw815H4q/e/AgccKU",
-	"lrP2o8RUKKaFnD30NJ08PvxHxCao9CMJSEJfPyKfGHM67Lw7DkjCeP5Dd9s1FtxsvMtH5tDTkr8U1mq+",
-	"MY3J7sZhtvfnUSnpzHzn+KqHKZ3g0Ib3VQGdjhRyE1asXcRUaTDLjQlsvmaJ0433vEJNI6rp6l1jOsLY",
-	"fqJRxAw/NL6trCjp4figxgYT+lomOD6sYYRTZ6BLe1U1mlJtMA3pkb8/0L1/dPbePTYe9vynf8t/av77",
-	"H0kNF+YElVJnft9n8pa5jeK7Rv0i5NOq9Fi6qkyTtG5FBP3bnVw4FVL/Cju7FVJ76fcd4cH+suXNN93J",
-	"brDe9Iep/7+IKYzrg33nlyzJEtI7Pjo6OLJKdN8XTllkqYA8M8VGLGZ6ZjZDbhY+EANcSEByEEsCgq/+",
-	"4+PONu9YrByxUYu3UoSo1OqlqZxUNVAy07fdd/v1Ru/Fvn90vOrxoUgS6uD4b7cp8ued7eSSP/+Nyuqm",
-	"3f2332Uhd6hEJkOskViYZlstNc3uDPi0PGAi5GwbxZVd5YmWlZ5mpNhno5bvPQKoOuUZKhahcogO5d6Y",
-	"YRxBzBKmlcONJZjodlUwylisYSxFYpA1mNQIDbP2AtNYzBITs3NY7nFIAFTBf97fXDchoTMYoYGLiVAa",
-	"9o/3u4eHMJqZExqHnQ6McCZ4FEBsoPsIxwaNog6jNzkHjj+LBJbCTp6CdwoVLmFbNSyywE6URdqwSayI",
-	"gTvR5jFzbpnPHW+32ObXO1KLvodT5nsg9WnKBdelrGoBO0ZWR2zChcSoBadeH8eH8IQzFUD3+OBtrhev",
-	"PEvxFmJ8xliBGANHpRmftMhu6U6WPWenKy98bQF9h27fRdQsIt/2IFnZoqT5wNtOmcfN7lRg45yL28vr",
-	"i/71BxKQu8/X1+7T+9P+x8sLEpDP13+9vvlyTQJycfnx8tPlhdl9aw48T7P/yijXPktU1XgupNMM5eAT",
-	"CzQGWadzgH+BbjNwBbDbzOgqtOsbA7I/IE1b5rE4ZsWvR51OMiDNE8BwKjCCEQ2fzO4GgRn9Co43Y9J7",
-	"+LY5sX2rwJXu3rvHBwtTkjp48uju6ELbSjBN6OsOwbQQ0Nym3O+iWDIOQ24NuVb1PnWssFmD4Wya2gjL",
-	"A/JM42yZ7mD/z8dvd4JlOX0doz8hjV2xuSTPdeXYl+msWtLbZsLUbjMLwNZhS6lg0TFQwLTrKbTIhroX",
-	"X2mSxuY/t2/dWl//UMfWZj3eldYaX8RqwZo7pb8ECUhxoZogkf9QZvPprdorAsuejxt7uYhaUZi0mGiv",
-	"v0yW5tVnVdj3rr8BivEQq2JXmkrtulJldHl8SGoRJErlBbXZYHys88LxKlnQF6zW2ZLDHuuD0AWGLKEx",
-	"ZJxpdQLdqzP4C3Q7fz/OE3rJZgakezUgLm2XYoQJD39qXJ3988PZPz+dNWurmDIE+jVxYukau4WKZaLv",
-	"ihZ5925FYnfvz+Hd4dGfwXcFIUJNWawCYK7MVVOaIlycX71RhWko86vEFnxhegr4SkMdzwz4Grg5g3WD",
-	"fMcAvro9v9pJhFbgPd+m76+psOXFV4hFSLXHfmI8Rh4xPhlwCwFP/IDgReQNwequA5JksWZpjFBiwLbm",
-	"VQAKnWW77wNuUbXt7/jLDojjxS34CjFT2jKSBJAnYBiJzDhKI0wzC0U5OJzbNDxKpf2PtlLP7678j64j",
-	"rLQRqu15C2m8dsBXMKPjqMaLAuK427m28Cq/NFR17Q7Glaa+EVRT7lqt1NvL8btO1wGwW7cMxpJOLM5m",
-	"XItK/9vc1sfsAflD24DzdoFp2mGatRPGB6Q2WC/i52q40UzHdT0sbgsHMATFsX1nlUDlJDNcDkgAA3It",
-	"NIyNTt3X08rQyf2WT5hs2YASrCzXMJuH7Co/U61T1Wu3ozAxwdq4Y2vC9DQbmXCdW0nb4qQwFBE6xLS1",
-	"o+SDqJNCIakNnu/MoFZeYgwKn1HSGFa9V7U2mGjtzMT5PKeJAXrGFFwRx7gPIpHQBu2blOK82oQECx9U",
-	"obEwzVoJ49DodpqQZErb4R++hogR2D/pKzSOmmt08Zta7wlQ1/d7yT05D5XMzSTpSGTalp7Wtd11GwVM",
-	"YRH8kqGcQUolTVCjbG7vGHoZ1yl0FWrUICiUq8ncRC8/Z7UBHfIG76qKY6r0EHOTWZVvXu65acMGx82B",
-	"T+rCOclRFZp7mi8/22HqDpXSegsvzxZWWyBxZk4buhbgakz1/axhXYvwo6DRGY1NkJTA+ESiUtC/hYaQ",
-	"MBVKG+jbdFMmI9IwFlkEVCk24RgZg2ita4Guibnf02L0t84bjMvRfbkoPXdy6N+SgFyLyNEFlSuuU0K1",
-	"KqzB/j4YOf43aKi+l8lFhEUbc3l2HSGYvwKbrXO+bbKuKMcfoJaxqu2EriaPtU3TmqVSaBGK+oysqZyg",
-	"Hu683ZJN+8ZoeZfSgauCtD2HMJNMz+6NFTj5uZH0aVY30LtJXQ+mB4LHs0oE86PtjPugsDLLboGr3Ky0",
-	"jRUwbuzfvW/gJhAzW4lbgzRsOkYW1za5z42LmXfNJbB+fgW+kFkwpKdUO64U45MY90pvRIR8igWNFAhe",
-	"Kv5acEnD6YAvFjJlo3Gp/deQaOffCrp2RB84UVBrXEDVk7IGxnRgKb05tQbcpk03dF6HlKGxbrjedADP",
-	"QxVSqj2Kvk1+FNzmAji97ZeqoR557tI4ndKusTeRIqcpIz1y0Oq0DnzxZK2gTVPWzte2q6OxCdb41vss",
-	"jmeQijSLqcnHCxKTqlnkIGrgnrlErr1aNp03CkIaTp3PGX+29+9HJm4ypc8XHBgufeZTtmNTZeTKDSqA",
-	"Z8kIpWsNlVkxCklNudDo7nU7nc5icH/UsZnUlE7EpliSR1dTB7lRnmL/wNxIqZOCJSa9o06wYWpiT9rY",
-	"W5oHq95Gf8nQPw6xAqOQSnxmIlP2Cm+M+1SGjOv4L40hy8yXmjNH3dXZxNx28UqPz/Y7nQ0PQb7vAUh1",
-	"GlvzDOQmV1RFhQEgDacwrpqbfd9z6LirO7S4Rbv0fs6SdLeTLL8bmgfkaJejigdlluBgp4OK9zY2OmdJ",
-	"QuXMu0BFCIxb2biuFJ2o5bGwzUqqxk/P7auQ74xobPHyzBTMOcqpRrcVv3VHLWbkWxz3PGbI9V44FQpt",
-	"xGicXt7udff3m64xYFAx066J4OqnCXJznn1J9flz/6I14APfExsQw7REF25c4KxzDBZVHKJ2GO0+7D1+",
-	"6wTH3fnGibTzGGteZyKa/fbO4hxlkfUNiJqveGn3X3VwnS1FJ/mbFqbAjwl+tD8edt5tpysepRqC7g7+",
-	"WDxn/B083skW6MLr17r6PFibrvMO7rqsfRq/0JmC/U6nrMSimbxAeEvv8ULKTak6sq+bwqnr6la9/wPq",
-	"n/L28b8sifgTtr24pFy9oFTFHZW59MsU9dTAO+0vocoocEkdHruKcRXvNlIRxxjBaLZSBTfL+vJq2Kyr",
-	"b4s3DiyaO2XFWFeQX1H55DqbBckbE+1CISMY5EM4EC9ou1G2Z+j2clTlwM+0glREBrHGsXhpLs+285eP",
-	"7k1yvjU+G2JHolzNGmHMnk0hvmoLF/bsciZYsojDut67oYl+fCQ53E5XPLz+HQKDk0s5MDgdLnQaOH0a",
-	"PXodNjfAhNq48KlsWou2mnOfwD90Kp/wq4D9B9QbbKLzY5JY5arB7w0s/8+b3wd0vcntaWkF7ln85cdz",
-	"Hn6VIx5ZxjW/LTAzkXdLNjSmoGiCPl8AVVBkscDEQdvLFcL3j0xtvsas74T4/5T97q1QFGyBGfUZzz9t",
-	"ya0gkzHpkTYxUNkv/rZiDsq+tfC/+q3mj/P/CQAA//8=",
+	"3Ft5c9s6kv8qXZipirRDXb4mkWtq11cS7Ysdr+NMtsryOBDZkvBMAnwAaFvj0XffwkGKlChZns3kbe1/",
+	"loQGGn3+utF+JqFIUsGRa0X6z0SiSgVXaD8c0+gKf8tQafMpFFwjt3/SNI1ZSDUTvJNKMYox+dOvSnDz",
+	"mwqnmFDz1x8ljkmf/KGzOKLjflWdS0dF5vN5QCJUoWSp2Y70yfUUQbpjgSlg/IHGLDoELvSU8Qk8UgXh",
+	"lPIJRm0yD8iJ4OOYhT+VxyMwJ1HGUcIj01PQU8NqBDSWSKMZ4BNTWh0C05ZfLnSF5wHXKDmNfybPXzk+",
+	"pRhqjEChfEAJKKWQh6CnCCMRzYCj+TakUjI0gnc8KsvxhdDvRcajn8nxhSiJeUpVLmXL0LUQn6ic4O9l",
+	"mlZiTEFsmJCgp5RDD87ZseXuK6eZniLXhheMfjaTqRQPLEJpuWUSFVAYIZWGUXGPHBpfLu+OLgd3159/",
+	"Obu4ez/4dNYEyiNrC/kNpzQCLjiCkEDhUQo+AcFxjScGZIo0Qmkjx7dv31pHJQFUL6ZnKZI+UVoyPjFX",
+	"cAJ7oCymo/ina/SXbISSo0YFR5cDo9OMS6Th1DBjLq9ZghGITAdWPoVwYxreG8mWNkhRJkwpJnhgKBMh",
+	"C3kqoBKBcRjHbDLVzmIq+9EwxNSs0yB4iFZJX86u/np2dXd+9N93g4u7958GHz5eBxDhmGaxhoO95iFI",
+	"1HIGdKxRwpX5u3Vk/1YYCh6pJdWUVtRqxbj9BKVVyzzwv1vKk9wXrVaiiBkZ0vhSihSlZiZnjGmsMCBp",
+	"6atnEkqkGu+MFM3HsZAJ1aRPIqqxZb8NiIman3k8I30tMwyWTSQgLHLp6YVlKdVTs7Cq5SKKqM4zi+bb",
+	"nGdCJAvxJdP64pYN+FhYqhTDl0gKMX4xiw2RpjpT25O55QXhXYJKURcIq9f+mCWUt8xVrSVLpEpwGBuL",
+	"niI4amhge9KGQUIneJnF8TEN7z+Px832NkLK0uh/q9m5WWFjVET6N06At8UqMfoVQ+2zvLu+5fSVFihx",
+	"jBJ5WCOjzycDKH7uw43ECVNazjq3ElOhmBZydtPXdHJ78x8Rm6DStyQgCX36hHxibG2v++4gIAnj+Re9",
+	"l+644GbjRT8xh7uWnKkwZfOJaUy2txyzvT+PSkln5jPHJ32X0gne2cSwKqCjkUJuApI1mpgqDWa5sY/N",
+	"1yxxuvGe56hpRDV9pU5jOsJYrSd6LivpYLfGehP6VCY42KvhklNn2kt7VdWdUm2gEumTv93Q1t+7rXe3",
+	"jZuW/+vf8q+a//5HUsOFOUGl1Nnm65zFMrdRtheoH4W8f6VoWbpqBiZRXooIBpdbRYZUSP1PWOilkNqr",
+	"ZuAId3eWbXa+6cJ2g1emp5z2LvXERRxjXO/uOHdnSZaQ/sH+/u6+Vb/7vPD1Im0G5IEpNmIx0zOzGXKz",
+	"8IYYJEUCkqNqEhB88n/ebu1KjsXKERv1fylFiEq9UiJUTqq6K1n/2967nXpf8grb2T9YjTKhSBLqiocf",
+	"tynyh60t7Iw//JXK6qa9nbevsq0rVCKTIb5WnGGavegAaXZlcLRlEBMhZy9RnNtVnmjZXNKMFPtstI8v",
+	"Hq9svE01EByjYhEqh1xRtsYM4whiljCtHD4uwWF3pIJRxmINYykSU0GAyfLQMGtPMY3FLDEZJi8/PKQK",
+	"gCr4zy+fL5qQ0BmM0MDiRCgNOwc7vb09GM3MCY29bhdGOBM8CiA2JcoIxwZ1ow6jNzkHjr9mG44gwWSE",
+	"0lbkjLuK0sk0MAdQPoMYHzAOTB0gcZwpjNwhnCam6GG6CZLqaV7zsQkXEqPDAsbfTRnXypCLFLmJlkvR",
+	"NQcwW0VEB3esWSzS5FaURV61Wb7IA1vR5nljbpnPQ8h2Idyvd6Qliay3M5dDlmCHrYUwsmbhZdyGI28C",
+	"B3twjzMVQO9g921uCt5eLMVbp0UFYgwclWZ80ibbpXxZdvOtrrwIDIvC4c7tu4j/RQx/OdxXtihpPvC2",
+	"U+Zxs3sXlUXOxeXZxeng4gMJyNXXiwv31/ujwaezUxKQrxe/XHz+dkECcnr26ez67NTs/mKqP0mz/8oo",
+	"1z7fVdV4IqTTjPEUlyKhMcy63V38C/SagestuM2MrkK7vjEkO0PStBU0i2NWfLvf7SZD0jwEDKcCIxjR",
+	"8N7sbiCq0a/g+HlM+jfPm1P0cwWy9Vrvbm8sVEvqINqtu6MLta+L/Al92iLyF9KbW2TxKoolyzHk1spr",
+	"7cInwdfdoQYB22y8seIJyAONs2W63Z0/H7zdCtTm9HW3+Ig0dkX+krDXlcHfprNqn8V2eKZ2m1kAtv5d",
+	"yluLNo4Cpl2jp0029BvwiSZpbH5z+9at9aUldWxtVvJVaa3xYqw2CnJ39pcgASkuVBNe8i/KbN6/Va0i",
+	"JLV8xGnlImpHYdJmorP+MlmaV/1VYX9xTSdQjIdYFbvSVGrXKiwj7IM9UouiUSovqM0G46OkF45XyYK+",
+	"YLXOlhyKWh++TjFkCY0h40yrQ+idH8NfoNf920GOPko2MyS98yGxjZNydDGB5U+N8+N/fDj+x/Vxs7YG",
+	"LIO5Hx5hlu64XZBZJnpVnMn7rSvivHp/Au/29v8Mvo8LEWrKYhU4KIagpjRFOD05f6MKu1HmW4lt+Mb0",
+	"FPCJhjqeGRg5dC9D1kfyHQP47vb8bt+OtAIfFiwq+J4KW399h1iEVHsUK8Zj5BHjkyG3YPbQP+k8iryF",
+	"W911SJIs1iyNEUoM2McUFYBCZ/bu85DbysI23fxlh8Tx4hZ8h5gpbRlJAsjzOoxEZryoEaaZBdUcHJxv",
+	"Gh6l0v5L2wTJ7678l66Hryy+ta8UQhqXHvIVKOo4qnGxgDjutq6vvMrPDFVdm4lxpalvwNU0C6xW6u3l",
+	"4F2353DdpVsGY0kntmJgXIvKi4W5rQ/oQ/KHjikzOgVU6oRp1kkYH5LaSL4IrquxSDMd1/UOuS2BwBAU",
+	"xw6cVQKVk8xwOSQBDMmF0DA2OnUfjyrPhO67/E3QFkAowcpySA5hSM5RT0UEZpOjOBaPGA2JKUr2A3s2",
+	"JPb3Fhe6Rd3v7jVnaKGgEdW1EGCfyyxhb9cT+meWlhaiZR+ymrWyydNH9fpTrVPV73SiMDGJw3h/e8L0",
+	"NBuZ1JEbZceivTAUETrc92Lj0Ad0J/RCMRsCjbO6WvWIMSh8QEljWA0Wqr3BI2of1VyI8ZWgsTxX/TLu",
+	"Y1YktKlZTHpzQcREIAtlVGEgYZq1E8ah0es2IcmUtrUoPoWIEdgf6RM09ptr7PSHOsshUNfefcwDRx6Z",
+	"mXu0piORaVuz20jirtsoIBOL4LcM5QxSKmmCGmXz5cawl3GdQldhTw2aQ7kKLEyw9A/xNn9A3sdfVXFM",
+	"lb7D3GRW5ZsXre7FaUOcyEFY6rIHyREemnuaD7/a1/Yt6r31Fl5+X1p9C4gzc9qd69euhnDfX7yr6+d+",
+	"EjQ6prGJyRIYn0hUCgaX0BASpkJpA8Ob7hnSiDSMRRYBVYpNOEbGINrrmtlrQvxr+sH+1nk3eDmZLJfW",
+	"J04Og0sSkAsRObqgcsV1SqjWtjV1iA9Gjv8NGsobz0vFk4iwaCsvDzdECOanwIKDnG8btyvK8QeoZdxs",
+	"O9OruWptE7tmqRRahKIeAGiTDvTd1tst2bRvVJd3KR24KkjbOQkzyfTsi7ECJz83s3CU1T3qfk4dRu6D",
+	"4PGsEsH87EPGfVBYGXZog6sirbSNFTBu7N8NwHATiJntJ1iDNGw6RhbXNrnPzRMw75pLhcPJOfiiasGQ",
+	"nlLtuFKMT2JslYaIhLyPBY0UCF4qRNtwRsPpkC8WMmWjcalv2pBoByQU9GzWD5woqDUuoOpeWQNjOrCU",
+	"3pzaQ27TpptKWAfMobFu+qLZhrMHE/k/nF0DjZUYcsrVo4HrH8+OTvsOztOkeGc2kvZjCAFwYfNJG64W",
+	"yYih48Wow6ptyC3YLzq2NDFZ1OxD8+/sITZoQCTQpawpfUAjJgqVru2QN6ydLLVpzXZ5g63t3hRB03u0",
+	"neB7nKmmA84eApJSwVe02XKZwmWu6aPLQakE7ZOHHo3TKe0ZxxIpcpoy0ie77W5711es1tw7NGWdfG2n",
+	"+tQ7wZog8j6LzZVEmsXUAI8FicEkLHLQP3ADX5FrwJd95I2CkIZTF1xM4LKKHkQmQTClTxYcGC59ile2",
+	"wVZl5Ny9kAHPrF5sJ6/MirG81JRhjV6r1+12FyMs+10LGUxJSiyWIHkaMfWle5pW7O+YeyN1UrDEpL/f",
+	"DTY819mTNrYC58FqWKG/ZejHpKzAKKQSH5jIlL3CGxMnKo/m6/gvPauXmS91xPZ7q+9ec9t0LY1h7nS7",
+	"G0aiXjcKVZ0uqBmI+pwrqqLCAJCGUxhXzc1Ouu057uoOLW7RKU2SWpLeyyTLE3TzgOxvc1QxWmkJdrc6",
+	"qJg8s2koSxIqZ94FKkJg3MrGtQLpRC2POdj0q2r89MSOQL0ydLPFDCYICTmcq4bxFb91Ry1mPl5w3JOY",
+	"mQIwnAqFNmI0js4uW72dnaZruBj4z7QLtK4unSA359mZwq9fB6ftIR/6RuSQuFczF25c4KxzDBZVHKJ2",
+	"fsL90bp97gYHvfnGIQrnMda8jkU0+/HO4hxlAW8MWpyveGnvX3VwnS1Fh3liZQr8q87P9se97ruX6Yrx",
+	"bEPQ28Ifi8He38HjnWyBLrx+ravPg7XpOm+br8vaR/EjnSnY6XbLSiw6+AsouzSZGlJuAM7IYqRw6lrp",
+	"Ve//gPpj3rP/lyURf8JLs8ceDxZ3VObSj1O0b+dM+0uoMtxdUocH6WJcBfaNVMQxRjCarZT7zbK+vBo2",
+	"6+p5MVzDorlTVox1nYdzKu9dx7ggeWOiXShkBMP8zRRce873Yt1ejqoc+JlWkIrIQPM4Fo/N5emHfAbY",
+	"TefnW+ODIXYkyhXnEcbsAWWdLZzas8uZYMki9uoePAxN9PMjyd7LdMW/IPwOgcHJpRwYnA4XOg2cPo0e",
+	"vQ6bG2BCbVy4LpvWon/o3Cfw43flE/4pYP8B9Qab6P6cJFa5avB7A8v/8+b3AV0T9uW0tAL3LP7yb6Ie",
+	"fpUjHlnGNT8WmJnI+0I2vM4bBS5fAFVQZDE7k2Wb1kL4RlkqxWiNWV8J8f8p+32xQlHwAsyoz3h+Eim3",
+	"gkzGpE86xEBlv/h5xRyUHY3x3/qt5rfz/wkAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1,19 +1,29 @@
 // Command k8s-container-sp is the DCM Kubernetes Container Service Provider. All settings
-// come from the environment (see README); a bad setting stops it at start with a message.
+// come from the environment (--help lists them); a bad setting stops it at start with a
+// message naming every bad variable, exit code 2.
 //
 //	k8s-container-sp                  run the provider
 //	k8s-container-sp release [-force] let go of every object it holds (see README
 //	                                  "Uninstall / roll back"), workloads left running
+//	k8s-container-sp --help           commands, every setting, where to read on
+//	k8s-container-sp --version        version and source revision
+//
+// --help, --version and release --help need no settings.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -24,11 +34,62 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 )
 
-// version is set at build time: -ldflags "-X main.version=v1.2.3".
+// version is set at build time: -ldflags "-X main.version=v1.2.3" (the Containerfile's
+// VERSION build argument does it). Left "dev", the version Go stamped from the source
+// checkout is shown instead (see buildVersion).
 var version = "dev"
 
+const name = "k8s-container-sp"
+
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// run is the command line: it returns the exit code (0 done, 1 failed, 2 bad usage or
+// settings). Help and version are answered before any setting is read.
+func run(args, environ []string, stdout, stderr io.Writer) int {
+	cmd, rest := "", args
+	if len(args) > 0 {
+		cmd, rest = args[0], args[1:]
+	}
+	switch cmd {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	case "-version", "--version":
+		ver, detail := buildVersion()
+		fmt.Fprintf(stdout, "%s %s\n%s\n", name, ver, detail)
+		return 0
+	case "", "release":
+	default:
+		fmt.Fprintf(stderr, "%s: unknown command or flag %q (commands: release; flags: --help, --version)\n", name, cmd)
+		return 2
+	}
+
+	var force bool
+	if cmd == "release" {
+		fs := releaseFlags(&force)
+		fs.SetOutput(io.Discard)
+		switch err := fs.Parse(rest); {
+		case errors.Is(err, flag.ErrHelp):
+			releaseUsage(stdout, fs)
+			return 0
+		case err != nil:
+			fmt.Fprintf(stderr, "%s release: %v\n", name, err)
+			releaseUsage(stderr, fs)
+			return 2
+		case fs.NArg() > 0:
+			fmt.Fprintf(stderr, "%s release: unexpected argument %q\n", name, fs.Arg(0))
+			return 2
+		}
+	}
+
+	cfg, err := config.Load(environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n(%s --help lists every setting)\n", name, err, name)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	// client-go logs (leader election, reflectors) go to the same JSON log.
 	klog.SetSlogLogger(log)
 	// The Go runtime's soft memory limit follows the container's (cgroup) limit, so the
@@ -38,47 +99,154 @@ func main() {
 	} else if limit < math.MaxInt64 {
 		log.Info("Go memory limit", "bytes", limit, "from", "90% of the container's cgroup memory limit, or GOMEMLIMIT")
 	}
-	cfg, err := config.Load(os.Environ())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "k8s-container-sp:", err)
-		os.Exit(2)
-	}
 	rc, err := app.RESTConfig(cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "k8s-container-sp:", err)
-		os.Exit(2)
-	}
-	if len(os.Args) > 1 && os.Args[1] == "release" {
-		os.Exit(release(cfg, rc, os.Args[2:]))
-	}
-	if len(os.Args) > 1 {
-		fmt.Fprintf(os.Stderr, "k8s-container-sp: unknown command %q (commands: release)\n", os.Args[1])
-		os.Exit(2)
-	}
-	a, err := app.New(cfg, rc, version, log)
-	if err != nil {
-		log.Error("start-up failed", "err", err)
-		os.Exit(1)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := a.Run(ctx, nil); err != nil {
-		log.Error("stopped with error", "err", err)
-		os.Exit(1)
-	}
-}
-
-func release(cfg *config.Config, rc *rest.Config, args []string) int {
-	fs := flag.NewFlagSet("release", flag.ContinueOnError)
-	force := fs.Bool("force", false, "release even though a replica seems to be running")
-	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := app.Release(ctx, cfg, rc, *force, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "k8s-container-sp release:", err)
+	if cmd == "release" {
+		return release(ctx, cfg, rc, force, stdout, stderr)
+	}
+	ver, _ := buildVersion()
+	a, err := app.New(cfg, rc, ver, log)
+	if err != nil {
+		log.Error("start-up failed", "err", err)
+		return 1
+	}
+	if err := a.Run(ctx, nil); err != nil {
+		log.Error("stopped with error", "err", err)
 		return 1
 	}
 	return 0
+}
+
+func releaseFlags(force *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("release", flag.ContinueOnError)
+	fs.BoolVar(force, "force", false, "release even though a replica seems to be running")
+	return fs
+}
+
+func release(ctx context.Context, cfg *config.Config, rc *rest.Config, force bool, stdout, stderr io.Writer) int {
+	if err := app.Release(ctx, cfg, rc, force, stdout); err != nil {
+		fmt.Fprintf(stderr, "%s release: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+func releaseUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, `Usage: %[1]s release [-force]
+
+Lets go of every object the provider holds in SP_K8S_NAMESPACE, so it can be
+uninstalled or rolled back: the provider's container records and its leader Lease are
+deleted; every container's Deployment, pods and Service are left running, untouched.
+Refuses while a replica seems to be running (its leader Lease is held), unless -force.
+It reads the same settings as the provider (%[1]s --help lists them);
+README "Uninstall / roll back" says more.
+
+Flags:
+`, name)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// usage is --help: the commands, every setting from config.Settings (so it cannot drift
+// from what the provider reads), and where to read on.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `%[1]s: the DCM Kubernetes Container Service Provider. It serves DCM's container
+API, runs each container as a Kubernetes Deployment (and a Service for its ports),
+registers with the DCM registry and publishes status events on NATS.
+
+Usage:
+  %[1]s                    run the provider
+  %[1]s release [-force]   before an uninstall or roll-back: let go of every
+                                      object the provider holds, workloads keep running
+                                      (release --help says more)
+  %[1]s --help             this text
+  %[1]s --version          version and source revision
+
+Settings, from the environment. A missing or invalid one stops the provider at start with
+one line per bad variable, exit code 2.
+`, name)
+	group := "-"
+	for _, s := range config.Settings() {
+		if s.Group != group {
+			group = s.Group
+			title := map[string]string{"": "Provider", "Monitor": "Status reporting"}[group]
+			if title == "" {
+				title = group
+			}
+			fmt.Fprintf(w, "\n  %s\n", title)
+		}
+		var facts []string
+		switch {
+		case s.Required:
+			facts = append(facts, "required")
+		case s.Default != "":
+			facts = append(facts, fmt.Sprintf("default %q", s.Default))
+		}
+		if s.Unit != "" {
+			facts = append(facts, s.Unit)
+		}
+		line := "    " + s.Name
+		if len(facts) > 0 {
+			line += " (" + strings.Join(facts, ", ") + ")"
+		}
+		fmt.Fprintf(w, "%s\n%s", line, wrap(s.Help, "        ", 88))
+	}
+	fmt.Fprintf(w, `
+Read on: README.md in the source (github.com/dcm-project/k8s-container-sp) is the front
+door (install, run, the API); docs/ has the reference: configuration, API and errors,
+operations and metrics, security, reliability, architecture.
+`)
+}
+
+// wrap fills text into lines of at most width columns, each starting with indent.
+func wrap(text, indent string, width int) string {
+	var b strings.Builder
+	line := indent
+	for _, word := range strings.Fields(text) {
+		if len(line) > len(indent) && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if len(line) > len(indent) {
+			line += " "
+		}
+		line += word
+	}
+	b.WriteString(line + "\n")
+	return b.String()
+}
+
+// buildVersion is the version to show and report in health: the -ldflags one when set,
+// else the one Go stamped from the checkout's VCS (v0.0.0-<time>-<commit>[+dirty] in a
+// plain go build), else "dev". detail is the source revision and the Go toolchain.
+func buildVersion() (ver, detail string) {
+	ver = version
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ver, "revision unknown (no build information), " + runtime.Version()
+	}
+	if ver == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		ver = info.Main.Version
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	rev := "revision unknown (built without VCS information)"
+	if r := settings["vcs.revision"]; r != "" {
+		rev = "revision " + r
+		if t := settings["vcs.time"]; t != "" {
+			rev += " (" + t + ")"
+		}
+		if settings["vcs.modified"] == "true" {
+			rev += ", with uncommitted changes"
+		}
+	}
+	return ver, rev + ", " + info.GoVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,15 +22,17 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/secretfile"
 )
 
-// Config is every setting. The README lists them with defaults and meaning.
+// Config is every setting. Each field's tags are the one description of its variable:
+// env (name, required), envDefault, help (meaning) and unit; Load reads them, and
+// Settings lists them for --help and the error messages, so neither can drift.
 type Config struct {
-	Name            string `env:"SP_NAME,required"`
-	Endpoint        string `env:"SP_ENDPOINT,required"`
-	DisplayName     string `env:"SP_DISPLAY_NAME"`
-	Region          string `env:"SP_REGION"`
-	Zone            string `env:"SP_ZONE"`
-	RegistrationURL string `env:"DCM_REGISTRATION_URL,required"`
-	NATSURL         string `env:"SP_NATS_URL,required"`
+	Name            string `env:"SP_NAME,required,notEmpty" help:"provider name, the DCM registry's key and the source of its status events (e.g. k8s-container-sp)"`
+	Endpoint        string `env:"SP_ENDPOINT,required,notEmpty" help:"base URL DCM reaches the provider at (https://... with TLS); the registered endpoint is SP_ENDPOINT/api/v1alpha1/containers"`
+	DisplayName     string `env:"SP_DISPLAY_NAME" help:"human name shown by DCM; default SP_NAME"`
+	Region          string `env:"SP_REGION" help:"region code sent with the registration"`
+	Zone            string `env:"SP_ZONE" help:"zone sent with the registration"`
+	RegistrationURL string `env:"DCM_REGISTRATION_URL,required,notEmpty" help:"DCM registry API base, version included (e.g. http://service-provider-manager:8080/api/v1alpha1)"`
+	NATSURL         string `env:"SP_NATS_URL,required,notEmpty" help:"DCM messaging (NATS) URL(s) for status events, comma-separated (nats://, tls://, ws://, wss://)"`
 
 	Kubernetes   Kubernetes
 	Monitor      Monitor
@@ -42,107 +45,223 @@ type Config struct {
 type Registration struct {
 	// Interval between re-registrations, so a registry that lost its data learns us
 	// again; 0 registers once.
-	Interval time.Duration `env:"SP_REGISTRATION_INTERVAL" envDefault:"5m"`
+	Interval time.Duration `env:"SP_REGISTRATION_INTERVAL" envDefault:"5m" help:"re-register this often, so a registry that lost its data learns the provider again; 0 = once"`
 	// Capacity sent with the registration, only when set.
-	TotalCPU     int    `env:"SP_TOTAL_CPU"`
-	TotalMemory  string `env:"SP_TOTAL_MEMORY"`
-	TotalStorage string `env:"SP_TOTAL_STORAGE"`
-	TotalNodes   int    `env:"SP_TOTAL_NODES"`
+	TotalCPU     int    `env:"SP_TOTAL_CPU" unit:"cores" help:"capacity sent with the registration, only when set"`
+	TotalMemory  string `env:"SP_TOTAL_MEMORY" help:"capacity sent with the registration, e.g. 512GB or 2TB, only when set"`
+	TotalStorage string `env:"SP_TOTAL_STORAGE" help:"capacity sent with the registration, e.g. 10TB, only when set"`
+	TotalNodes   int    `env:"SP_TOTAL_NODES" unit:"nodes" help:"capacity sent with the registration, only when set"`
 }
 
 // Kubernetes settings.
 type Kubernetes struct {
-	Namespace string `env:"SP_K8S_NAMESPACE" envDefault:"default"`
+	Namespace string `env:"SP_K8S_NAMESPACE" envDefault:"default" help:"the one namespace every container (and the provider's records and Lease) lives in"`
 	// Kubeconfig: empty means in-cluster credentials.
-	Kubeconfig string `env:"SP_K8S_KUBECONFIG"`
+	Kubeconfig string `env:"SP_K8S_KUBECONFIG" help:"kubeconfig file; empty = the in-cluster service account"`
 	// ExternalServiceType is the Service type for external ports.
-	ExternalServiceType string `env:"SP_K8S_EXTERNAL_SVC_TYPE" envDefault:"LoadBalancer"`
+	ExternalServiceType string `env:"SP_K8S_EXTERNAL_SVC_TYPE" envDefault:"LoadBalancer" help:"Service type when a port is external: LoadBalancer or NodePort"`
 	// PodSecurity is the security profile of every pod: baseline, restricted, or auto
 	// (restricted when the namespace enforces Pod Security "restricted", else baseline).
-	PodSecurity string `env:"SP_K8S_POD_SECURITY" envDefault:"auto"`
+	PodSecurity string `env:"SP_K8S_POD_SECURITY" envDefault:"auto" help:"security profile of every pod: baseline, restricted, or auto (restricted when the namespace enforces Pod Security restricted, else baseline)"`
 	// CreateTimeout bounds one create (record, Deployment, Service). A record older
 	// than twice this with no Deployment is an abandoned create (its creator died).
-	CreateTimeout time.Duration `env:"SP_K8S_CREATE_TIMEOUT" envDefault:"20s"`
+	CreateTimeout time.Duration `env:"SP_K8S_CREATE_TIMEOUT" envDefault:"20s" help:"bound of one create; a record without a Deployment older than twice this is an abandoned create"`
 }
 
 // Monitor settings (status reporting).
 type Monitor struct {
-	DebounceMS int `env:"SP_MONITOR_DEBOUNCE_MS" envDefault:"500"`
+	DebounceMS int `env:"SP_MONITOR_DEBOUNCE_MS" envDefault:"500" unit:"milliseconds" help:"a container's status is sent once it has been quiet this long (0 = at once)"`
 	// DebounceMaxWait caps the debounce: a container that keeps changing is still
 	// reported at least this often.
-	DebounceMaxWait time.Duration `env:"SP_MONITOR_DEBOUNCE_MAX_WAIT" envDefault:"5s"`
-	ResyncPeriod    time.Duration `env:"SP_MONITOR_RESYNC_PERIOD" envDefault:"10m"`
+	DebounceMaxWait time.Duration `env:"SP_MONITOR_DEBOUNCE_MAX_WAIT" envDefault:"5s" help:"...but never later than this after its first change, so a flapping container is still reported"`
+	ResyncPeriod    time.Duration `env:"SP_MONITOR_RESYNC_PERIOD" envDefault:"10m" help:"every container's current status is published again this often (and the informers resync); 0 = off"`
 	// LeaderLease names the Lease the replicas elect the status reporter with; default
 	// "<SP_NAME>-status".
-	LeaderLease string `env:"SP_MONITOR_LEADER_LEASE"`
+	LeaderLease string `env:"SP_MONITOR_LEADER_LEASE" help:"Lease the replicas elect the status publisher with; default <SP_NAME>-status; a name starting with dcm-container- is refused"`
 	// Identity of this replica in the election; default: host name plus a random suffix.
-	Identity string `env:"SP_MONITOR_IDENTITY"`
+	Identity string `env:"SP_MONITOR_IDENTITY" help:"this replica's name in that election; default host name + random suffix"`
 }
 
 // Server settings.
 type Server struct {
-	Address         string        `env:"SP_SERVER_ADDRESS" envDefault:":8080"`
-	ShutdownTimeout time.Duration `env:"SP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"15s"`
-	ReadTimeout     time.Duration `env:"SP_SERVER_READ_TIMEOUT" envDefault:"15s"`
+	Address         string        `env:"SP_SERVER_ADDRESS" envDefault:":8080" help:"listen address of the API, health, metrics and probes"`
+	ShutdownTimeout time.Duration `env:"SP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"15s" help:"graceful stop: in-flight requests (and pending status events) get this long"`
+	ReadTimeout     time.Duration `env:"SP_SERVER_READ_TIMEOUT" envDefault:"15s" help:"reading a request (headers and body)"`
 	// WriteTimeout bounds a whole exchange after the headers, answer included, so it
 	// must exceed RequestTimeout, which must cover a create (SP_K8S_CREATE_TIMEOUT):
 	// otherwise a slow create succeeds and the client gets EOF, and its retry makes a
 	// duplicate.
-	WriteTimeout   time.Duration `env:"SP_SERVER_WRITE_TIMEOUT" envDefault:"35s"`
-	IdleTimeout    time.Duration `env:"SP_SERVER_IDLE_TIMEOUT" envDefault:"60s"`
-	RequestTimeout time.Duration `env:"SP_SERVER_REQUEST_TIMEOUT" envDefault:"30s"`
+	WriteTimeout   time.Duration `env:"SP_SERVER_WRITE_TIMEOUT" envDefault:"35s" help:"a whole exchange after the headers, answer included; must be more than SP_SERVER_REQUEST_TIMEOUT"`
+	IdleTimeout    time.Duration `env:"SP_SERVER_IDLE_TIMEOUT" envDefault:"60s" help:"keep-alive idle timeout"`
+	RequestTimeout time.Duration `env:"SP_SERVER_REQUEST_TIMEOUT" envDefault:"30s" help:"time budget of one request, Kubernetes calls included; at least SP_K8S_CREATE_TIMEOUT"`
 	// MaxInFlight caps the API requests served at once (503 with Retry-After beyond).
-	MaxInFlight int `env:"SP_SERVER_MAX_IN_FLIGHT" envDefault:"64"`
+	MaxInFlight int `env:"SP_SERVER_MAX_IN_FLIGHT" envDefault:"64" unit:"requests" help:"API requests served at once; beyond, 503 with Retry-After: 1 (health and probes are never refused)"`
 }
 
 // Security settings, all off by default (DCM's registry sends no credentials).
 type Security struct {
 	// APITokenFile holds the bearer token every /api/v1alpha1/containers request but
 	// health must carry; re-read when it changes.
-	APITokenFile string `env:"SP_API_TOKEN_FILE"`
+	APITokenFile string `env:"SP_API_TOKEN_FILE" help:"file holding the bearer token every API request but health must carry; re-read when it changes; empty = off"`
 	// TLSCertFile and TLSKeyFile (both or neither): serve HTTPS with this PEM pair,
 	// re-read when the files change.
-	TLSCertFile string `env:"SP_SERVER_TLS_CERT_FILE"`
-	TLSKeyFile  string `env:"SP_SERVER_TLS_KEY_FILE"`
+	TLSCertFile string `env:"SP_SERVER_TLS_CERT_FILE" help:"PEM certificate (chain): serve HTTPS only, with SP_SERVER_TLS_KEY_FILE (both or neither); re-read when it changes; empty = off"`
+	TLSKeyFile  string `env:"SP_SERVER_TLS_KEY_FILE" help:"PEM private key of SP_SERVER_TLS_CERT_FILE"`
+}
+
+// Setting describes one environment variable, as Config's tags declare it.
+type Setting struct {
+	Name     string // the environment variable
+	Group    string // "" for the provider's own settings, else Kubernetes, Monitor, Server, Registration or Security
+	Default  string // "" when none or derived (Help says which)
+	Unit     string // of a whole number, e.g. milliseconds; "" when none
+	Required bool
+	Help     string
+	field    string
+	typ      reflect.Type
+}
+
+// Settings lists every variable Load reads, in the order of Config's fields.
+func Settings() []Setting {
+	var out []Setting
+	var walk func(t reflect.Type, group string)
+	walk = func(t reflect.Type, group string) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
+				walk(f.Type, f.Name)
+				continue
+			}
+			name, opts, _ := strings.Cut(f.Tag.Get("env"), ",")
+			if name == "" {
+				continue
+			}
+			out = append(out, Setting{
+				Name: name, Group: group, Default: f.Tag.Get("envDefault"), Unit: f.Tag.Get("unit"),
+				Required: strings.Contains(","+opts+",", ",required,"), Help: f.Tag.Get("help"),
+				field: f.Name, typ: f.Type,
+			})
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+	return out
+}
+
+// Error is an invalid configuration: one problem per line, each naming its variable.
+type Error struct {
+	Problems []string
+}
+
+func (e *Error) Error() string {
+	return "invalid configuration:\n  " + strings.Join(e.Problems, "\n  ")
 }
 
 // Load reads the environment (environ is os.Environ() in production) and validates it.
-// The error lists every problem at once: a missing required variable does not hide a
-// bad value elsewhere.
+// The error (an *Error) lists every problem at once, one line per bad variable, in the
+// operator's terms: a missing required variable does not hide a bad value elsewhere.
 func Load(environ []string) (*Config, error) {
 	cfg := &Config{}
+	vars := env.ToMap(environ)
 	var problems []string
 	reported := map[string]bool{} // variables with a parse problem: not validated again
-	if err := env.ParseWithOptions(cfg, env.Options{Environment: env.ToMap(environ)}); err != nil {
+	if err := env.ParseWithOptions(cfg, env.Options{Environment: vars}); err != nil {
 		var agg env.AggregateError
 		if !errors.As(err, &agg) {
-			return nil, fmt.Errorf("invalid configuration: %w", err)
+			return nil, &Error{Problems: []string{err.Error()}}
 		}
 		for _, e := range agg.Errors {
-			msg, key := e.Error(), ""
-			var pe env.ParseError
-			var re env.VarIsNotSetError
-			switch {
-			case errors.As(e, &pe):
-				key = envKey(reflect.TypeOf(Config{}), pe.Name)
-				msg = fmt.Sprintf("%s: %v", key, pe.Err)
-			case errors.As(e, &re):
-				key = re.Key
-			}
+			key, msg := parseProblem(e, vars)
 			reported[key] = true
 			problems = append(problems, msg)
 		}
 	}
+	leaseDerived := cfg.Monitor.LeaderLease == ""
 	cfg.defaults()
-	for _, p := range cfg.validate() {
-		if key, _, _ := strings.Cut(p, ":"); !reported[key] {
+	for _, p := range cfg.validate(leaseDerived) {
+		if !reported[problemKey(p)] {
 			problems = append(problems, p)
 		}
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("invalid configuration: %s", strings.Join(problems, "; "))
+		return nil, &Error{Problems: oneLineEach(problems)}
 	}
 	return cfg, nil
+}
+
+// oneLineEach joins the problems that start with the same variable into one line.
+func oneLineEach(problems []string) []string {
+	var out []string
+	at := map[string]int{}
+	for _, p := range problems {
+		key := problemKey(p)
+		if i, ok := at[key]; ok && key != "" {
+			out[i] += "; " + p
+			continue
+		}
+		at[key] = len(out)
+		out = append(out, p)
+	}
+	return out
+}
+
+// parseProblem says what is wrong with one variable the env parser refused, and which
+// variable that is: the value as written and what it should be, not Go's parse error.
+func parseProblem(err error, vars map[string]string) (key, msg string) {
+	var pe env.ParseError
+	var notSet env.VarIsNotSetError
+	var empty env.EmptyVarError
+	switch {
+	case errors.As(err, &notSet):
+		return notSet.Key, notSet.Key + ": required, not set" + about(notSet.Key)
+	case errors.As(err, &empty):
+		return empty.Key, empty.Key + ": required, set but empty" + about(empty.Key)
+	case errors.As(err, &pe):
+		s, ok := settingOfField(pe.Name)
+		if !ok {
+			return pe.Name, fmt.Sprintf("%s: %v", pe.Name, pe.Err)
+		}
+		return s.Name, fmt.Sprintf("%s=%q: %s", s.Name, vars[s.Name], s.expects(pe.Err))
+	}
+	return "", err.Error()
+}
+
+// about is ": what the variable is" for a missing one, so the line alone says what to set.
+func about(key string) string {
+	for _, s := range Settings() {
+		if s.Name == key && s.Help != "" {
+			return ": " + s.Help
+		}
+	}
+	return ""
+}
+
+func settingOfField(field string) (Setting, bool) {
+	for _, s := range Settings() {
+		if s.field == field {
+			return s, true
+		}
+	}
+	return Setting{}, false
+}
+
+// expects says what a value of the setting's type must look like.
+func (s Setting) expects(err error) string {
+	if s.typ == reflect.TypeOf(time.Duration(0)) {
+		return "not a duration (a number with a unit: 500ms, 30s, 5m, 1h30m)"
+	}
+	switch s.typ.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		what := "a whole number"
+		if s.Unit != "" {
+			what += " of " + s.Unit
+		}
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			return "too large for " + what
+		}
+		return "not " + what
+	}
+	return "not a valid " + s.typ.String()
 }
 
 // defaults fills the settings whose default depends on others or on the host.
@@ -159,27 +278,34 @@ func (c *Config) defaults() {
 	}
 }
 
-func (c *Config) validate() []string {
+// validate checks the values; leaseDerived says the leader Lease's name came from SP_NAME
+// (SP_MONITOR_LEADER_LEASE unset), so a problem with it is blamed on the right variable.
+func (c *Config) validate(leaseDerived bool) []string {
 	var p []string
 	if err := checkURL(c.Endpoint, "http", "https"); err != nil {
-		p = append(p, "SP_ENDPOINT: "+err.Error())
+		p = append(p, fmt.Sprintf("SP_ENDPOINT=%q: %v", c.Endpoint, err))
 	}
 	if err := checkURL(c.RegistrationURL, "http", "https"); err != nil {
-		p = append(p, "DCM_REGISTRATION_URL: "+err.Error())
+		p = append(p, fmt.Sprintf("DCM_REGISTRATION_URL=%q: %v", c.RegistrationURL, err))
 	}
+	var badNATS []string
 	for _, u := range strings.Split(c.NATSURL, ",") {
-		if err := checkURL(strings.TrimSpace(u), "nats", "tls", "ws", "wss"); err != nil {
-			p = append(p, "SP_NATS_URL: "+err.Error())
+		if checkURL(strings.TrimSpace(u), "nats", "tls", "ws", "wss") != nil {
+			badNATS = append(badNATS, fmt.Sprintf("%q", strings.TrimSpace(u)))
 		}
 	}
+	if len(badNATS) > 0 && c.NATSURL != "" {
+		p = append(p, fmt.Sprintf("SP_NATS_URL=%q: each comma-separated URL must be a nats, tls, ws or wss URL with a host (not %s)",
+			c.NATSURL, strings.Join(badNATS, ", ")))
+	}
 	if msgs := validation.IsDNS1123Label(c.Kubernetes.Namespace); len(msgs) > 0 {
-		p = append(p, fmt.Sprintf("SP_K8S_NAMESPACE: %q: %s", c.Kubernetes.Namespace, strings.Join(msgs, ", ")))
+		p = append(p, fmt.Sprintf("SP_K8S_NAMESPACE=%q: not a Kubernetes namespace name: %s", c.Kubernetes.Namespace, strings.Join(msgs, ", ")))
 	}
 	if t := c.Kubernetes.ExternalServiceType; t != "LoadBalancer" && t != "NodePort" {
-		p = append(p, fmt.Sprintf("SP_K8S_EXTERNAL_SVC_TYPE: %q must be LoadBalancer or NodePort", t))
+		p = append(p, fmt.Sprintf("SP_K8S_EXTERNAL_SVC_TYPE=%q: must be LoadBalancer or NodePort", t))
 	}
 	if s := c.Kubernetes.PodSecurity; s != "auto" && s != "baseline" && s != "restricted" {
-		p = append(p, fmt.Sprintf("SP_K8S_POD_SECURITY: %q must be auto, baseline or restricted", s))
+		p = append(p, fmt.Sprintf("SP_K8S_POD_SECURITY=%q: must be auto, baseline or restricted", s))
 	}
 	if c.Kubernetes.CreateTimeout <= 0 {
 		p = append(p, "SP_K8S_CREATE_TIMEOUT: must be more than 0")
@@ -190,17 +316,7 @@ func (c *Config) validate() []string {
 	if c.Monitor.DebounceMaxWait < 0 {
 		p = append(p, "SP_MONITOR_DEBOUNCE_MAX_WAIT: must be 0 or more")
 	}
-	// Empty only when SP_NAME is missing, which is reported already.
-	if msgs := validation.IsDNS1123Subdomain(c.Monitor.LeaderLease); c.Monitor.LeaderLease != "" && len(msgs) > 0 {
-		p = append(p, fmt.Sprintf("SP_MONITOR_LEADER_LEASE: %q: %s", c.Monitor.LeaderLease, strings.Join(msgs, ", ")))
-	}
-	// The leader Lease shares the namespace with the container records: a name in
-	// their space would be the record of some container id (SP_NAME=dcm-container-sp
-	// makes it the record of id "sp-status").
-	if prefix := container.RecordName(""); strings.HasPrefix(c.Monitor.LeaderLease, prefix) {
-		p = append(p, fmt.Sprintf("SP_MONITOR_LEADER_LEASE: %q would be the record of container %q (names starting with %q are container records); set SP_MONITOR_LEADER_LEASE or another SP_NAME",
-			c.Monitor.LeaderLease, strings.TrimPrefix(c.Monitor.LeaderLease, prefix), prefix))
-	}
+	p = append(p, c.Monitor.validateLease(c.Name, leaseDerived)...)
 	if c.Server.MaxInFlight < 1 {
 		p = append(p, "SP_SERVER_MAX_IN_FLIGHT: must be 1 or more")
 	}
@@ -228,20 +344,56 @@ func (c *Config) validate() []string {
 	if c.Registration.Interval < 0 {
 		p = append(p, "SP_REGISTRATION_INTERVAL: must be 0 (once) or more")
 	}
-	if c.Registration.TotalCPU < 0 || c.Registration.TotalNodes < 0 {
-		p = append(p, "SP_TOTAL_CPU / SP_TOTAL_NODES: must not be negative")
+	if c.Registration.TotalCPU < 0 {
+		p = append(p, "SP_TOTAL_CPU: must not be negative")
+	}
+	if c.Registration.TotalNodes < 0 {
+		p = append(p, "SP_TOTAL_NODES: must not be negative")
 	}
 	if m := c.Registration.TotalMemory; m != "" && !sizePattern.MatchString(m) {
-		p = append(p, fmt.Sprintf("SP_TOTAL_MEMORY: %q must look like 2TB or 512GB", m))
+		p = append(p, fmt.Sprintf("SP_TOTAL_MEMORY=%q: must look like 2TB or 512GB", m))
 	}
 	if m := c.Registration.TotalStorage; m != "" && !sizePattern.MatchString(m) {
-		p = append(p, fmt.Sprintf("SP_TOTAL_STORAGE: %q must look like 10TB or 512GB", m))
+		p = append(p, fmt.Sprintf("SP_TOTAL_STORAGE=%q: must look like 10TB or 512GB", m))
 	}
 	if c.Server.Address == "" {
 		p = append(p, "SP_SERVER_ADDRESS: must not be empty")
 	}
 	p = append(p, c.Security.validate()...)
 	return p
+}
+
+// validateLease checks the leader Lease's name. Derived from SP_NAME, a bad name is
+// SP_NAME's doing, and the message says so rather than blaming a variable not set.
+func (m Monitor) validateLease(name string, derived bool) []string {
+	lease := m.LeaderLease
+	if lease == "" { // only when SP_NAME is missing, which is reported already
+		return nil
+	}
+	// Said as SP_MONITOR_LEADER_LEASE="x": <reason>, or SP_NAME="y" makes the leader
+	// Lease "y-status", which <reason>.
+	say := func(reason string) string {
+		if derived {
+			return fmt.Sprintf("SP_NAME=%q makes the leader Lease %q, which %s; set SP_MONITOR_LEADER_LEASE to another name, or choose another SP_NAME",
+				name, lease, reason)
+		}
+		return fmt.Sprintf("SP_MONITOR_LEADER_LEASE=%q: %s; choose another name", lease, reason)
+	}
+	var reasons []string
+	if msgs := validation.IsDNS1123Subdomain(lease); len(msgs) > 0 {
+		reasons = append(reasons, fmt.Sprintf("is not a Kubernetes object name (%s)", strings.Join(msgs, ", ")))
+	}
+	// The leader Lease shares the namespace with the container records: a name in
+	// their space would be the record of some container id (SP_NAME=dcm-container-sp
+	// makes it the record of id "sp-status").
+	if prefix := container.RecordName(""); strings.HasPrefix(lease, prefix) {
+		reasons = append(reasons, fmt.Sprintf("would be the record of container %q (names starting with %q are container records)",
+			strings.TrimPrefix(lease, prefix), prefix))
+	}
+	if len(reasons) == 0 {
+		return nil
+	}
+	return []string{say(strings.Join(reasons, ", and "))}
 }
 
 // validate reads the files now, so a missing, unreadable or empty token or a broken
@@ -264,36 +416,26 @@ func (s Security) validate() []string {
 	return p
 }
 
-// envKey finds the variable name of a (nested) Config field, so a parse error names the
-// setting the operator wrote, not a Go field.
-func envKey(t reflect.Type, field string) string {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.Name == field {
-			if k, _, _ := strings.Cut(f.Tag.Get("env"), ","); k != "" {
-				return k
-			}
-		}
-		if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == t.PkgPath() {
-			if k := envKey(f.Type, field); k != field {
-				return k
-			}
-		}
-	}
-	return field
-}
-
 var sizePattern = regexp.MustCompile(`^[0-9]+(MB|GB|TB|PB)$`)
 
 func checkURL(raw string, schemes ...string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL: %v", raw, err)
+		return errors.New("not a URL")
 	}
 	for _, s := range schemes {
 		if u.Scheme == s && u.Host != "" {
 			return nil
 		}
 	}
-	return fmt.Errorf("%q must be a %s URL with a host", raw, strings.Join(schemes, "/"))
+	return fmt.Errorf("must be a %s URL with a host", strings.Join(schemes, " or "))
+}
+
+// problemKey is the variable a problem line starts with.
+func problemKey(p string) string {
+	i := strings.IndexFunc(p, func(r rune) bool { return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') })
+	if i < 0 {
+		return p
+	}
+	return p[:i]
 }

@@ -7,9 +7,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +214,112 @@ func TestLeaderLeaseIsNeverAContainerRecord(t *testing.T) {
 	}
 	if _, err := Load(append(required[:len(required):len(required)], "SP_NAME=dcm-container-sp", "SP_MONITOR_LEADER_LEASE=sp-leader")); err != nil {
 		t.Errorf("an explicit leader Lease outside the records: %v", err)
+	}
+}
+
+// Every bad variable is one line of the error, in the operator's terms: the value as
+// written and what it must be, never Go's parse error (strconv.ParseInt: ...).
+func TestOneLinePerBadVariable(t *testing.T) {
+	_, err := Load([]string{
+		"SP_ENDPOINT=http://sp:8080", "DCM_REGISTRATION_URL=", "SP_NATS_URL=http://a:4222, nats://b:4222,c",
+		"SP_MONITOR_DEBOUNCE_MS=abc", "SP_SERVER_READ_TIMEOUT=soon", "SP_SERVER_MAX_IN_FLIGHT=99999999999999999999",
+		"SP_TOTAL_CPU=-1", "SP_TOTAL_NODES=-2", "SP_K8S_EXTERNAL_SVC_TYPE=Ingress",
+	})
+	var cerr *Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("error %v (%T), want *Error", err, err)
+	}
+	want := map[string]string{
+		"SP_NAME":                  "SP_NAME: required, not set: provider name, the DCM registry's key and the source of its status events (e.g. k8s-container-sp)",
+		"DCM_REGISTRATION_URL":     "DCM_REGISTRATION_URL: required, set but empty: DCM registry API base, version included (e.g. http://service-provider-manager:8080/api/v1alpha1)",
+		"SP_NATS_URL":              `SP_NATS_URL="http://a:4222, nats://b:4222,c": each comma-separated URL must be a nats, tls, ws or wss URL with a host (not "http://a:4222", "c")`,
+		"SP_MONITOR_DEBOUNCE_MS":   `SP_MONITOR_DEBOUNCE_MS="abc": not a whole number of milliseconds`,
+		"SP_SERVER_READ_TIMEOUT":   `SP_SERVER_READ_TIMEOUT="soon": not a duration (a number with a unit: 500ms, 30s, 5m, 1h30m)`,
+		"SP_SERVER_MAX_IN_FLIGHT":  `SP_SERVER_MAX_IN_FLIGHT="99999999999999999999": too large for a whole number of requests`,
+		"SP_TOTAL_CPU":             "SP_TOTAL_CPU: must not be negative",
+		"SP_TOTAL_NODES":           "SP_TOTAL_NODES: must not be negative",
+		"SP_K8S_EXTERNAL_SVC_TYPE": `SP_K8S_EXTERNAL_SVC_TYPE="Ingress": must be LoadBalancer or NodePort`,
+	}
+	got := map[string]string{}
+	for _, line := range cerr.Problems {
+		key := problemKey(line)
+		if _, dup := got[key]; dup {
+			t.Errorf("%s has two lines: %q and %q", key, got[key], line)
+		}
+		got[key] = line
+	}
+	for key, line := range want {
+		if got[key] != line {
+			t.Errorf("%s:\n got %q\nwant %q", key, got[key], line)
+		}
+	}
+	for key, line := range got {
+		if _, ok := want[key]; !ok {
+			t.Errorf("unexpected problem %q", line)
+		}
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "invalid configuration:\n  ") || strings.Count(msg, "\n") != len(want) {
+		t.Errorf("not one line per variable:\n%s", msg)
+	}
+	for _, internal := range []string{"strconv", "ParseInt", "time: ", "parsing"} {
+		if strings.Contains(msg, internal) {
+			t.Errorf("the message shows Go internals (%s):\n%s", internal, msg)
+		}
+	}
+}
+
+// The leader-lease message blames the variable that made the name: SP_MONITOR_LEADER_LEASE
+// when it is set (and does not tell the operator to set it), else SP_NAME.
+func TestLeaderLeaseMessageBlamesTheRightVariable(t *testing.T) {
+	cases := []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"SP_NAME=dcm-container-sp"}, `SP_NAME="dcm-container-sp" makes the leader Lease "dcm-container-sp-status", which would be the record of container "sp-status" (names starting with "dcm-container-" are container records); set SP_MONITOR_LEADER_LEASE to another name, or choose another SP_NAME`},
+		{[]string{"SP_MONITOR_LEADER_LEASE=dcm-container-x"}, `SP_MONITOR_LEADER_LEASE="dcm-container-x": would be the record of container "x" (names starting with "dcm-container-" are container records); choose another name`},
+		{[]string{"SP_MONITOR_LEADER_LEASE=Bad_Lease"}, `SP_MONITOR_LEADER_LEASE="Bad_Lease": is not a Kubernetes object name`},
+		{[]string{"SP_NAME=Bad_Name"}, `SP_NAME="Bad_Name" makes the leader Lease "Bad_Name-status", which is not a Kubernetes object name`},
+		// Two reasons, one line.
+		{[]string{"SP_MONITOR_LEADER_LEASE=dcm-container-X"}, `SP_MONITOR_LEADER_LEASE="dcm-container-X": is not a Kubernetes object name`},
+	}
+	for _, tc := range cases {
+		_, err := Load(append(required[:len(required):len(required)], tc.env...))
+		var cerr *Error
+		if !errors.As(err, &cerr) || len(cerr.Problems) != 1 || !strings.HasPrefix(cerr.Problems[0], tc.want) {
+			t.Errorf("%v:\n got %v\nwant %s", tc.env, err, tc.want)
+			continue
+		}
+		if set := strings.HasPrefix(tc.env[0], "SP_MONITOR_LEADER_LEASE="); set && strings.Contains(err.Error(), "set SP_MONITOR_LEADER_LEASE") {
+			t.Errorf("%v: tells the operator to set a variable that is set: %v", tc.env, err)
+		}
+	}
+}
+
+// Settings is Config's tags: every variable once, each with its meaning.
+func TestSettingsDescribeEveryVariable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range Settings() {
+		if seen[s.Name] {
+			t.Errorf("%s listed twice", s.Name)
+		}
+		seen[s.Name] = true
+		if s.Help == "" {
+			t.Errorf("%s has no help tag", s.Name)
+		}
+	}
+	for _, name := range []string{"SP_NAME", "SP_ENDPOINT", "DCM_REGISTRATION_URL", "SP_NATS_URL", "SP_MONITOR_DEBOUNCE_MS",
+		"SP_SERVER_TLS_KEY_FILE", "SP_TOTAL_NODES", "SP_K8S_POD_SECURITY"} {
+		if !seen[name] {
+			t.Errorf("%s missing", name)
+		}
+	}
+}
+
+func TestOneLineEach(t *testing.T) {
+	got := oneLineEach([]string{"SP_A: x", `SP_B="1": y`, "SP_A (3s) must be z", "SP_C: w"})
+	want := []string{"SP_A: x; SP_A (3s) must be z", `SP_B="1": y`, "SP_C: w"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

@@ -124,7 +124,8 @@ func FuzzCreateRequest(f *testing.F) {
 // decodes it (encoding/json, numbers kept as written, the last of duplicate members
 // wins) and the generated handler binds that value with exact member names, falling
 // back to encoding/json (whose member names match case-insensitively) when it does not
-// bind. So {"Reference": …} beside {"reference": …} is an unknown member, ignored.
+// bind. {"Reference": …} beside {"reference": …} never gets that far: the schema refuses
+// a member it does not know (400).
 func asTheHandlerReadsIt(b []byte) (v1alpha1.Container, error) {
 	var c v1alpha1.Container
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"time"
 )
 
@@ -86,6 +87,55 @@ func withLogAndRecover(log *slog.Logger, next http.Handler) http.Handler {
 	})
 }
 
+// withHead answers HEAD on every GET route as HTTP says (RFC 9110 §9.3.2): the GET's
+// status and headers, Content-Length included, and no body. The contract and the
+// router know GET only; what runs inside sees a GET.
+func withHead(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodHead {
+			next.ServeHTTP(w, r)
+			return
+		}
+		get := r.WithContext(r.Context()) // a copy: the caller's request stays HEAD
+		get.Method = http.MethodGet
+		hw := &headWriter{ResponseWriter: w}
+		next.ServeHTTP(hw, get)
+		hw.finish()
+	})
+}
+
+// headWriter holds back the status until the GET's answer is complete, so that it can
+// say its length, and drops the body.
+type headWriter struct {
+	http.ResponseWriter
+	status int
+	size   int
+}
+
+func (h *headWriter) WriteHeader(code int) {
+	if h.status == 0 {
+		h.status = code
+	}
+}
+
+func (h *headWriter) Write(b []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	h.size += len(b)
+	return len(b), nil
+}
+
+func (h *headWriter) finish() {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	if h.Header().Get("Content-Length") == "" && h.status != http.StatusNoContent && h.status != http.StatusNotModified {
+		h.Header().Set("Content-Length", strconv.Itoa(h.size))
+	}
+	h.ResponseWriter.WriteHeader(h.status)
+}
+
 // withLimits caps the body at MaxBodyBytes (413) and bounds the request's time.
 func withLimits(timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -130,7 +180,7 @@ func isHealthPath(p string) bool {
 }
 
 func tooLarge() *Problem {
-	return &Problem{Status: http.StatusRequestEntityTooLarge, Code: "invalid-argument",
+	return &Problem{Status: http.StatusRequestEntityTooLarge, Code: "content-too-large",
 		Detail: fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes)}
 }
 

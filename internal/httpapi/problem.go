@@ -26,6 +26,9 @@ var titles = map[string]string{
 	"unauthenticated":   "Unauthenticated",
 	"unavailable":       "Service Unavailable",
 	"internal":          "Internal Server Error",
+	// Outside DCM's codes: what the request asks of HTTP itself (RFC 9110's names).
+	"method-not-allowed": "Method Not Allowed",
+	"content-too-large":  "Content Too Large",
 }
 
 // Fixed details of the contract.

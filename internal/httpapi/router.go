@@ -36,8 +36,8 @@ type Options struct {
 }
 
 // NewHandler builds the whole HTTP stack:
-// request id -> log/recover -> authentication -> in-flight cap -> limits -> JSON body -> OpenAPI
-// validation -> generated router -> handlers.
+// request id -> log/recover -> HEAD as GET -> authentication -> in-flight cap -> limits ->
+// JSON body -> OpenAPI validation -> generated router -> handlers.
 func NewHandler(o Options) (http.Handler, error) {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 30 * time.Second
@@ -70,8 +70,8 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return withRequestID(withLogAndRecover(o.Log, withAuth(o.APIToken,
-		withInFlightLimit(o.MaxInFlight, withLimits(o.RequestTimeout, withJSONBody(validated)))))), nil
+	return withRequestID(withLogAndRecover(o.Log, withHead(withAuth(o.APIToken,
+		withInFlightLimit(o.MaxInFlight, withLimits(o.RequestTimeout, withJSONBody(validated))))))), nil
 }
 
 // bodyProblem explains a body that could not be decoded. Size and JSON syntax were

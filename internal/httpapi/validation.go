@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	middleware "github.com/oapi-codegen/nethttp-middleware"
+	"github.com/oapi-codegen/runtime"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -42,7 +47,7 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 	switch {
 	case errors.Is(err, routers.ErrMethodNotAllowed):
 		w.Header().Set("Allow", allowed(r))
-		writeProblem(w, r, &Problem{Status: http.StatusMethodNotAllowed, Code: "invalid-argument",
+		writeProblem(w, r, &Problem{Status: http.StatusMethodNotAllowed, Code: "method-not-allowed",
 			Detail: fmt.Sprintf("method %s is not supported on %s", r.Method, r.URL.Path)})
 		return
 	case opts.MatchedRoute == nil:
@@ -63,7 +68,7 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 		if q := r.URL.Query(); q.Has("id") {
 			domain = container.ValidateID("id", q.Get("id"))
 		}
-		if json.NewDecoder(r.Body).Decode(&c) == nil && c.Spec != nil {
+		if decodeExact(r.Body, &c) == nil && c.Spec != nil {
 			domain = append(domain, container.Validate(c.Spec)...)
 		}
 		vs = mergeViolations(vs, domain)
@@ -93,6 +98,10 @@ func violations(err error) []container.Violation {
 				out = append(out, container.Violation{Param: param, Detail: orBody(param) + ": " + requestReason(e)})
 			}
 		case *openapi3.SchemaError:
+			if key, ok := unknownMember(e); ok && param == "" {
+				out = append(out, unknownField(e.JSONPointer(), key, e.Schema))
+				return
+			}
 			// A oneOf failure explains itself through its alternatives' errors.
 			if inner, ok := errors.Unwrap(e.Origin).(openapi3.MultiError); ok && e.Origin != nil {
 				walk(param, inner)
@@ -114,6 +123,81 @@ func violations(err error) []container.Violation {
 	}
 	walk("", err)
 	return out
+}
+
+// unsupported is kin-openapi's reason for a member that additionalProperties: false
+// refuses.
+var unsupported = regexp.MustCompile(`^property (".*") is unsupported$`)
+
+// unknownMember is the name of the member a schema error refuses as unknown.
+func unknownMember(e *openapi3.SchemaError) (string, bool) {
+	m := unsupported.FindStringSubmatch(e.Reason)
+	if e.SchemaField != "properties" || m == nil {
+		return "", false
+	}
+	key, err := strconv.Unquote(m[1])
+	return key, err == nil
+}
+
+// unknownField is a member the schema does not have, named in DCM's dotted form and
+// pointed at, with where a member of that name is when the client put it at the wrong
+// place or in the wrong case ("env" in spec for process.env, "Spec" for spec): it
+// would otherwise be dropped without a word, or (encoding/json matching names
+// case-insensitively) read as another.
+func unknownField(at []string, key string, schema *openapi3.Schema) container.Violation {
+	segs := append(slices.Clone(at), key)
+	detail := fmt.Sprintf("%s: unknown field, not in the container schema", container.Clip(dotted(segs), container.MaxQuoted))
+	if near := nearest(schema, key); near != nil {
+		detail += fmt.Sprintf(" (did you mean %s?)", dotted(append(slices.Clone(at), near...)))
+	}
+	ptr := container.Pointer(segs...)
+	if len(key) > container.MaxQuoted {
+		ptr = container.Pointer(at...) // bounded, like the detail
+	}
+	return container.Violation{Pointer: ptr, Detail: detail}
+}
+
+// nearest is the path, below the object schema, of the closest member named key in any
+// case (breadth first, objects only, a few levels deep); nil when there is none.
+func nearest(schema *openapi3.Schema, key string) []string {
+	type node struct {
+		s    *openapi3.Schema
+		path []string
+	}
+	level := []node{{s: schema}}
+	for depth := 0; depth < 3 && len(level) > 0; depth++ {
+		var next []node
+		for _, n := range level {
+			if n.s == nil {
+				continue
+			}
+			names := slices.Sorted(maps.Keys(n.s.Properties))
+			for _, name := range names {
+				if strings.EqualFold(name, key) {
+					return append(slices.Clone(n.path), name)
+				}
+			}
+			for _, name := range names {
+				if ref := n.s.Properties[name]; ref != nil && ref.Value != nil && ref.Value.Type.Is("object") {
+					next = append(next, node{s: ref.Value, path: append(slices.Clone(n.path), name)})
+				}
+			}
+		}
+		level = next
+	}
+	return nil
+}
+
+// decodeExact decodes a create body with member names matched exactly, as the schema
+// and the generated handler read them (encoding/json alone would take "Spec" for spec).
+func decodeExact(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	var value any
+	if err := dec.Decode(&value); err != nil {
+		return err
+	}
+	return runtime.BindJSONValue(value, v)
 }
 
 // requestReason explains a request error that is not about one schema field.
@@ -180,12 +264,14 @@ func mergeViolations(schema, domain []container.Violation) []container.Violation
 	return append(out, domain...)
 }
 
+// allowed is the Allow header of a 405: the route's methods, HEAD with every GET
+// (withHead).
 func allowed(r *http.Request) string {
 	if strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), "/containers") {
-		return "GET, POST"
+		return "GET, HEAD, POST"
 	}
 	if strings.HasSuffix(r.URL.Path, "/health") {
-		return "GET"
+		return "GET, HEAD"
 	}
-	return "GET, DELETE"
+	return "GET, HEAD, DELETE"
 }

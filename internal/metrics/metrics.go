@@ -78,7 +78,9 @@ func New(g Gauges) *Metrics {
 	boolGauge("sp_leader", "1 when this replica is the elected status publisher.", g.Leader)
 	if g.EventsPending != nil {
 		r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sp_status_events_pending", Help: "Containers with a status change not delivered yet.",
+			Name: "sp_status_events_pending",
+			Help: "Containers whose current status is owed to DCM: changed or to be republished, and not delivered yet " +
+				"(held by the debounce, queued, being sent, or waiting to retry after a failed delivery). 0 on a replica that is not the publisher.",
 		}, g.EventsPending))
 	}
 	if g.RegistrationState != nil {

@@ -70,6 +70,8 @@ type Reporter struct {
 	deb     *debouncer
 	active  atomic.Bool
 	outage  outage
+
+	undelivered undelivered // what Pending counts
 }
 
 // NewReporter builds a reporter.
@@ -98,6 +100,7 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	r.queue, r.deb = queue, deb
 	r.mu.Unlock()
 
+	defer r.undelivered.reset() // last: once the workers and the watch are done
 	stopWatch, err := r.src.Watch(r.touch)
 	if err != nil {
 		r.log.Error("status: cannot watch", "err", err)
@@ -180,24 +183,21 @@ func (r *Reporter) RepublishAll() {
 		return
 	}
 	for _, id := range ids {
+		r.undelivered.add(id)
 		queue.Add(id)
 	}
 }
 
-// Pending is how many containers have a change not yet delivered.
-func (r *Reporter) Pending() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.queue == nil {
-		return 0
-	}
-	return r.queue.Len() + r.deb.pending()
-}
+// Pending is how many containers have a status not yet delivered: changed or to be
+// republished, held by the debounce, queued, being sent, or waiting to retry after a
+// failed delivery. 0 on a replica that is not reporting.
+func (r *Reporter) Pending() int { return r.undelivered.count() }
 
 func (r *Reporter) touch(id string) {
 	r.mu.Lock()
 	deb := r.deb
 	r.mu.Unlock()
+	r.undelivered.add(id)
 	deb.touch(id)
 }
 
@@ -207,8 +207,10 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 		return false
 	}
 	defer queue.Done(id)
+	r.undelivered.take(id)
 	recheck, err := r.process(ctx, id)
 	if err != nil {
+		r.undelivered.failed(id)
 		if ctx.Err() == nil {
 			if r.outage.failed(r.opts.Clock.Now(), id) {
 				r.log.Warn("status: cannot deliver; every container retries with backoff (logged again when delivery resumes)",
@@ -223,6 +225,7 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 	if ended, lasted, failures, containers := r.outage.recovered(r.opts.Clock.Now()); ended {
 		r.log.Info("status: delivering again", "outage", lasted.Round(time.Millisecond), "failed_attempts", failures, "containers", containers)
 	}
+	r.undelivered.done(id)
 	queue.Forget(id)
 	if recheck > 0 {
 		queue.AddAfter(id, recheck)

@@ -343,8 +343,8 @@ func TestMalformedRequests(t *testing.T) {
 	p := startProvider(t, ns)
 	p.waitSynced(t)
 	big := `{"spec":{"x":"` + strings.Repeat("a", 2<<20) + `"}}`
-	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=big", big), http.StatusRequestEntityTooLarge, "invalid-argument")
-	expectProblem(t, do(t, http.MethodPut, p.URL+containers+"/x", nil), http.StatusMethodNotAllowed, "invalid-argument")
+	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=big", big), http.StatusRequestEntityTooLarge, "content-too-large")
+	expectProblem(t, do(t, http.MethodPut, p.URL+containers+"/x", nil), http.StatusMethodNotAllowed, "method-not-allowed")
 	expectProblem(t, do(t, http.MethodGet, p.URL+"/api/v1alpha1/nothing", nil), http.StatusNotFound, "not-found")
 	expectProblem(t, do(t, http.MethodGet, p.URL+containers+"/Not_An_Id", nil), http.StatusBadRequest, "invalid-argument")
 	for _, q := range []string{"max_page_size=0", "max_page_size=1001", "max_page_size=abc", "page_token=garbage", "page_token=" + strings.Repeat("x", 600)} {

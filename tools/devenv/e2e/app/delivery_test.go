@@ -36,10 +36,11 @@ func TestStatusSurvivesNATSOutage(t *testing.T) {
 		t.Fatalf("delete during the outage: %d %s", r.Status, r.Body)
 	}
 	create(t, p, "new", spec("new", "nginx"))
-	// The reporter tries, fails, and keeps the latest state.
-	testenv.Eventually(t, 30*time.Second, "a failed delivery", func() error {
-		if p.metric(t, "sp_status_events_failed_total") == 0 {
-			return fmt.Errorf("none yet")
+	// The reporter tries, fails, and keeps the latest state; the gauge says what is owed
+	// (gone's DELETED and new's status) while the retries wait.
+	testenv.Eventually(t, 30*time.Second, "failed deliveries, owed", func() error {
+		if f, n := p.metric(t, "sp_status_events_failed_total"), p.metric(t, "sp_status_events_pending"); f == 0 || n != 2 {
+			return fmt.Errorf("%v failed deliveries, %v pending, want some and 2", f, n)
 		}
 		return nil
 	})
@@ -52,6 +53,12 @@ func TestStatusSurvivesNATSOutage(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, "deleted Deployment released", func() error {
 		if d, _, _ := objectsOf(t, ns, "gone"); d > 0 {
 			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+	testenv.Eventually(t, 30*time.Second, "nothing owed", func() error {
+		if n := p.metric(t, "sp_status_events_pending"); n != 0 {
+			return fmt.Errorf("%v pending", n)
 		}
 		return nil
 	})

@@ -19,8 +19,13 @@ test harness-build: REAL_NODE ?= 1
 
 .PHONY: build test test-unit fuzz lint lint-api generate check-generated cluster-up cluster-down harness-build run bench chaos chaos-ci chaos-explore clean
 
+# The service binary carries its version (k8s-container-sp --version, /health): the
+# nearest tag, else the commit, -dirty with uncommitted changes. VERSION=v1.2.3 to choose.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
-	go build -o $(BIN)/ ./cmd/... $(DEVENV)/cmd/...
+	go build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/...
+	go build -o $(BIN)/ $(DEVENV)/cmd/...
 
 $(HARNESS): FORCE
 	@go build -o $(HARNESS) $(DEVENV)/cmd/sp-harness

@@ -4,16 +4,14 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
 // Cluster is how the reporter changes the cluster (internal/store implements it): the
-// container records, the ties of earlier versions, and Services a gone container left.
+// container records and Services a gone container left.
 type Cluster interface {
 	EnsureRecord(ctx context.Context, id, incarnation string, owed bool) error
-	Untie(ctx context.Context, obj metav1.Object) error
 	DeleteService(ctx context.Context, svc *corev1.Service) error
 	ReleaseRecord(ctx context.Context, rec container.Record) error
 	// Gone asks the apiserver, not the caches, whether the container of this record is
@@ -28,11 +26,6 @@ type Cluster interface {
 func applyBefore(ctx context.Context, c Cluster, id string, p Plan) error {
 	if w := p.Record; w != nil {
 		if err := c.EnsureRecord(ctx, id, w.Incarnation, w.Owed); err != nil {
-			return err
-		}
-	}
-	for _, o := range p.Untie {
-		if err := c.Untie(ctx, o); err != nil {
 			return err
 		}
 	}

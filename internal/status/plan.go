@@ -1,19 +1,16 @@
 package status
 
 import (
-	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
 // Plan is what the reporter does for one container, decided from its snapshot alone.
-// The reporter carries it out in this order: record, untie, delete services, publish,
+// The reporter carries it out in this order: record, delete services, publish,
 // release; a failed step stops the rest and the whole container is planned again on
 // the retry (every step is idempotent).
 type Plan struct {
@@ -21,9 +18,6 @@ type Plan struct {
 	// none (deleted by hand), or marked DELETED owed for a container that is gone, so
 	// the DELETED survives a failed publish, a restart and a NATS outage.
 	Record *RecordWrite
-	// Untie are objects carrying an earlier version's ties (owner reference to the
-	// reservation, status finalizer on the Deployment).
-	Untie []metav1.Object
 	// DeleteServices are Services left by a container that is gone (deleted with
 	// kubectl, or while the provider was stopped).
 	DeleteServices []*corev1.Service
@@ -44,7 +38,7 @@ type RecordWrite struct {
 
 // Empty reports whether the plan does nothing.
 func (p Plan) Empty() bool {
-	return p.Record == nil && len(p.Untie) == 0 && len(p.DeleteServices) == 0 && p.Publish == nil &&
+	return p.Record == nil && len(p.DeleteServices) == 0 && p.Publish == nil &&
 		p.Release == nil && p.RecheckAfter == 0
 }
 
@@ -59,16 +53,6 @@ func (p Plan) Empty() bool {
 // cost each create one more write.)
 func plan(snap container.Snapshot, last *container.Status, forced bool, now time.Time, settle time.Duration) Plan {
 	var p Plan
-	for _, d := range snap.Deployments {
-		if container.LegacyTied(d) {
-			p.Untie = append(p.Untie, d)
-		}
-	}
-	for _, s := range snap.Services {
-		if container.LegacyTied(s) {
-			p.Untie = append(p.Untie, s)
-		}
-	}
 	rec := snap.Record
 	if live := snap.Live(); live != nil {
 		inc := container.IncarnationOf(live)
@@ -84,12 +68,7 @@ func plan(snap container.Snapshot, last *container.Status, forced bool, now time
 	wasLive := last != nil && last.Status != v1alpha1.DELETED
 	if rec == nil {
 		// No record and no live Deployment: a container deleted after its record was
-		// deleted by hand, or one deleted under an earlier version (its Deployment held
-		// by the old finalizer: that DELETED is owed and gets a record first).
-		if slices.ContainsFunc(snap.Deployments, func(d *appsv1.Deployment) bool { return container.LegacyTied(d) }) {
-			p.Record = &RecordWrite{Incarnation: container.IncarnationOf(snap.Deployments[0]), Owed: true}
-			return p
-		}
+		// deleted by hand.
 		p.DeleteServices = snap.Services
 		if wasLive {
 			p.Publish = changed(snap.Status(), last, forced)

@@ -29,13 +29,6 @@ func dep(name string, opts ...depOpt) *appsv1.Deployment {
 	return d
 }
 
-func legacyHeld(d *appsv1.Deployment) {
-	d.Finalizers = append(d.Finalizers, container.LegacyFinalizer)
-	d.OwnerReferences = append(d.OwnerReferences, metav1.OwnerReference{
-		APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: "dcm-container-x", UID: "u1"})
-	delete(d.Labels, container.LabelIncarnation)
-}
-
 func deleting(d *appsv1.Deployment) { now := metav1.NewTime(t0); d.DeletionTimestamp = &now }
 
 func incarnation(inc string) depOpt {
@@ -88,9 +81,6 @@ func summary(p Plan) string {
 	if w := p.Record; w != nil {
 		out = append(out, fmt.Sprintf("record %q owed=%v", w.Incarnation, w.Owed))
 	}
-	for _, o := range p.Untie {
-		out = append(out, "untie "+o.GetName())
-	}
 	for _, s := range p.DeleteServices {
 		out = append(out, "delete service "+s.Name)
 	}
@@ -133,9 +123,6 @@ func TestPlan(t *testing.T) {
 			container.Snapshot{Deployments: []*appsv1.Deployment{dep("ref-1", incarnation(""))}}, nil, false, `record "" owed=false; publish PENDING`},
 		{"DELETE in progress (record owed, Deployment not yet gone): record left alone",
 			container.Snapshot{Record: record(owed), Deployments: []*appsv1.Deployment{live}}, waiting, false, ""},
-		{"made by an earlier version (tied to its reservation, held): untied, record relabelled",
-			container.Snapshot{Record: record(func(r *container.Record) { r.Incarnation = "" }), Deployments: []*appsv1.Deployment{dep("old-1", legacyHeld)}},
-			waiting, false, "untie old-1"},
 		{"a pod of an earlier incarnation never speaks for the live one",
 			container.Snapshot{Record: record(), Deployments: []*appsv1.Deployment{dep("web-2", incarnation("i2"))}, Pods: []*corev1.Pod{runningPod()}},
 			nil, false, `record "i2" owed=false; publish PENDING`},
@@ -159,9 +146,6 @@ func TestPlan(t *testing.T) {
 			running, false, "publish DELETED; release r1"},
 		{"record deleted by hand while owed (finalizer holds it): DELETED, released",
 			container.Snapshot{Record: record(owed, terminating)}, running, false, "publish DELETED; release r1"},
-		{"deleted under an earlier version (its finalizer holds the Deployment): record owed first",
-			container.Snapshot{Deployments: []*appsv1.Deployment{dep("old-1", legacyHeld, deleting)}}, running, false,
-			`record "" owed=true; untie old-1`},
 		{"record and Deployment both deleted by hand, reported live before: DELETED",
 			container.Snapshot{}, running, false, "publish DELETED"},
 		{"nothing left, nothing reported: nothing", container.Snapshot{}, nil, false, ""},

@@ -14,7 +14,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -99,10 +98,6 @@ func (j *journal) Publish(_ context.Context, id string, st container.Status) err
 }
 func (j *journal) EnsureRecord(_ context.Context, id, inc string, owed bool) error {
 	j.add(fmt.Sprintf("record %s %q owed=%v", id, inc, owed))
-	return nil
-}
-func (j *journal) Untie(_ context.Context, o metav1.Object) error {
-	j.add("untie " + o.GetName())
 	return nil
 }
 func (j *journal) DeleteService(_ context.Context, s *corev1.Service) error {

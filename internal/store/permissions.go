@@ -27,8 +27,8 @@ func (p Permission) String() string {
 // exactly these). A deployment that lacks one (DCM's chart grants no Leases, for
 // example) is told so at start, not through failing requests.
 var Required = slices.Concat(
-	grant("apps", "deployments", "get", "list", "watch", "create", "update", "delete"),
-	grant("", "services", "get", "list", "watch", "create", "update", "delete"),
+	grant("apps", "deployments", "get", "list", "watch", "create", "delete"),
+	grant("", "services", "get", "list", "watch", "create", "delete"),
 	grant("", "pods", "get", "list", "watch"),
 	grant("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "delete"),
 )

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +19,7 @@ import (
 
 // The container record (see internal/container/record.go for what it is and why nothing
 // is owned by it): reserving an id, restoring a record deleted by hand, marking DELETED
-// owed, releasing it once delivered, and removing the ties earlier versions made.
+// owed, releasing it once delivered.
 // Everything that writes a record is in this file.
 
 // errTaken answers a create whose id is held by another container.
@@ -231,43 +230,6 @@ func (s *Store) ReleaseRecord(ctx context.Context, rec container.Record) error {
 		return err
 	})
 	return classify("releasing the container record", err)
-}
-
-// Untie removes the ties an earlier version made on a Deployment or a Service (an owner
-// reference to its reservation Lease, the Deployment's status finalizer).
-func (s *Store) Untie(ctx context.Context, obj metav1.Object) error {
-	return classify("removing an earlier version's ties", untieObject(ctx, s.client, s.namespace, obj))
-}
-
-func untieObject(ctx context.Context, client kubernetes.Interface, ns string, obj metav1.Object) error {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		c := client.AppsV1().Deployments(ns)
-		return untie(o.UID, func() (*appsv1.Deployment, error) { return c.Get(ctx, o.Name, metav1.GetOptions{}) },
-			func(d *appsv1.Deployment) error { _, err := c.Update(ctx, d, metav1.UpdateOptions{}); return err })
-	case *corev1.Service:
-		c := client.CoreV1().Services(ns)
-		return untie(o.UID, func() (*corev1.Service, error) { return c.Get(ctx, o.Name, metav1.GetOptions{}) },
-			func(v *corev1.Service) error { _, err := c.Update(ctx, v, metav1.UpdateOptions{}); return err })
-	}
-	return fmt.Errorf("untie: unexpected %T", obj)
-}
-
-func untie[T metav1.Object](uid types.UID, get func() (T, error), update func(T) error) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := get()
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if cur.GetUID() != uid || !container.LegacyTied(cur) {
-			return nil
-		}
-		container.Untie(cur)
-		return update(cur)
-	})
 }
 
 // DeleteService deletes a Service a gone container left behind (UID precondition: a

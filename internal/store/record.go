@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,13 +27,13 @@ var errTaken = &Error{Kind: KindConflict, Message: "a container with this id alr
 // errRecordBusy: the record is being deleted by someone; the caller retries shortly.
 var errRecordBusy = &Error{Kind: KindUnavailable, Message: "the container's record is being deleted by someone; try again"}
 
-// reserve creates the id's record for incarnation inc. If one exists, the id is taken,
-// unless it is abandoned (see abandoned); then it is replaced, guarded by a UID
-// precondition so that only one of several concurrent takers succeeds.
+// reserve creates the id's record for incarnation inc. If one exists, claimID decides:
+// the id is taken, or the record is abandoned and replaced.
 func (s *Store) reserve(ctx context.Context, id, inc string) (*coordinationv1.Lease, error) {
 	leases := s.client.CoordinationV1().Leases(s.namespace)
 	want := container.NewRecord(id, inc, false)
-	for attempt := 0; ; attempt++ {
+create:
+	for retried := false; ; retried = true {
 		lease, err := leases.Create(ctx, want, metav1.CreateOptions{})
 		if err == nil {
 			return lease, nil
@@ -42,54 +41,43 @@ func (s *Store) reserve(ctx context.Context, id, inc string) (*coordinationv1.Le
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, classify("reserving id", err)
 		}
-		if attempt > 0 {
-			return nil, errTaken
-		}
-		existing, err := leases.Get(ctx, want.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue // released meanwhile: try once more
-		}
-		if err != nil {
-			return nil, classify("reading reservation", err)
-		}
-		abandoned, err := s.abandoned(ctx, id, existing)
-		if err != nil {
-			return nil, err
-		}
-		if !abandoned {
-			return nil, errTaken
-		}
-		s.log.Warn("taking over an abandoned id reservation", "id", id, "lease", existing.Name,
-			"created", existing.CreationTimestamp.Time)
-		if err := s.deleteRecord(ctx, existing.Name, existing.UID); err != nil {
-			return nil, err
+		h := holder{Retried: retried}
+		var existing *coordinationv1.Lease
+		for {
+			switch claimID(h, s.Clock.Now(), s.CreateTimeout) {
+			case claimRead:
+				existing, err = leases.Get(ctx, want.Name, metav1.GetOptions{})
+				switch {
+				case apierrors.IsNotFound(err):
+					h.Lease = absent
+				case err != nil:
+					return nil, classify("reading reservation", err)
+				default:
+					h.Lease = answered
+					h.Record, h.Ours = container.RecordOf(existing, id)
+				}
+			case claimListDeployments:
+				deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, metav1.ListOptions{
+					LabelSelector: container.InstanceSelector(id),
+				})
+				if err != nil {
+					return nil, classify("checking reservation", err)
+				}
+				h.Listed, h.Deployments = true, len(deps.Items)
+			case claimTaken:
+				return nil, errTaken
+			case claimRetry:
+				continue create // the record went meanwhile: try once more
+			case claimTakeOver:
+				s.log.Warn("taking over an abandoned id reservation", "id", id, "lease", existing.Name,
+					"created", existing.CreationTimestamp.Time)
+				if err := s.deleteRecord(ctx, existing.Name, existing.UID); err != nil {
+					return nil, err
+				}
+				continue create
+			}
 		}
 	}
-}
-
-// takeOverAllowed is the age rule of a record that has no Deployment: only a provider
-// that died mid-create leaves one, and a live create finishes (or rolls back) within
-// createTimeout, so one older than twice that is abandoned.
-func takeOverAllowed(created, now time.Time, createTimeout time.Duration) bool {
-	return now.Sub(created) >= 2*createTimeout
-}
-
-// abandoned reports whether an existing record may be taken over: it is recognisably
-// this id's record (by label, not only by name), no DELETED is owed on it, it is old
-// enough, and no Deployment carries the id.
-func (s *Store) abandoned(ctx context.Context, id string, lease *coordinationv1.Lease) (bool, error) {
-	rec, ok := container.RecordOf(lease, id)
-	if !ok || rec.Owed || !takeOverAllowed(rec.Created, s.Clock.Now(), s.CreateTimeout) {
-		return false, nil
-	}
-	// Ask the apiserver, not the cache: this decides whether an id may be reused.
-	deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: container.InstanceSelector(id),
-	})
-	if err != nil {
-		return false, classify("checking reservation", err)
-	}
-	return len(deps.Items) == 0, nil
 }
 
 // deleteRecord deletes the record with uid (any, when uid is empty). Gone or replaced

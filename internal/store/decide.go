@@ -1,0 +1,89 @@
+package store
+
+import (
+	"time"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// The store's decisions, pure (the way internal/status/plan.go is): each takes what the
+// store found, in its caches or at the apiserver, and says what to do; record.go,
+// confirm.go, create.go and delete.go make the calls around them and nothing else.
+//
+// A decision that needs a fact only a further request can tell (is there a Deployment
+// of the id at the apiserver?) answers "ask", and is asked again with the answer: so
+// the store makes exactly the requests a decision needs, no more. decide_test.go has
+// one row per case.
+
+// lookup is how one read at the apiserver went.
+type lookup int
+
+const (
+	notAsked lookup = iota // not read (yet)
+	answered               // read: what it said is beside it
+	absent                 // NotFound
+	failed                 // any other error: the apiserver could not answer
+)
+
+// --- Reserving an id (a create) ---
+
+// claim is what a create does next about the Lease that holds its id: the create of
+// the id's record answered AlreadyExists.
+type claim int
+
+const (
+	claimRead            claim = iota // read the Lease
+	claimTaken                        // 409: the id is another container's
+	claimRetry                        // the Lease went meanwhile: create the record again
+	claimListDeployments              // it may be abandoned: is there a Deployment of the id?
+	claimTakeOver                     // abandoned: delete it (UID precondition), create again
+)
+
+// holder is what a create knows about the Lease holding its id.
+type holder struct {
+	// Retried: this was the create's second try (after the Lease went, or after a
+	// take-over). Another AlreadyExists means another create got there first.
+	Retried bool
+	// Lease is how reading the Lease went: answered or absent.
+	Lease lookup
+	// Record is the Lease read as the id's record; Ours is false when it is not one
+	// (someone else's Lease with the record's name: never taken over).
+	Record container.Record
+	Ours   bool
+	// Listed: the id's Deployments were listed at the apiserver (not the cache: this
+	// decides whether an id may be reused); Deployments is how many, in any state.
+	Listed      bool
+	Deployments int
+}
+
+// claimID decides what a create does about the Lease holding its id. The id is taken,
+// unless the record is abandoned: recognisably this id's record (by label, not only by
+// name), no DELETED owed on it, old enough (takeOverAllowed), and no Deployment carries
+// the id. An abandoned record is replaced, guarded by a UID precondition so that only
+// one of several concurrent takers succeeds; a second try never takes over again.
+// (What a record being deleted or of another incarnation does is what any record does:
+// neither is looked at.)
+func claimID(h holder, now time.Time, createTimeout time.Duration) claim {
+	switch {
+	case h.Retried:
+		return claimTaken
+	case h.Lease == notAsked:
+		return claimRead
+	case h.Lease == absent:
+		return claimRetry
+	case !h.Ours || h.Record.Owed || !takeOverAllowed(h.Record.Created, now, createTimeout):
+		return claimTaken
+	case !h.Listed:
+		return claimListDeployments
+	case h.Deployments > 0:
+		return claimTaken
+	}
+	return claimTakeOver
+}
+
+// takeOverAllowed is the age rule of a record that has no Deployment: only a provider
+// that died mid-create leaves one, and a live create finishes (or rolls back) within
+// createTimeout, so one older than twice that is abandoned.
+func takeOverAllowed(created, now time.Time, createTimeout time.Duration) bool {
+	return now.Sub(created) >= 2*createTimeout
+}

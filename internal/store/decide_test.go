@@ -1,0 +1,81 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const createTimeout = 20 * time.Second
+
+func TestTakeOverAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		age  time.Duration
+		want bool
+	}{
+		{0, false}, {20 * time.Second, false}, {39 * time.Second, false}, {40 * time.Second, true}, {time.Hour, true},
+		{-time.Second, false}, // clock skew: a reservation "from the future" is young
+	} {
+		if got := takeOverAllowed(t0, t0.Add(tc.age), createTimeout); got != tc.want {
+			t.Errorf("age %s: take over %v, want %v", tc.age, got, tc.want)
+		}
+	}
+}
+
+// rec is a record of container x made ago before t0.
+func rec(ago time.Duration, edit ...func(*container.Record)) container.Record {
+	r := container.Record{Name: "dcm-container-x", UID: "r1", Incarnation: "i1", Created: t0.Add(-ago)}
+	for _, e := range edit {
+		e(&r)
+	}
+	return r
+}
+
+func owedRec(r *container.Record)        { r.Owed = true }
+func terminatingRec(r *container.Record) { r.Terminating = true }
+
+// What a create does about the Lease holding its id, step by step: each row is one
+// decision, with what the create knows by then.
+func TestClaimID(t *testing.T) {
+	const old, young = time.Hour, 5 * time.Second
+	read := func(r container.Record) holder { return holder{Lease: answered, Record: r, Ours: true} }
+	listed := func(r container.Record, deps int) holder {
+		h := read(r)
+		h.Listed, h.Deployments = true, deps
+		return h
+	}
+	for _, tc := range []struct {
+		name string
+		h    holder
+		want claim
+	}{
+		{"first AlreadyExists: read what holds the id", holder{}, claimRead},
+		{"second AlreadyExists (after a retry or a take-over): another create got there first",
+			holder{Retried: true}, claimTaken},
+		{"the Lease went before it could be read (free): create again", holder{Lease: absent}, claimRetry},
+		{"someone else's Lease with the record's name: taken, never touched, however old",
+			holder{Lease: answered, Record: rec(old), Ours: false}, claimTaken},
+		{"a record owing a DELETED: taken until it is delivered", read(rec(old, owedRec)), claimTaken},
+		{"a young record: a create may still be in flight", read(rec(young)), claimTaken},
+		{"a record just under twice the create timeout: still young", read(rec(2*createTimeout - time.Nanosecond)), claimTaken},
+		{"a record from the future (clock skew): young", read(rec(-time.Minute)), claimTaken},
+		{"an old record of ours owing nothing: ask whether a Deployment carries the id",
+			read(rec(old)), claimListDeployments},
+		{"old, but a Deployment carries the id (live, or being deleted): taken", listed(rec(old), 1), claimTaken},
+		{"old, no Deployment: abandoned by a provider that died mid-create, taken over",
+			listed(rec(old), 0), claimTakeOver},
+		{"old, of another incarnation, no Deployment: abandoned like any (the incarnation is not looked at)",
+			listed(rec(old, func(r *container.Record) { r.Incarnation = "i0" }), 0), claimTakeOver},
+		{"old, being deleted, not owed, no Deployment: taken over like any (its state is not looked at)",
+			listed(rec(old, terminatingRec), 0), claimTakeOver},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := claimID(tc.h, t0, createTimeout); got != tc.want {
+				t.Errorf("claimID = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

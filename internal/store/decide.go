@@ -87,3 +87,31 @@ func claimID(h holder, now time.Time, createTimeout time.Duration) claim {
 func takeOverAllowed(created, now time.Time, createTimeout time.Duration) bool {
 	return now.Sub(created) >= 2*createTimeout
 }
+
+// build is what a create does once its id is reserved.
+type build int
+
+const (
+	buildAskAPIServer build = iota // the cache shows a live Deployment: ask the apiserver
+	buildGo                        // create the Deployment and the Service
+	buildTaken                     // 409 (after rolling back the record)
+)
+
+// buildAfterReserving decides whether a create whose record was just written may make
+// the workload. A container whose record was deleted by hand, or made before records
+// (e.g. by the reference provider), has none: the cache still knows its Deployment. The
+// cache can also still show one deleted a moment ago (or minutes ago, when its watch is
+// coming back from an apiserver outage: make chaos, seed 11), so the apiserver has the
+// last word; it is asked only when the cache shows one (asked: it was; apiLive: it
+// has one). A failed ask is the create's error, after rolling back the record.
+func buildAfterReserving(cachedLive, asked, apiLive bool) build {
+	switch {
+	case !cachedLive:
+		return buildGo
+	case !asked:
+		return buildAskAPIServer
+	case apiLive:
+		return buildTaken
+	}
+	return buildGo
+}

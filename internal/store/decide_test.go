@@ -79,3 +79,25 @@ func TestClaimID(t *testing.T) {
 		})
 	}
 }
+
+// Whether a create, its id reserved, makes the workload: the cache may know a Deployment
+// of the id that has no record, or one that is gone already.
+func TestBuildAfterReserving(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		cachedLive, asked, apiLive bool
+		want                       build
+	}{
+		{"the cache shows no live Deployment: go (no request)", false, false, false, buildGo},
+		{"the cache shows one: ask the apiserver", true, false, false, buildAskAPIServer},
+		{"the apiserver has one too (record deleted by hand, or a container made before records): 409",
+			true, true, true, buildTaken},
+		{"the apiserver has none (the cache is behind, e.g. after an apiserver outage): go", true, true, false, buildGo},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := buildAfterReserving(tc.cachedLive, tc.asked, tc.apiLive); got != tc.want {
+				t.Errorf("buildAfterReserving = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -115,3 +115,62 @@ func buildAfterReserving(cachedLive, asked, apiLive bool) build {
 	}
 	return buildGo
 }
+
+// --- A read that missed the cache ---
+
+// missAnswer is what a GET that missed the cache does next.
+type missAnswer int
+
+const (
+	missReadRecord      missAnswer = iota // read the id's record at the apiserver
+	missNotFound                          // 404, authoritative
+	missUnconfirmed                       // 503: the apiserver could not answer
+	missListDeployments                   // a live record: ask for the id's live Deployment
+	missWaitForCache                      // it lives: this cache is behind; wait for it
+)
+
+// miss is what the apiserver said about an id the cache does not show.
+type miss struct {
+	// Record is how reading the id's record went; Rec and Ours are what was read.
+	Record lookup
+	Rec    container.Record
+	Ours   bool
+	// Deployments is how listing the id's Deployments went; Live: one of them lives.
+	Deployments lookup
+	Live        bool
+}
+
+// answerMiss decides a cache miss with the apiserver: the id's record, read from etcd.
+// None, one not ours, or one that owes a DELETED or is being deleted: the container
+// does not exist, and the 404 is authoritative. A live record: the container exists, or
+// a create is in progress, or its Deployment was deleted by hand a moment ago (its
+// record not yet marked): its Deployment is looked up at the apiserver too; none live
+// is a 404, one live means this cache is behind: wait for it. When the apiserver cannot
+// answer (an outage, or this replica's confirmations are over their limit), the answer
+// is 503: a 404 from the cache alone could be wrong (the chaos run's seed 11: a replica
+// whose watch was broken by an apiserver restart answered 404 for a container created
+// meanwhile).
+func answerMiss(m miss) missAnswer {
+	switch m.Record {
+	case notAsked:
+		return missReadRecord
+	case absent:
+		return missNotFound
+	case failed:
+		return missUnconfirmed
+	}
+	if !m.Ours || m.Rec.Owed || m.Rec.Terminating {
+		return missNotFound
+	}
+	switch m.Deployments {
+	case notAsked:
+		return missListDeployments
+	case answered:
+	default:
+		return missUnconfirmed
+	}
+	if !m.Live {
+		return missNotFound
+	}
+	return missWaitForCache
+}

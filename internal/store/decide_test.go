@@ -101,3 +101,37 @@ func TestBuildAfterReserving(t *testing.T) {
 		})
 	}
 }
+
+// What a GET that missed the cache answers, from what the apiserver said, step by step.
+func TestAnswerMiss(t *testing.T) {
+	ours := func(r container.Record) miss { return miss{Record: answered, Rec: r, Ours: true} }
+	listed := func(how lookup, live bool) miss {
+		m := ours(rec(time.Minute))
+		m.Deployments, m.Live = how, live
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		m    miss
+		want missAnswer
+	}{
+		{"nothing read yet: read the id's record", miss{}, missReadRecord},
+		{"no record: 404, authoritative", miss{Record: absent}, missNotFound},
+		{"the apiserver cannot answer (outage, or over the confirmation limit): 503", miss{Record: failed}, missUnconfirmed},
+		{"someone else's Lease with the record's name: 404", miss{Record: answered, Rec: rec(time.Minute), Ours: false}, missNotFound},
+		{"a record owing a DELETED (a DELETE happened): 404", ours(rec(time.Minute, owedRec)), missNotFound},
+		{"a record being deleted: 404", ours(rec(time.Minute, terminatingRec)), missNotFound},
+		{"a live record: ask for the id's live Deployment", ours(rec(time.Minute)), missListDeployments},
+		{"a live record, no live Deployment (a create in progress, or deleted by hand a moment ago): 404",
+			listed(answered, false), missNotFound},
+		{"a live record and a live Deployment: this cache is behind, wait for it", listed(answered, true), missWaitForCache},
+		{"a live record, and the Deployments cannot be listed: 503", listed(failed, false), missUnconfirmed},
+		{"a live record, and listing answers NotFound: 503 like any failure", listed(absent, false), missUnconfirmed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := answerMiss(tc.m); got != tc.want {
+				t.Errorf("answerMiss = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

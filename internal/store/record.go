@@ -94,23 +94,34 @@ func (s *Store) deleteRecord(ctx context.Context, name string, uid types.UID) er
 	return nil
 }
 
-// Gone asks the apiserver whether the container of record rec is gone (status.Cluster):
-// the record is still there as it was (same UID; none means it was released, so its
-// DELETED was delivered; another UID means the id was reserved again) and no Deployment
-// of the id lives.
+// Gone asks the apiserver whether the container of record rec is gone (status.Cluster;
+// see answerGone).
 func (s *Store) Gone(ctx context.Context, id string, rec container.Record) (bool, error) {
-	cur, err := s.client.CoordinationV1().Leases(s.namespace).Get(ctx, rec.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
+	g := goneFacts{Want: rec.UID}
+	for {
+		switch answerGone(g) {
+		case goneReadRecord:
+			cur, err := s.client.CoordinationV1().Leases(s.namespace).Get(ctx, rec.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				g.Record = absent
+			case err != nil:
+				return false, classify("reading the container record", err)
+			default:
+				g.Record, g.UID = answered, cur.UID
+			}
+		case goneListDeployments:
+			live, err := s.liveAtAPIServer(ctx, s.client, id)
+			if err != nil {
+				return false, err
+			}
+			g.Listed, g.Live = true, live
+		case goneNo:
+			return false, nil
+		case goneYes:
+			return true, nil
+		}
 	}
-	if err != nil {
-		return false, classify("reading the container record", err)
-	}
-	if cur.UID != rec.UID {
-		return false, nil
-	}
-	live, err := s.liveAtAPIServer(ctx, s.client, id)
-	return !live, err
 }
 
 // liveAtAPIServer asks the apiserver, not the cache, whether id has a live Deployment.

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"maps"
+	"slices"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -217,4 +220,68 @@ func answerGone(g goneFacts) goneAnswer {
 		return goneNo
 	}
 	return goneYes
+}
+
+// --- Writing a record (the reporter restores or marks one; DELETE marks one) ---
+
+// recordFix is what EnsureRecord does with the record it found (its create answered
+// AlreadyExists).
+type recordFix struct {
+	// Write is the record to write (an update); nil: nothing to write.
+	Write *coordinationv1.Lease
+	// Busy: someone is deleting the record; after Write, errRecordBusy asks for a
+	// retry, which then creates it afresh.
+	Busy bool
+	// Foreign: the Lease has the record's name but is not the id's record: it is never
+	// touched, and the caller is told to rename or remove it.
+	Foreign bool
+}
+
+// fixRecord decides how the Lease cur, found with the name of container id's record,
+// comes to say incarnation inc and, when owed, hold DELETED owed (RecordFinalizer). A
+// record being deleted by hand that owes a DELETED not wanted any more is let go (our
+// finalizer removed); one being deleted is never relabelled. cur is not changed.
+func fixRecord(cur *coordinationv1.Lease, id, inc string, owed bool) recordFix {
+	rec, ok := container.RecordOf(cur, id)
+	if !ok {
+		return recordFix{Foreign: true}
+	}
+	if rec.Terminating {
+		if rec.Owed && owed {
+			return recordFix{} // it stays until the DELETED is delivered, as wanted
+		}
+		if rec.Owed {
+			w := cur.DeepCopy()
+			w.Finalizers = withoutRecordFinalizer(w.Finalizers)
+			return recordFix{Write: w, Busy: true}
+		}
+		return recordFix{Busy: true}
+	}
+	want := container.RecordLabels(id, inc)
+	if rec.Incarnation == inc && (rec.Owed || !owed) && equalLabels(cur.Labels, want) {
+		return recordFix{}
+	}
+	w := cur.DeepCopy()
+	w.Labels = maps.Clone(w.Labels) // never nil: RecordOf found the id's labels on it
+	maps.Copy(w.Labels, want)
+	if inc == "" {
+		delete(w.Labels, container.LabelIncarnation)
+	}
+	if owed && !rec.Owed {
+		w.Finalizers = append(w.Finalizers, container.RecordFinalizer)
+	}
+	return recordFix{Write: w}
+}
+
+func equalLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func withoutRecordFinalizer(f []string) []string {
+	return slices.DeleteFunc(slices.Clone(f), func(s string) bool { return s == container.RecordFinalizer })
 }

@@ -1,8 +1,13 @@
 package store
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -161,6 +166,82 @@ func TestAnswerGone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := answerGone(tc.g); got != tc.want {
 				t.Errorf("answerGone = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// How EnsureRecord brings the Lease it found to say an incarnation and, when owed,
+// DELETED owed.
+func TestFixRecord(t *testing.T) {
+	now := metav1.NewTime(t0)
+	lease := func(inc string, edit ...func(*coordinationv1.Lease)) *coordinationv1.Lease {
+		l := container.NewRecord("x", inc, false)
+		l.UID = "r1"
+		for _, e := range edit {
+			e(l)
+		}
+		return l
+	}
+	owed := func(l *coordinationv1.Lease) { l.Finalizers = append(l.Finalizers, container.RecordFinalizer) }
+	held := func(l *coordinationv1.Lease) { l.Finalizers = append(l.Finalizers, "example.com/keep") }
+	deleting := func(l *coordinationv1.Lease) { l.DeletionTimestamp = &now }
+	bare := func(l *coordinationv1.Lease) { // a reservation with the id's labels only
+		l.Labels = map[string]string{container.LabelManagedBy: container.ManagedByValue, container.LabelInstanceID: "x"}
+	}
+	// write summarises what is written: the labels that differ from a record's, and the finalizers.
+	write := func(w *coordinationv1.Lease) string {
+		if w == nil {
+			return "-"
+		}
+		return fmt.Sprintf("inc=%q record=%q finalizers=%v", w.Labels[container.LabelIncarnation], w.Labels[container.LabelRecord], w.Finalizers)
+	}
+	for _, tc := range []struct {
+		name      string
+		cur       *coordinationv1.Lease
+		inc       string
+		owed      bool
+		wantWrite string
+		wantBusy  bool
+		foreign   bool
+	}{
+		{"as wanted: nothing", lease("i1"), "i1", false, "-", false, false},
+		{"owed as wanted: nothing", lease("i1", owed), "i1", true, "-", false, false},
+		{"owed, asked to say not owed: owed stays (only the status reporter deletes it)", lease("i1", owed), "i1", false, "-", false, false},
+		{"mark owed (DELETE, or the reporter saw it gone)", lease("i1"), "i1", true,
+			`inc="i1" record="container" finalizers=[dcm.project/deleted-report-owed]`, false, false},
+		{"another incarnation (restored by a newer container): relabelled", lease("i0"), "i1", false,
+			`inc="i1" record="container" finalizers=[]`, false, false},
+		{"another incarnation, owed: relabelled, still owed", lease("i0", owed), "i1", false,
+			`inc="i1" record="container" finalizers=[dcm.project/deleted-report-owed]`, false, false},
+		{"a container without incarnation (the reference provider's): the label removed", lease("i0"), "", false,
+			`inc="" record="container" finalizers=[]`, false, false},
+		{"a bare reservation: the record's labels added", lease("", bare), "i1", false,
+			`inc="i1" record="container" finalizers=[]`, false, false},
+		{"someone else's finalizer is kept when marking owed", lease("i1", held), "i1", true,
+			`inc="i1" record="container" finalizers=[example.com/keep dcm.project/deleted-report-owed]`, false, false},
+		{"being deleted, owed, owed wanted: it stays until the DELETED is delivered", lease("i1", owed, deleting), "i1", true, "-", false, false},
+		{"being deleted, owed, not wanted owed (the container lives): let go, retry", lease("i1", owed, held, deleting), "i1", false,
+			`inc="i1" record="container" finalizers=[example.com/keep]`, true, false},
+		{"being deleted, not owed: retry (it goes, the retry creates it afresh)", lease("i1", held, deleting), "i1", true, "-", true, false},
+		{"being deleted, not owed, not wanted owed: retry", lease("i1", held, deleting), "i1", false, "-", true, false},
+		{"someone else's Lease with the record's name: never touched", lease("i1", func(l *coordinationv1.Lease) { l.Labels = map[string]string{"app": "theirs"} }),
+			"i1", false, "-", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.cur.DeepCopy()
+			fix := fixRecord(tc.cur, "x", tc.inc, tc.owed)
+			if got := write(fix.Write); got != tc.wantWrite || fix.Busy != tc.wantBusy || fix.Foreign != tc.foreign {
+				t.Errorf("fixRecord: write %s busy %v foreign %v\nwant write %s busy %v foreign %v",
+					got, fix.Busy, fix.Foreign, tc.wantWrite, tc.wantBusy, tc.foreign)
+			}
+			if !equality.Semantic.DeepEqual(before, tc.cur) {
+				t.Error("the Lease read was changed")
+			}
+			if w := fix.Write; w != nil {
+				if rec, ok := container.RecordOf(w, "x"); !ok || w.UID != "r1" || w.Labels[container.LabelInstanceID] != "x" {
+					t.Errorf("the write is not the same record: %+v %v", rec, ok)
+				}
 			}
 		})
 	}

@@ -138,10 +138,10 @@ func (s *Store) liveAtAPIServer(ctx context.Context, client kubernetes.Interface
 
 // EnsureRecord makes the record of container id say incarnation inc, and, when owed,
 // hold DELETED owed (RecordFinalizer). A missing record is created: restored from the
-// live Deployment, or written for a container deleted without one. A record being
-// deleted by hand is let go (our finalizer removed) and errRecordBusy asks for a retry,
-// which then creates it afresh. A Lease with the record's name that is not a record is
-// never touched.
+// live Deployment, or written for a container deleted without one. One that exists is
+// brought to that (fixRecord decides how): a record being deleted by hand is let go
+// and errRecordBusy asks for a retry, which then creates it afresh; a Lease with the
+// record's name that is not a record is never touched.
 func (s *Store) EnsureRecord(ctx context.Context, id, inc string, owed bool) error {
 	leases := s.client.CoordinationV1().Leases(s.namespace)
 	_, err := leases.Create(ctx, container.NewRecord(id, inc, owed), metav1.CreateOptions{})
@@ -153,56 +153,22 @@ func (s *Store) EnsureRecord(ctx context.Context, id, inc string, owed bool) err
 		if err != nil {
 			return err // NotFound included: deleted meanwhile, the retry creates it
 		}
-		rec, ok := container.RecordOf(cur, id)
-		if !ok {
+		fix := fixRecord(cur, id, inc, owed)
+		if fix.Foreign {
 			return fmt.Errorf("the Lease %s/%s is not the record of container %q (labels %v); rename or remove it",
 				s.namespace, cur.Name, id, cur.Labels)
 		}
-		if rec.Terminating {
-			if rec.Owed && owed {
-				return nil // it stays until the DELETED is delivered, as wanted
+		if fix.Write != nil {
+			if _, err := leases.Update(ctx, fix.Write, metav1.UpdateOptions{}); err != nil {
+				return err
 			}
-			if rec.Owed {
-				cur.Finalizers = withoutRecordFinalizer(cur.Finalizers)
-				if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-					return err
-				}
-			}
+		}
+		if fix.Busy {
 			return errRecordBusy
 		}
-		want := container.RecordLabels(id, inc)
-		if rec.Incarnation == inc && (rec.Owed || !owed) && equalLabels(cur.Labels, want) {
-			return nil
-		}
-		if cur.Labels == nil {
-			cur.Labels = map[string]string{}
-		}
-		for k, v := range want {
-			cur.Labels[k] = v
-		}
-		if inc == "" {
-			delete(cur.Labels, container.LabelIncarnation)
-		}
-		if owed && !rec.Owed {
-			cur.Finalizers = append(cur.Finalizers, container.RecordFinalizer)
-		}
-		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
-		return err
+		return nil
 	})
 	return classify("writing the container record", err)
-}
-
-func equalLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-func withoutRecordFinalizer(f []string) []string {
-	return slices.DeleteFunc(slices.Clone(f), func(s string) bool { return s == container.RecordFinalizer })
 }
 
 // ReleaseRecord deletes a record once its container's DELETED has been delivered: the

@@ -5,7 +5,9 @@ import (
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -284,4 +286,41 @@ func equalLabels(have, want map[string]string) bool {
 
 func withoutRecordFinalizer(f []string) []string {
 	return slices.DeleteFunc(slices.Clone(f), func(s string) bool { return s == container.RecordFinalizer })
+}
+
+// --- DELETE ---
+
+// deletion is what a DELETE does with the objects of its id found at the apiserver.
+type deletion struct {
+	// NotFound: nothing of the container is left (no live Deployment, no Service): 404.
+	NotFound bool
+	// MarkOwed: the record is marked DELETED owed first, for incarnation Incarnation
+	// (the live Deployment's), so the DELETED survives whatever happens next.
+	MarkOwed    bool
+	Incarnation string
+	// Deployments and Services are deleted (pods follow by cascade), every one found.
+	Deployments, Services []string
+}
+
+// planDelete decides a DELETE from the Deployments and Services of the id. A container
+// with a live Deployment has its record marked owed, then everything of the id is
+// deleted at once; one with only a Service left (or Deployments already being deleted
+// and a Service) has those deleted with no mark: nothing live is being deleted.
+// Deployments already being deleted and nothing else: 404.
+func planDelete(deps []*appsv1.Deployment, svcs []*corev1.Service) deletion {
+	live := container.Snapshot{Deployments: deps}.Live()
+	if live == nil && len(svcs) == 0 {
+		return deletion{NotFound: true}
+	}
+	var d deletion
+	if live != nil {
+		d.MarkOwed, d.Incarnation = true, container.IncarnationOf(live)
+	}
+	for _, dep := range deps {
+		d.Deployments = append(d.Deployments, dep.Name)
+	}
+	for _, svc := range svcs {
+		d.Services = append(d.Services, svc.Name)
+	}
+	return d
 }

@@ -2,10 +2,13 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -218,6 +221,8 @@ func TestFixRecord(t *testing.T) {
 			`inc="" record="container" finalizers=[]`, false, false},
 		{"a bare reservation: the record's labels added", lease("", bare), "i1", false,
 			`inc="i1" record="container" finalizers=[]`, false, false},
+		{"the right incarnation, the record label missing: added", lease("i1", func(l *coordinationv1.Lease) { delete(l.Labels, container.LabelRecord) }),
+			"i1", false, `inc="i1" record="container" finalizers=[]`, false, false},
 		{"someone else's finalizer is kept when marking owed", lease("i1", held), "i1", true,
 			`inc="i1" record="container" finalizers=[example.com/keep dcm.project/deleted-report-owed]`, false, false},
 		{"being deleted, owed, owed wanted: it stays until the DELETED is delivered", lease("i1", owed, deleting), "i1", true, "-", false, false},
@@ -242,6 +247,68 @@ func TestFixRecord(t *testing.T) {
 				if rec, ok := container.RecordOf(w, "x"); !ok || w.UID != "r1" || w.Labels[container.LabelInstanceID] != "x" {
 					t.Errorf("the write is not the same record: %+v %v", rec, ok)
 				}
+			}
+		})
+	}
+}
+
+// What a DELETE does with the objects of its id found at the apiserver.
+func TestPlanDelete(t *testing.T) {
+	now := metav1.NewTime(t0)
+	dep := func(name, inc string, deleting bool) *appsv1.Deployment {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: now}}
+		if inc != "" {
+			d.Labels = map[string]string{container.LabelIncarnation: inc}
+		}
+		if deleting {
+			d.DeletionTimestamp = &now
+		}
+		return d
+	}
+	svc := func(name string) *corev1.Service { return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	summary := func(d deletion) string {
+		if d.NotFound {
+			return "404"
+		}
+		var out []string
+		if d.MarkOwed {
+			out = append(out, fmt.Sprintf("mark owed %q", d.Incarnation))
+		}
+		for _, n := range d.Deployments {
+			out = append(out, "delete deployment "+n)
+		}
+		for _, n := range d.Services {
+			out = append(out, "delete service "+n)
+		}
+		return strings.Join(out, "; ") + "; 204"
+	}
+	for _, tc := range []struct {
+		name string
+		deps []*appsv1.Deployment
+		svcs []*corev1.Service
+		want string
+	}{
+		{"nothing: 404", nil, nil, "404"},
+		{"only a Deployment being deleted (a DELETE already happened): 404", []*appsv1.Deployment{dep("web", "i1", true)}, nil, "404"},
+		{"a live container: marked owed, then everything deleted",
+			[]*appsv1.Deployment{dep("web", "i1", false)}, []*corev1.Service{svc("web")},
+			`mark owed "i1"; delete deployment web; delete service web; 204`},
+		{"a live container without a Service", []*appsv1.Deployment{dep("web", "i1", false)}, nil,
+			`mark owed "i1"; delete deployment web; 204`},
+		{"a container without incarnation (the reference provider's): marked owed for none",
+			[]*appsv1.Deployment{dep("web", "", false)}, nil, `mark owed ""; delete deployment web; 204`},
+		{"the live one and an earlier one still being deleted: owed for the live one, both deleted",
+			[]*appsv1.Deployment{dep("old", "i0", true), dep("web", "i1", false)}, nil,
+			`mark owed "i1"; delete deployment old; delete deployment web; 204`},
+		{"only a Service left (a failed rollback, or a kubectl delete of the Deployment): deleted, no mark",
+			nil, []*corev1.Service{svc("web")}, "delete service web; 204"},
+		{"a Deployment being deleted and its Service: both deleted, no mark",
+			[]*appsv1.Deployment{dep("web", "i1", true)}, []*corev1.Service{svc("web")},
+			"delete deployment web; delete service web; 204"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := summary(planDelete(tc.deps, tc.svcs)); got != tc.want {
+				t.Errorf("planDelete:\n got %s\nwant %s", got, tc.want)
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -34,24 +33,24 @@ func (s *Store) delete(ctx context.Context, id string) error {
 	if err != nil {
 		return classify("listing Services", err)
 	}
-	live := container.Snapshot{Deployments: pointers(deps.Items)}.Live()
-	if live == nil && len(svcs.Items) == 0 {
+	d := planDelete(pointers(deps.Items), pointers(svcs.Items))
+	if d.NotFound {
 		return ErrNotFound
 	}
-	if live != nil {
-		if err := s.markOwed(ctx, id, container.IncarnationOf(live)); err != nil {
+	if d.MarkOwed {
+		if err := s.markOwed(ctx, id, d.Incarnation); err != nil {
 			return err
 		}
 	}
 	bg := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
-	for _, d := range deps.Items {
-		if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, d.Name, opts); err != nil && !apierrors.IsNotFound(err) {
+	for _, name := range d.Deployments {
+		if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
 			return classify("deleting Deployment", err)
 		}
 	}
-	for _, svc := range svcs.Items {
-		if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, svc.Name, opts); err != nil && !apierrors.IsNotFound(err) {
+	for _, name := range d.Services {
+		if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
 			return classify("deleting Service", err)
 		}
 	}
@@ -73,8 +72,9 @@ func (s *Store) markOwed(ctx context.Context, id, inc string) error {
 	return classify("marking the container deleted", err)
 }
 
-func pointers(items []appsv1.Deployment) []*appsv1.Deployment {
-	out := make([]*appsv1.Deployment, len(items))
+// pointers points at each of items (a List's), for the decisions that take objects.
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
 	for i := range items {
 		out[i] = &items[i]
 	}

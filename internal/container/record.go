@@ -21,8 +21,9 @@ import (
 // hand is restored from the live Deployment; a record whose DELETED is owed carries
 // RecordFinalizer, so even a deleted record is kept until DCM has been told.
 const (
-	// LabelRecord marks a Lease as a container record (a reservation is recognised by
-	// label as well as by name before it is taken over or released).
+	// LabelRecord marks a Lease as a container record, for people and tools listing
+	// Leases. RecordOf does not require it: a record is recognised by its name and the
+	// id's labels (managed-by, instance id) before it is taken over or deleted.
 	LabelRecord = "dcm.project/record"
 	RecordValue = "container"
 

@@ -13,10 +13,11 @@ import (
 type Cluster interface {
 	EnsureRecord(ctx context.Context, id, incarnation string, owed bool) error
 	DeleteService(ctx context.Context, svc *corev1.Service) error
-	ReleaseRecord(ctx context.Context, rec container.Record) error
+	// DeleteRecord deletes a record whose DELETED has been delivered (this UID only).
+	DeleteRecord(ctx context.Context, rec container.Record) error
 	// Gone asks the apiserver, not the caches, whether the container of this record is
-	// gone: the record still exists as it is (same UID) and no Deployment of its
-	// incarnation lives. A cache can be behind by the length of a broken watch (an
+	// gone: the record still exists as it is (same UID) and no Deployment of the id
+	// lives, whatever its incarnation. A cache can be behind by the length of a broken watch (an
 	// apiserver restart), and a DELETED sent from it could be for a container that was
 	// re-created since, or one that lives.
 	Gone(ctx context.Context, id string, rec container.Record) (bool, error)

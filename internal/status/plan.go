@@ -11,7 +11,7 @@ import (
 
 // Plan is what the reporter does for one container, decided from its snapshot alone.
 // The reporter carries it out in this order: record, delete services, publish,
-// release; a failed step stops the rest and the whole container is planned again on
+// delete the record; a failed step stops the rest and the whole container is planned again on
 // the retry (every step is idempotent).
 type Plan struct {
 	// Record is the record to write first: restored for a live container that has
@@ -23,8 +23,9 @@ type Plan struct {
 	DeleteServices []*corev1.Service
 	// Publish is the status to deliver; nil when DCM already has it.
 	Publish *container.Status
-	// Release is the record to delete once its DELETED has been delivered.
-	Release *container.Record
+	// DeleteRecord is the record to delete once its DELETED has been delivered (the
+	// reporter first confirms with the apiserver that the container is gone).
+	DeleteRecord *container.Record
 	// RecheckAfter asks for the container to be planned again after this long: a
 	// record without a Deployment may be a create still in progress.
 	RecheckAfter time.Duration
@@ -39,7 +40,7 @@ type RecordWrite struct {
 // Empty reports whether the plan does nothing.
 func (p Plan) Empty() bool {
 	return p.Record == nil && len(p.DeleteServices) == 0 && p.Publish == nil &&
-		p.Release == nil && p.RecheckAfter == 0
+		p.DeleteRecord == nil && p.RecheckAfter == 0
 }
 
 // plan decides what to do for a container: snap is what the caches show now, last the
@@ -85,7 +86,7 @@ func plan(snap container.Snapshot, last *container.Status, forced bool, now time
 	}
 	p.DeleteServices = snap.Services
 	p.Publish = changed(snap.Status(), last, forced)
-	p.Release = rec
+	p.DeleteRecord = rec
 	return p
 }
 

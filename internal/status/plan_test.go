@@ -87,8 +87,8 @@ func summary(p Plan) string {
 	if p.Publish != nil {
 		out = append(out, "publish "+string(p.Publish.Status))
 	}
-	if p.Release != nil {
-		out = append(out, "release "+string(p.Release.UID))
+	if p.DeleteRecord != nil {
+		out = append(out, "delete record "+string(p.DeleteRecord.UID))
 	}
 	if p.RecheckAfter > 0 {
 		out = append(out, "recheck in "+p.RecheckAfter.String())
@@ -128,24 +128,24 @@ func TestPlan(t *testing.T) {
 			nil, false, `record "i2" owed=false; publish PENDING`},
 
 		// Gone containers.
-		{"deleted through the API: DELETED, then the record released",
-			container.Snapshot{Record: record(owed)}, running, false, "publish DELETED; release r1"},
-		{"deleted by hand: marked owed first, its Service removed, DELETED, released",
+		{"deleted through the API: DELETED, then the record deleted",
+			container.Snapshot{Record: record(owed)}, running, false, "publish DELETED; delete record r1"},
+		{"deleted by hand: marked owed first, its Service removed, DELETED, record deleted",
 			container.Snapshot{Record: record(), Services: []*corev1.Service{svc("web-s")}}, running, false,
-			`record "i1" owed=true; delete service web-s; publish DELETED; release r1`},
+			`record "i1" owed=true; delete service web-s; publish DELETED; delete record r1`},
 		{"deleted while the reporter was away (old record, nothing sent yet): DELETED",
-			container.Snapshot{Record: record(created(time.Hour))}, nil, false, `record "i1" owed=true; publish DELETED; release r1`},
+			container.Snapshot{Record: record(created(time.Hour))}, nil, false, `record "i1" owed=true; publish DELETED; delete record r1`},
 		{"created and deleted by hand while the reporter was away: DELETED once no create can be running",
 			container.Snapshot{Record: record(created(5 * time.Second))}, nil, false, "recheck in 35s"},
-		{"owed across a restart: DELETED sent again, released",
-			container.Snapshot{Record: record(owed)}, nil, false, "publish DELETED; release r1"},
-		{"DELETED delivered but the release failed: release again, no event",
-			container.Snapshot{Record: record(owed)}, deleted, false, "release r1"},
+		{"owed across a restart: DELETED sent again, record deleted",
+			container.Snapshot{Record: record(owed)}, nil, false, "publish DELETED; delete record r1"},
+		{"DELETED delivered but deleting the record failed: delete it again, no event",
+			container.Snapshot{Record: record(owed)}, deleted, false, "delete record r1"},
 		{"Deployment still terminating (foreground): the container is gone already",
 			container.Snapshot{Record: record(owed), Deployments: []*appsv1.Deployment{dep("web-1", deleting)}, Pods: []*corev1.Pod{runningPod()}},
-			running, false, "publish DELETED; release r1"},
-		{"record deleted by hand while owed (finalizer holds it): DELETED, released",
-			container.Snapshot{Record: record(owed, terminating)}, running, false, "publish DELETED; release r1"},
+			running, false, "publish DELETED; delete record r1"},
+		{"record deleted by hand while owed (finalizer holds it): DELETED, record deleted",
+			container.Snapshot{Record: record(owed, terminating)}, running, false, "publish DELETED; delete record r1"},
 		{"record and Deployment both deleted by hand, reported live before: DELETED",
 			container.Snapshot{}, running, false, "publish DELETED"},
 		{"nothing left, nothing reported: nothing", container.Snapshot{}, nil, false, ""},

@@ -125,7 +125,7 @@ func (s *Store) rollback(id string, record *coordinationv1.Lease, dep *appsv1.De
 				}
 				svc = nil
 			}
-			if err := s.deleteRecord(ctx, record.Name, record.UID); err != nil {
+			if err := s.deleteLease(ctx, record.Name, record.UID); err != nil {
 				s.log.Warn("rollback: deleting the record", "id", id, "err", err)
 				return false, nil
 			}

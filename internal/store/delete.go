@@ -15,7 +15,7 @@ import (
 // Delete removes a container: its record is marked DELETED owed, then its Deployment
 // (pods follow by cascade) and its Service are deleted at once. Nothing waits for the
 // DELETED event: the record remembers it, across restarts and NATS outages, and the
-// status reporter delivers it and then releases the record. It asks the apiserver which
+// status reporter delivers it and then deletes the record. It asks the apiserver which
 // objects exist rather than the cache, so a container created a moment ago on another
 // replica is still found, and returns once this replica's caches no longer show the
 // container, so a GET that follows is a 404.

@@ -18,8 +18,9 @@ import (
 
 // The container record (see internal/container/record.go for what it is and why nothing
 // is owned by it): reserving an id, restoring a record deleted by hand, marking DELETED
-// owed, releasing it once delivered.
-// Everything that writes a record is in this file.
+// owed, deleting it once delivered, and deleting every record for the uninstall.
+// Every request that writes a record is made in this file (create.go's rollback and
+// release.go call it); what to write is decided in decide.go.
 
 // errTaken answers a create whose id is held by another container.
 var errTaken = &Error{Kind: KindConflict, Message: "a container with this id already exists"}
@@ -71,7 +72,7 @@ create:
 			case claimTakeOver:
 				s.log.Warn("taking over an abandoned id reservation", "id", id, "lease", existing.Name,
 					"created", existing.CreationTimestamp.Time)
-				if err := s.deleteRecord(ctx, existing.Name, existing.UID); err != nil {
+				if err := s.deleteLease(ctx, existing.Name, existing.UID); err != nil {
 					return nil, err
 				}
 				continue create
@@ -80,9 +81,10 @@ create:
 	}
 }
 
-// deleteRecord deletes the record with uid (any, when uid is empty). Gone or replaced
-// meanwhile is success.
-func (s *Store) deleteRecord(ctx context.Context, name string, uid types.UID) error {
+// deleteLease deletes the record Lease name if it still has uid (any, when uid is
+// empty): a newer record of the id is never touched. Gone or replaced meanwhile is
+// success. Its finalizer, if any, stays (see DeleteRecord).
+func (s *Store) deleteLease(ctx context.Context, name string, uid types.UID) error {
 	var opts metav1.DeleteOptions
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
@@ -171,11 +173,12 @@ func (s *Store) EnsureRecord(ctx context.Context, id, inc string, owed bool) err
 	return classify("writing the container record", err)
 }
 
-// ReleaseRecord deletes a record once its container's DELETED has been delivered: the
+// DeleteRecord deletes a record once its container's DELETED has been delivered: the
 // delete first (UID precondition: a newer record of the id is never touched), then
-// RecordFinalizer off, so the record goes.
-func (s *Store) ReleaseRecord(ctx context.Context, rec container.Record) error {
-	if err := s.deleteRecord(ctx, rec.Name, rec.UID); err != nil {
+// RecordFinalizer off, so the record goes. (Not "release": that is the uninstall
+// command's word, see Release.)
+func (s *Store) DeleteRecord(ctx context.Context, rec container.Record) error {
+	if err := s.deleteLease(ctx, rec.Name, rec.UID); err != nil {
 		return err
 	}
 	leases := s.client.CoordinationV1().Leases(s.namespace)
@@ -194,7 +197,31 @@ func (s *Store) ReleaseRecord(ctx context.Context, rec container.Record) error {
 		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
-	return classify("releasing the container record", err)
+	return classify("deleting the container record", err)
+}
+
+// deleteRecordAnyway deletes a record whether or not its DELETED was delivered (the
+// uninstall, Release): RecordFinalizer off, then the delete.
+func deleteRecordAnyway(ctx context.Context, client kubernetes.Interface, ns string, rec container.Record) error {
+	c := client.CoordinationV1().Leases(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.Get(ctx, rec.Name, metav1.GetOptions{})
+		if err != nil || cur.UID != rec.UID || !rec.Owed {
+			return err
+		}
+		cur.Finalizers = withoutRecordFinalizer(cur.Finalizers)
+		_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	uid := rec.UID
+	err = c.Delete(ctx, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
 }
 
 // DeleteService deletes a Service a gone container left behind (UID precondition: a

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -39,7 +37,7 @@ func Release(ctx context.Context, client kubernetes.Interface, namespace string)
 		if !ok {
 			continue
 		}
-		if err := releaseRecordAnyway(ctx, client, namespace, rec); err != nil {
+		if err := deleteRecordAnyway(ctx, client, namespace, rec); err != nil {
 			return rep, fmt.Errorf("deleting the record of %s: %w", id, err)
 		}
 		rep.Records = append(rep.Records, id)
@@ -48,27 +46,4 @@ func Release(ctx context.Context, client kubernetes.Interface, namespace string)
 		}
 	}
 	return rep, nil
-}
-
-// releaseRecordAnyway deletes a record whether or not its DELETED was delivered.
-func releaseRecordAnyway(ctx context.Context, client kubernetes.Interface, ns string, rec container.Record) error {
-	c := client.CoordinationV1().Leases(ns)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := c.Get(ctx, rec.Name, metav1.GetOptions{})
-		if err != nil || cur.UID != rec.UID || !rec.Owed {
-			return err
-		}
-		cur.Finalizers = withoutRecordFinalizer(cur.Finalizers)
-		_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	uid := rec.UID
-	err = c.Delete(ctx, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return err
-	}
-	return nil
 }

@@ -29,8 +29,8 @@ var bugs = map[string]bug{
 			return 0, err
 		}`,
 		new: `		if err := r.publish(ctx, id, *st); err != nil {
-			if p.Release != nil { // INJECTED BUG (sp-chaos -inject drop-unsent-deleted)
-				_ = r.cl.ReleaseRecord(ctx, *p.Release)
+			if p.DeleteRecord != nil { // INJECTED BUG (sp-chaos -inject drop-unsent-deleted)
+				_ = r.cl.DeleteRecord(ctx, *p.DeleteRecord)
 				return 0, nil
 			}
 			keepForce()

@@ -153,7 +153,10 @@ func (s *Store) EnsureRecord(ctx context.Context, id, inc string, owed bool) err
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := leases.Get(ctx, container.RecordName(id), metav1.GetOptions{})
 		if err != nil {
-			return err // NotFound included: deleted meanwhile, the retry creates it
+			// NotFound included (deleted meanwhile): not retried here; the reporter's
+			// queue retries and then creates it afresh, markOwed does not (a DELETE
+			// answers the error).
+			return err
 		}
 		fix := fixRecord(cur, id, inc, owed)
 		if fix.Foreign {

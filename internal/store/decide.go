@@ -15,7 +15,8 @@ import (
 
 // The store's decisions, pure (the way internal/status/plan.go is): each takes what the
 // store found, in its caches or at the apiserver, and says what to do; record.go,
-// confirm.go, create.go and delete.go make the calls around them and nothing else.
+// confirm.go, create.go and delete.go make the client calls around them (and the
+// waits, retries and rollback, which decide nothing about records).
 //
 // A decision that needs a fact only a further request can tell (is there a Deployment
 // of the id at the apiserver?) answers "ask", and is asked again with the answer: so

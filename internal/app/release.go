@@ -52,11 +52,7 @@ func Release(ctx context.Context, cfg *config.Config, rc *rest.Config, force boo
 			return fmt.Errorf("deleting the leader Lease: %w", err)
 		}
 	}
-	fmt.Fprintf(out, "namespace %s: %d Deployments and Services untied, %d container records deleted; workloads left running\n",
-		ns, len(rep.Untied), len(rep.Records))
-	if len(rep.Untied) > 0 {
-		fmt.Fprintf(out, "untied: %s\n", strings.Join(rep.Untied, " "))
-	}
+	fmt.Fprintf(out, "namespace %s: %d container records deleted; workloads left running\n", ns, len(rep.Records))
 	if len(rep.Owed) > 0 {
 		fmt.Fprintf(out, "DELETED was still owed to DCM for (now never sent by this provider): %s\n", strings.Join(rep.Owed, " "))
 	}

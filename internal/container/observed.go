@@ -71,9 +71,6 @@ type Deployment struct {
 	Available, Progressing, ReplicaFailure Condition
 	// Changed is the newest of its creation and its conditions' transitions.
 	Changed time.Time
-	// LegacyTie is set when an earlier version tied the Deployment to its record (see
-	// LegacyTied): what the status reporter unties (name, namespace and UID).
-	LegacyTie *appsv1.Deployment
 }
 
 // Container is what the service reads of the container DCM asked for.
@@ -128,9 +125,6 @@ func DeploymentOf(d *appsv1.Deployment) Deployment {
 		case appsv1.DeploymentReplicaFailure:
 			out.ReplicaFailure = cond
 		}
-	}
-	if LegacyTied(d) {
-		out.LegacyTie = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: d.Namespace, UID: d.UID}}
 	}
 	return out
 }
@@ -271,9 +265,6 @@ type Service struct {
 	// ExternalIP is the first load-balancer ingress's IP, else its host name; "" when
 	// none.
 	ExternalIP string
-	// LegacyTie is set when an earlier version tied the Service to its record (see
-	// LegacyTied): what the status reporter unties (name, namespace and UID).
-	LegacyTie *corev1.Service
 }
 
 // ServicePort is one port of a Service.
@@ -298,9 +289,6 @@ func ServiceOf(s *corev1.Service) Service {
 		if out.ExternalIP == "" {
 			out.ExternalIP = ing[0].Hostname
 		}
-	}
-	if LegacyTied(s) {
-		out.LegacyTie = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID}}
 	}
 	return out
 }

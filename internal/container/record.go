@@ -21,8 +21,9 @@ import (
 // hand is restored from the live Deployment; a record whose DELETED is owed carries
 // RecordFinalizer, so even a deleted record is kept until DCM has been told.
 const (
-	// LabelRecord marks a Lease as a container record (a reservation is recognised by
-	// label as well as by name before it is taken over or released).
+	// LabelRecord marks a Lease as a container record, for people and tools listing
+	// Leases. RecordOf does not require it: a record is recognised by its name and the
+	// id's labels (managed-by, instance id) before it is taken over or deleted.
 	LabelRecord = "dcm.project/record"
 	RecordValue = "container"
 
@@ -34,10 +35,6 @@ const (
 	// RecordFinalizer is on a record whose container is gone but whose DELETED has not
 	// been delivered yet. The status reporter removes it once DCM has been told.
 	RecordFinalizer = "dcm.project/deleted-report-owed"
-
-	// LegacyFinalizer is what earlier versions put on every Deployment to hold it until
-	// its DELETED was delivered; the reporter and `release` take it off.
-	LegacyFinalizer = "dcm.project/status-reported"
 )
 
 // RecordName is the Lease that holds a container id.
@@ -56,8 +53,8 @@ type Record struct {
 }
 
 // RecordOf reads a Lease as the record of container id; false when it is not one (a
-// Lease of someone else that happens to have the name). Recognised by name and labels;
-// the reservations of earlier versions, which lack LabelRecord, count.
+// Lease of someone else that happens to have the name). Recognised by name and by the
+// id's labels; LabelRecord is not required (a bare reservation with the id's labels counts).
 func RecordOf(l *coordinationv1.Lease, id string) (Record, bool) {
 	if l == nil || l.Name != RecordName(id) || l.Labels[LabelManagedBy] != ManagedByValue || InstanceID(l.Labels) != id {
 		return Record{}, false
@@ -120,24 +117,4 @@ func (o Objects) ForIncarnation(inc string) Objects {
 		out.Service.Spec.Selector = stamp(out.Service.Spec.Selector)
 	}
 	return out
-}
-
-// LegacyTied reports whether an earlier version tied this object to its reservation
-// (an owner reference to a Lease) or held it with LegacyFinalizer. Such ties are what
-// made deleting Leases delete containers; the reporter and `release` remove them.
-func LegacyTied(m metav1.Object) bool {
-	if slices.Contains(m.GetFinalizers(), LegacyFinalizer) {
-		return true
-	}
-	return slices.ContainsFunc(m.GetOwnerReferences(), isLeaseRef)
-}
-
-// Untie removes the legacy ties from an object's metadata (in place).
-func Untie(m metav1.Object) {
-	m.SetFinalizers(slices.DeleteFunc(slices.Clone(m.GetFinalizers()), func(f string) bool { return f == LegacyFinalizer }))
-	m.SetOwnerReferences(slices.DeleteFunc(slices.Clone(m.GetOwnerReferences()), isLeaseRef))
-}
-
-func isLeaseRef(r metav1.OwnerReference) bool {
-	return r.Kind == "Lease" && r.APIVersion == coordinationv1.SchemeGroupVersion.String()
 }

@@ -28,7 +28,7 @@ func TestRecordOf(t *testing.T) {
 			l.Finalizers = []string{RecordFinalizer}
 			l.DeletionTimestamp = &now
 		}), true, Record{Name: "dcm-container-web", UID: "u1", Incarnation: "i1", Owed: true, Terminating: true}},
-		{"an earlier version's reservation (no record label, no incarnation)", mk(func(l *coordinationv1.Lease) {
+		{"a bare reservation (no record label, no incarnation)", mk(func(l *coordinationv1.Lease) {
 			l.Labels = map[string]string{LabelManagedBy: ManagedByValue, LabelInstanceID: "web"}
 		}), true, Record{Name: "dcm-container-web", UID: "u1"}},
 		{"right name, not ours (no labels): never touched", mk(func(l *coordinationv1.Lease) { l.Labels = nil }), false, Record{}},
@@ -66,22 +66,5 @@ func TestForIncarnationStampsLabelsAndSelectors(t *testing.T) {
 	}
 	if _, ok := objs.Deployment.Labels[LabelIncarnation]; ok {
 		t.Error("the input was changed")
-	}
-}
-
-func TestUntieRemovesOnlyTheLegacyTies(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
-		Finalizers: []string{"other/keep", LegacyFinalizer},
-		OwnerReferences: []metav1.OwnerReference{
-			{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: "dcm-container-web"},
-			{APIVersion: "example.com/v1", Kind: "App", Name: "keep"},
-		},
-	}}
-	if !LegacyTied(d) {
-		t.Fatal("not recognised as tied")
-	}
-	Untie(d)
-	if LegacyTied(d) || len(d.Finalizers) != 1 || d.Finalizers[0] != "other/keep" || len(d.OwnerReferences) != 1 || d.OwnerReferences[0].Name != "keep" {
-		t.Errorf("after Untie: %v %v", d.Finalizers, d.OwnerReferences)
 	}
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // Election timings: a new leader takes over at most LeaseDuration + RetryPeriod after
-// the old one died without releasing (about 14 s), at once after a graceful release.
+// the old one died holding the Lease (about 14 s), at once after the old one resigned
+// (a graceful stop).
 const (
 	LeaseDuration = 12 * time.Second
 	RenewDeadline = 8 * time.Second
@@ -32,12 +33,13 @@ type Election struct {
 
 // Run campaigns, and reports while leading, until ctx ends; after losing the Lease it
 // campaigns again. When ctx ends, a leading reporter delivers what is pending first
-// (the next leader would otherwise wait for nothing), then the Lease is released at
-// once so another replica takes over without waiting for it to expire.
+// (the next leader would otherwise wait for nothing), then it resigns: the Lease is
+// given up at once (client-go's ReleaseOnCancel) so another replica takes over without
+// waiting for it to expire.
 func (e *Election) Run(ctx context.Context) error {
 	// The election outlives ctx: it is cancelled only once the reporter has drained.
-	electionCtx, release := context.WithCancel(context.WithoutCancel(ctx))
-	defer release()
+	electionCtx, resign := context.WithCancel(context.WithoutCancel(ctx))
+	defer resign()
 	var (
 		mu       sync.Mutex
 		stopping bool
@@ -65,7 +67,7 @@ func (e *Election) Run(ctx context.Context) error {
 	stopping = true
 	mu.Unlock()
 	leading.Wait()
-	release()
+	resign()
 	<-done
 	return nil
 }

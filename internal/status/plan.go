@@ -1,34 +1,29 @@
 package status
 
 import (
-	"slices"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
 // Plan is what the reporter does for one container, decided from its snapshot alone.
-// The reporter carries it out in this order: record, untie, delete services, publish,
-// release; a failed step stops the rest and the whole container is planned again on
+// The reporter carries it out in this order: record, delete services, publish,
+// delete the record; a failed step stops the rest and the whole container is planned again on
 // the retry (every step is idempotent).
 type Plan struct {
 	// Record is the record to write first: restored for a live container that has
 	// none (deleted by hand), or marked DELETED owed for a container that is gone, so
 	// the DELETED survives a failed publish, a restart and a NATS outage.
 	Record *RecordWrite
-	// Untie are objects carrying an earlier version's ties (owner reference to the
-	// reservation, status finalizer on the Deployment).
-	Untie []metav1.Object
 	// DeleteServices are Services left by a container that is gone (deleted with
 	// kubectl, or while the provider was stopped).
 	DeleteServices []*container.Service
 	// Publish is the status to deliver; nil when DCM already has it.
 	Publish *container.Status
-	// Release is the record to delete once its DELETED has been delivered.
-	Release *container.Record
+	// DeleteRecord is the record to delete once its DELETED has been delivered (the
+	// reporter first confirms with the apiserver that the container is gone).
+	DeleteRecord *container.Record
 	// RecheckAfter asks for the container to be planned again after this long: a
 	// record without a Deployment may be a create still in progress.
 	RecheckAfter time.Duration
@@ -42,8 +37,8 @@ type RecordWrite struct {
 
 // Empty reports whether the plan does nothing.
 func (p Plan) Empty() bool {
-	return p.Record == nil && len(p.Untie) == 0 && len(p.DeleteServices) == 0 && p.Publish == nil &&
-		p.Release == nil && p.RecheckAfter == 0
+	return p.Record == nil && len(p.DeleteServices) == 0 && p.Publish == nil &&
+		p.DeleteRecord == nil && p.RecheckAfter == 0
 }
 
 // plan decides what to do for a container: snap is what the caches show now, last the
@@ -57,16 +52,6 @@ func (p Plan) Empty() bool {
 // cost each create one more write.)
 func plan(snap container.Snapshot, last *container.Status, forced bool, now time.Time, settle time.Duration) Plan {
 	var p Plan
-	for _, d := range snap.Deployments {
-		if d.LegacyTie != nil {
-			p.Untie = append(p.Untie, d.LegacyTie)
-		}
-	}
-	for _, s := range snap.Services {
-		if s.LegacyTie != nil {
-			p.Untie = append(p.Untie, s.LegacyTie)
-		}
-	}
 	rec := snap.Record
 	if live := snap.Live(); live != nil {
 		inc := live.Incarnation
@@ -82,12 +67,7 @@ func plan(snap container.Snapshot, last *container.Status, forced bool, now time
 	wasLive := last != nil && last.Status != v1alpha1.DELETED
 	if rec == nil {
 		// No record and no live Deployment: a container deleted after its record was
-		// deleted by hand, or one deleted under an earlier version (its Deployment held
-		// by the old finalizer: that DELETED is owed and gets a record first).
-		if slices.ContainsFunc(snap.Deployments, func(d *container.Deployment) bool { return d.LegacyTie != nil }) {
-			p.Record = &RecordWrite{Incarnation: snap.Deployments[0].Incarnation, Owed: true}
-			return p
-		}
+		// deleted by hand.
 		p.DeleteServices = snap.Services
 		if wasLive {
 			p.Publish = changed(snap.Status(), last, forced)
@@ -104,7 +84,7 @@ func plan(snap container.Snapshot, last *container.Status, forced bool, now time
 	}
 	p.DeleteServices = snap.Services
 	p.Publish = changed(snap.Status(), last, forced)
-	p.Release = rec
+	p.DeleteRecord = rec
 	return p
 }
 

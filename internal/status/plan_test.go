@@ -31,13 +31,6 @@ func dep(name string, opts ...depOpt) *container.Deployment {
 	return &v
 }
 
-func legacyHeld(d *appsv1.Deployment) {
-	d.Finalizers = append(d.Finalizers, container.LegacyFinalizer)
-	d.OwnerReferences = append(d.OwnerReferences, metav1.OwnerReference{
-		APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Name: "dcm-container-x", UID: "u1"})
-	delete(d.Labels, container.LabelIncarnation)
-}
-
 func deleting(d *appsv1.Deployment) { now := metav1.NewTime(t0); d.DeletionTimestamp = &now }
 
 func incarnation(inc string) depOpt {
@@ -92,17 +85,14 @@ func summary(p Plan) string {
 	if w := p.Record; w != nil {
 		out = append(out, fmt.Sprintf("record %q owed=%v", w.Incarnation, w.Owed))
 	}
-	for _, o := range p.Untie {
-		out = append(out, "untie "+o.GetName())
-	}
 	for _, s := range p.DeleteServices {
 		out = append(out, "delete service "+s.Name)
 	}
 	if p.Publish != nil {
 		out = append(out, "publish "+string(p.Publish.Status))
 	}
-	if p.Release != nil {
-		out = append(out, "release "+string(p.Release.UID))
+	if p.DeleteRecord != nil {
+		out = append(out, "delete record "+string(p.DeleteRecord.UID))
 	}
 	if p.RecheckAfter > 0 {
 		out = append(out, "recheck in "+p.RecheckAfter.String())
@@ -137,35 +127,29 @@ func TestPlan(t *testing.T) {
 			container.Snapshot{Deployments: []*container.Deployment{dep("ref-1", incarnation(""))}}, nil, false, `record "" owed=false; publish PENDING`},
 		{"DELETE in progress (record owed, Deployment not yet gone): record left alone",
 			container.Snapshot{Record: record(owed), Deployments: []*container.Deployment{live}}, waiting, false, ""},
-		{"made by an earlier version (tied to its reservation, held): untied, record relabelled",
-			container.Snapshot{Record: record(func(r *container.Record) { r.Incarnation = "" }), Deployments: []*container.Deployment{dep("old-1", legacyHeld)}},
-			waiting, false, "untie old-1"},
 		{"a pod of an earlier incarnation never speaks for the live one",
 			container.Snapshot{Record: record(), Deployments: []*container.Deployment{dep("web-2", incarnation("i2"))}, Pods: []*container.Pod{runningPod()}},
 			nil, false, `record "i2" owed=false; publish PENDING`},
 
 		// Gone containers.
-		{"deleted through the API: DELETED, then the record released",
-			container.Snapshot{Record: record(owed)}, running, false, "publish DELETED; release r1"},
-		{"deleted by hand: marked owed first, its Service removed, DELETED, released",
+		{"deleted through the API: DELETED, then the record deleted",
+			container.Snapshot{Record: record(owed)}, running, false, "publish DELETED; delete record r1"},
+		{"deleted by hand: marked owed first, its Service removed, DELETED, record deleted",
 			container.Snapshot{Record: record(), Services: []*container.Service{svc("web-s")}}, running, false,
-			`record "i1" owed=true; delete service web-s; publish DELETED; release r1`},
+			`record "i1" owed=true; delete service web-s; publish DELETED; delete record r1`},
 		{"deleted while the reporter was away (old record, nothing sent yet): DELETED",
-			container.Snapshot{Record: record(created(time.Hour))}, nil, false, `record "i1" owed=true; publish DELETED; release r1`},
+			container.Snapshot{Record: record(created(time.Hour))}, nil, false, `record "i1" owed=true; publish DELETED; delete record r1`},
 		{"created and deleted by hand while the reporter was away: DELETED once no create can be running",
 			container.Snapshot{Record: record(created(5 * time.Second))}, nil, false, "recheck in 35s"},
-		{"owed across a restart: DELETED sent again, released",
-			container.Snapshot{Record: record(owed)}, nil, false, "publish DELETED; release r1"},
-		{"DELETED delivered but the release failed: release again, no event",
-			container.Snapshot{Record: record(owed)}, deleted, false, "release r1"},
+		{"owed across a restart: DELETED sent again, record deleted",
+			container.Snapshot{Record: record(owed)}, nil, false, "publish DELETED; delete record r1"},
+		{"DELETED delivered but deleting the record failed: delete it again, no event",
+			container.Snapshot{Record: record(owed)}, deleted, false, "delete record r1"},
 		{"Deployment still terminating (foreground): the container is gone already",
 			container.Snapshot{Record: record(owed), Deployments: []*container.Deployment{dep("web-1", deleting)}, Pods: []*container.Pod{runningPod()}},
-			running, false, "publish DELETED; release r1"},
-		{"record deleted by hand while owed (finalizer holds it): DELETED, released",
-			container.Snapshot{Record: record(owed, terminating)}, running, false, "publish DELETED; release r1"},
-		{"deleted under an earlier version (its finalizer holds the Deployment): record owed first",
-			container.Snapshot{Deployments: []*container.Deployment{dep("old-1", legacyHeld, deleting)}}, running, false,
-			`record "" owed=true; untie old-1`},
+			running, false, "publish DELETED; delete record r1"},
+		{"record deleted by hand while owed (finalizer holds it): DELETED, record deleted",
+			container.Snapshot{Record: record(owed, terminating)}, running, false, "publish DELETED; delete record r1"},
 		{"record and Deployment both deleted by hand, reported live before: DELETED",
 			container.Snapshot{}, running, false, "publish DELETED"},
 		{"nothing left, nothing reported: nothing", container.Snapshot{}, nil, false, ""},

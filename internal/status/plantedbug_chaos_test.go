@@ -11,12 +11,12 @@ import (
 )
 
 // The planted bug does what sp-chaos -inject says it does: a DELETED whose publish fails
-// is dropped and its record released, with no retry. (make lint runs this with -tags
+// is dropped and its record deleted, with no retry. (make lint runs this with -tags
 // chaosbug, so the seam cannot rot unnoticed.)
 func TestPlantedBugDropsAnUnsentDeleted(t *testing.T) {
 	r := startReporter(t, 0, 1)
 	r.src.set("a", container.Snapshot{Record: record(owed)})
-	want := []string{"publish failed a", "release r1"}
+	want := []string{"publish failed a", "delete record r1"}
 	r.out.waitFor(t, want...)
 	r.clock.Step(time.Minute) // past any retry backoff
 	time.Sleep(50 * time.Millisecond)

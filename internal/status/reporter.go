@@ -262,12 +262,12 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	}
 
 	p := plan(snap, last, forced, r.opts.Clock.Now(), r.opts.Settle)
-	if p.Release != nil {
-		// A DELETED that releases a record is the one step a stale cache must not take
+	if p.DeleteRecord != nil {
+		// A DELETED that deletes a record is the one step a stale cache must not take
 		// (the chaos run's seed 11: after an apiserver restart, a new leader re-sent an
 		// old DELETED after the id had been created again). Confirmed first; when the
 		// cache is behind, its catching up will bring the container back here.
-		gone, err := r.cl.Gone(ctx, id, *p.Release)
+		gone, err := r.cl.Gone(ctx, id, *p.DeleteRecord)
 		if err != nil {
 			keepForce()
 			return 0, err
@@ -294,8 +294,8 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		r.sent[id], r.sentFor[id] = *st, inc
 		r.mu.Unlock()
 	}
-	if p.Release != nil {
-		if err := r.cl.ReleaseRecord(ctx, *p.Release); err != nil {
+	if p.DeleteRecord != nil {
+		if err := r.cl.DeleteRecord(ctx, *p.DeleteRecord); err != nil {
 			return 0, err
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -99,16 +98,12 @@ func (j *journal) EnsureRecord(_ context.Context, id, inc string, owed bool) err
 	j.add(fmt.Sprintf("record %s %q owed=%v", id, inc, owed))
 	return nil
 }
-func (j *journal) Untie(_ context.Context, o metav1.Object) error {
-	j.add("untie " + o.GetName())
-	return nil
-}
 func (j *journal) DeleteService(_ context.Context, s *container.Service) error {
 	j.add("delete service " + s.Name)
 	return nil
 }
-func (j *journal) ReleaseRecord(_ context.Context, r container.Record) error {
-	j.add("release " + string(r.UID))
+func (j *journal) DeleteRecord(_ context.Context, r container.Record) error {
+	j.add("delete record " + string(r.UID))
 	return nil
 }
 func (j *journal) Gone(_ context.Context, _ string, r container.Record) (bool, error) {
@@ -206,18 +201,18 @@ func TestReporterRetriesWithBackoffAndSendsOnce(t *testing.T) {
 		[]string{"publish failed a", "publish failed a", "publish a PENDING"})
 }
 
-func TestReporterReleasesOnlyAfterDeletedIsDelivered(t *testing.T) {
+func TestReporterDeletesTheRecordOnlyAfterDeletedIsDelivered(t *testing.T) {
 	r := startReporter(t, 0, 1)
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish failed a")
 	r.src.set("a", container.Snapshot{Record: record(owed)})
-	// The retry sends the newest state (DELETED), and only then is the record released.
+	// The retry sends the newest state (DELETED), and only then is the record deleted.
 	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
-		[]string{"publish failed a", "publish a DELETED", "release r1"})
+		[]string{"publish failed a", "publish a DELETED", "delete record r1"})
 }
 
 // Chaos seed 11: a leader whose watch was broken by an apiserver restart held a record
-// already released (and the id created again). It must not send DELETED from that.
+// already deleted (and the id created again). It must not send DELETED from that.
 func TestReporterSendsNoDeletedTheApiserverDoesNotConfirm(t *testing.T) {
 	r := startReporter(t, 0, 0)
 	r.out.mu.Lock()
@@ -230,7 +225,7 @@ func TestReporterSendsNoDeletedTheApiserverDoesNotConfirm(t *testing.T) {
 	r.out.alive["r1"] = false
 	r.out.mu.Unlock()
 	r.src.set("a", container.Snapshot{Record: record(owed)})
-	r.out.waitFor(t, "not gone r1", "publish a DELETED", "release r1")
+	r.out.waitFor(t, "not gone r1", "publish a DELETED", "delete record r1")
 }
 
 // Chaos seed 14: an id re-created and deleted while the leader's cache was behind; the
@@ -239,9 +234,9 @@ func TestReporterSendsNoDeletedTheApiserverDoesNotConfirm(t *testing.T) {
 func TestReporterSendsTheDeletedOfEachIncarnation(t *testing.T) {
 	r := startReporter(t, 0, 0)
 	r.src.set("a", container.Snapshot{Record: record(owed)})
-	r.out.waitFor(t, "publish a DELETED", "release r1")
+	r.out.waitFor(t, "publish a DELETED", "delete record r1")
 	r.src.set("a", container.Snapshot{Record: record(owed, func(rec *container.Record) { rec.UID, rec.Incarnation = "r2", "i2" })})
-	r.out.waitFor(t, "publish a DELETED", "release r1", "publish a DELETED", "release r2")
+	r.out.waitFor(t, "publish a DELETED", "delete record r1", "publish a DELETED", "delete record r2")
 }
 
 func TestReporterRestoresARecordDeletedByHand(t *testing.T) {
@@ -257,7 +252,7 @@ func TestReporterLooksAgainAtARecordWithoutDeployment(t *testing.T) {
 	r.out.waitFor(t)
 	// No Deployment came: the create died. The container counts as gone.
 	r.out.await(t, func() { r.clock.Step(100 * time.Millisecond) },
-		[]string{`record a "i1" owed=true`, "publish a DELETED", "release r1"})
+		[]string{`record a "i1" owed=true`, "publish a DELETED", "delete record r1"})
 }
 
 func TestReporterDrainDeliversWhatTheDebounceHolds(t *testing.T) {

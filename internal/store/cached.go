@@ -98,7 +98,7 @@ func (c *cacheMeta) GetNamespace() string               { return c.meta.Namespac
 func (c *cacheMeta) GetName() string                    { return c.meta.Name }
 func (c *cacheMeta) GetResourceVersion() string         { return c.resourceVersion }
 func (c *cacheMeta) GetCreationTimestamp() metav1.Time  { return metav1.NewTime(c.meta.Created) }
-func (c *cacheMeta) GetDeletionTimestamp() *metav1.Time { return deletion(c.meta.Deleting) }
+func (c *cacheMeta) GetDeletionTimestamp() *metav1.Time { return deletionTimestamp(c.meta.Deleting) }
 func (c *cacheMeta) GetLabels() map[string]string       { return labels(c.meta.ID, c.meta.Incarnation) }
 
 // InstanceID is the object's DCM id without building its labels (see instanceIDOf).
@@ -113,7 +113,9 @@ func (c *cachedRecord) GetLabels() map[string]string { return labels(c.id, c.rec
 func (c *cachedRecord) GetCreationTimestamp() metav1.Time {
 	return metav1.NewTime(c.record.Created)
 }
-func (c *cachedRecord) GetDeletionTimestamp() *metav1.Time { return deletion(c.record.Terminating) }
+func (c *cachedRecord) GetDeletionTimestamp() *metav1.Time {
+	return deletionTimestamp(c.record.Terminating)
+}
 
 // labels are a cached object's labels as far as they are kept: the ones the informers
 // select on, its id and its incarnation.
@@ -125,9 +127,9 @@ func labels(id, inc string) map[string]string {
 	return l
 }
 
-// deletion is a deletion timestamp as far as it is kept: whether there is one (its
+// deletionTimestamp is a deletion timestamp as far as it is kept: whether there is one (its
 // time is not kept: it reads as the zero time).
-func deletion(deleting bool) *metav1.Time {
+func deletionTimestamp(deleting bool) *metav1.Time {
 	if !deleting {
 		return nil
 	}

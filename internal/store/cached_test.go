@@ -101,10 +101,10 @@ func TestCachedObjectsReadAsServed(t *testing.T) {
 		"crash-looping, external port, load balancer": func(_ *appsv1.Deployment, s *corev1.Service, _ *corev1.Pod) {
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.1"}}
 		},
-		// An earlier version's ties: the cache keeps them, the reporter removes them.
-		"tied by an earlier version, being deleted": func(d *appsv1.Deployment, _ *corev1.Service, p *corev1.Pod) {
-			d.OwnerReferences = []metav1.OwnerReference{{Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Name: "dcm-container-abc", UID: "l1"}}
-			d.Finalizers = []string{container.LegacyFinalizer}
+		// Someone else's owner reference and finalizer: the cache keeps them.
+		"owned and held by someone else, being deleted": func(d *appsv1.Deployment, _ *corev1.Service, p *corev1.Pod) {
+			d.OwnerReferences = []metav1.OwnerReference{{Kind: "App", APIVersion: "example.com/v1", Name: "abc", UID: "l1"}}
+			d.Finalizers = []string{"example.com/hold"}
 			d.DeletionTimestamp = &later
 			p.DeletionTimestamp = &later
 		},

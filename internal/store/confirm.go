@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,48 +25,55 @@ const (
 	ConfirmBurst = 40
 )
 
-// confirmMiss decides a cache miss with the apiserver: the id's record, read from etcd.
-// None, or one that owes a DELETED or is being deleted: the container does not exist,
-// and the 404 is authoritative. A live record: the container exists, or a create is in
-// progress: the container's Deployment is looked up at the apiserver too; none live is a
-// 404, one live means this cache is behind: wait (at most ConfirmWait) for it. When the apiserver
-// cannot answer (an outage, or this replica's confirmations are over their limit), or
-// the cache does not show a container whose record lives, the answer is 503: a 404
-// from the cache alone could be wrong (the chaos run's seed 11: a replica whose watch
-// was broken by an apiserver restart answered 404 for a container created meanwhile).
+// confirmMiss decides a cache miss with the apiserver (see answerMiss): the id's record
+// and, if it lives, the id's Deployments, read through the Confirm client, all within
+// ConfirmWait. When the cache does not show a container whose Deployment lives by then,
+// the answer is 503.
 func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed, error) {
 	ctx, cancel := context.WithTimeout(ctx, ConfirmWait)
 	defer cancel()
-	l, err := s.Confirm.CoordinationV1().Leases(s.namespace).Get(ctx, container.RecordName(id), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return container.Observed{}, ErrNotFound
+	var m miss
+	var err error
+	for {
+		switch answerMiss(m) {
+		case missReadRecord:
+			var l *coordinationv1.Lease
+			l, err = s.Confirm.CoordinationV1().Leases(s.namespace).Get(ctx, container.RecordName(id), metav1.GetOptions{})
+			m.Record = lookupOf(err)
+			m.Rec, m.Ours = container.RecordOf(l, id)
+		case missListDeployments:
+			var live bool
+			live, err = s.liveAtAPIServer(ctx, s.Confirm, id)
+			m.Deployments, m.Live = lookupOf(err), live
+		case missNotFound:
+			return container.Observed{}, ErrNotFound
+		case missUnconfirmed:
+			return container.Observed{}, unconfirmed(err)
+		case missWaitForCache:
+			var o container.Observed
+			err := waitCached(ctx, func() bool {
+				var ok bool
+				o, ok = s.observed(id)
+				return ok
+			})
+			if err != nil {
+				return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("the record of %q lives, the cache shows no container", id),
+					Message: "the container is being created, or this replica has not caught up with the cluster yet; retry later"}
+			}
+			return o, nil
+		}
 	}
-	if err != nil {
-		return container.Observed{}, unconfirmed(err)
+}
+
+// lookupOf is how a read went, from its error.
+func lookupOf(err error) lookup {
+	switch {
+	case err == nil:
+		return answered
+	case apierrors.IsNotFound(err):
+		return absent
 	}
-	rec, ok := container.RecordOf(l, id)
-	if !ok || rec.Owed || rec.Terminating {
-		return container.Observed{}, ErrNotFound
-	}
-	// A live record: a create in progress, a container this cache has not seen yet, or
-	// one whose Deployment was deleted by hand a moment ago (its record not yet marked).
-	live, err := s.liveAtAPIServer(ctx, s.Confirm, id)
-	if err != nil {
-		return container.Observed{}, unconfirmed(err)
-	}
-	if !live {
-		return container.Observed{}, ErrNotFound
-	}
-	var o container.Observed
-	err = waitCached(ctx, func() bool {
-		o, ok = s.observed(id)
-		return ok
-	})
-	if err != nil {
-		return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("the record of %q lives, the cache shows no container", id),
-			Message: "the container is being created, or this replica has not caught up with the cluster yet; retry later"}
-	}
-	return o, nil
+	return failed
 }
 
 // unconfirmed is the 503 of a miss the apiserver could not confirm.

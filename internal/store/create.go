@@ -37,20 +37,20 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	if err != nil {
 		return container.Observed{}, err
 	}
-	// A container whose record was deleted by hand, or made before records (e.g. by the
-	// reference provider), has none: the cache still knows its Deployment. The cache
-	// can also still show one deleted a moment ago (or minutes ago, when its watch is
-	// coming back from an apiserver outage: make chaos, seed 11), so the apiserver has
-	// the last word.
-	if s.Snapshot(id).Live() != nil {
+	// Is the id free of a workload too? (see buildAfterReserving)
+	cachedLive := s.Snapshot(id).Live() != nil
+	next := buildAfterReserving(cachedLive, false, false)
+	if next == buildAskAPIServer {
 		live, err := s.liveAtAPIServer(ctx, s.client, id)
-		if err != nil || live {
+		if err != nil {
 			s.rollback(id, record, nil, nil)
-			if err != nil {
-				return container.Observed{}, err
-			}
-			return container.Observed{}, errTaken
+			return container.Observed{}, err
 		}
+		next = buildAfterReserving(cachedLive, true, live)
+	}
+	if next == buildTaken {
+		s.rollback(id, record, nil, nil)
+		return container.Observed{}, errTaken
 	}
 
 	// Nothing is owned by anything, so both objects are created at once: a create costs
@@ -125,7 +125,7 @@ func (s *Store) rollback(id string, record *coordinationv1.Lease, dep *appsv1.De
 				}
 				svc = nil
 			}
-			if err := s.deleteRecord(ctx, record.Name, record.UID); err != nil {
+			if err := s.deleteLease(ctx, record.Name, record.UID); err != nil {
 				s.log.Warn("rollback: deleting the record", "id", id, "err", err)
 				return false, nil
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -15,7 +16,7 @@ import (
 // Delete removes a container: its record is marked DELETED owed, then its Deployment
 // (pods follow by cascade) and its Service are deleted at once. Nothing waits for the
 // DELETED event: the record remembers it, across restarts and NATS outages, and the
-// status reporter delivers it and then releases the record. It asks the apiserver which
+// status reporter delivers it and then deletes the record. It asks the apiserver which
 // objects exist rather than the cache, so a container created a moment ago on another
 // replica is still found, and returns once this replica's caches no longer show the
 // container, so a GET that follows is a 404.
@@ -33,24 +34,24 @@ func (s *Store) delete(ctx context.Context, id string) error {
 	if err != nil {
 		return classify("listing Services", err)
 	}
-	live := container.Snapshot{Deployments: container.DeploymentsOf(deps.Items)}.Live()
-	if live == nil && len(svcs.Items) == 0 {
+	d := planDelete(container.DeploymentsOf(deps.Items), servicesOf(svcs.Items))
+	if d.NotFound {
 		return ErrNotFound
 	}
-	if live != nil {
-		if err := s.markOwed(ctx, id, live.Incarnation); err != nil {
+	if d.MarkOwed {
+		if err := s.markOwed(ctx, id, d.Incarnation); err != nil {
 			return err
 		}
 	}
 	bg := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
-	for _, d := range deps.Items {
-		if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, d.Name, opts); err != nil && !apierrors.IsNotFound(err) {
+	for _, name := range d.Deployments {
+		if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
 			return classify("deleting Deployment", err)
 		}
 	}
-	for _, svc := range svcs.Items {
-		if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, svc.Name, opts); err != nil && !apierrors.IsNotFound(err) {
+	for _, name := range d.Services {
+		if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
 			return classify("deleting Service", err)
 		}
 	}
@@ -70,4 +71,14 @@ func (s *Store) markOwed(ctx context.Context, id, inc string) error {
 			return !errors.Is(err, errRecordBusy), nil
 		})
 	return classify("marking the container deleted", err)
+}
+
+// servicesOf reads a List's Services as the decisions take them.
+func servicesOf(items []corev1.Service) []*container.Service {
+	out := make([]*container.Service, len(items))
+	for i := range items {
+		v := container.ServiceOf(&items[i])
+		out[i] = &v
+	}
+	return out
 }

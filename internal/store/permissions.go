@@ -24,12 +24,14 @@ func (p Permission) String() string {
 }
 
 // Required is every verb and resource the service uses (deploy/base/role.yaml grants
-// exactly these). A deployment that lacks one (DCM's chart grants no Leases, for
-// example) is told so at start, not through failing requests.
+// exactly these: TestRoleGrantsExactlyRequired). A deployment that lacks one (DCM's
+// chart grants no Leases, for example) is told so at start, not through failing
+// requests. Deployments, Services and Pods are read only through the informers (list,
+// watch) and never changed in place; records and the leader Lease are read and updated.
 var Required = slices.Concat(
-	grant("apps", "deployments", "get", "list", "watch", "create", "update", "delete"),
-	grant("", "services", "get", "list", "watch", "create", "update", "delete"),
-	grant("", "pods", "get", "list", "watch"),
+	grant("apps", "deployments", "list", "watch", "create", "delete"),
+	grant("", "services", "list", "watch", "create", "delete"),
+	grant("", "pods", "list", "watch"),
 	grant("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "delete"),
 )
 

@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,8 +17,9 @@ import (
 
 // The container record (see internal/container/record.go for what it is and why nothing
 // is owned by it): reserving an id, restoring a record deleted by hand, marking DELETED
-// owed, releasing it once delivered, and removing the ties earlier versions made.
-// Everything that writes a record is in this file.
+// owed, deleting it once delivered, and deleting every record for the uninstall.
+// Every request that writes a record is made in this file (create.go's rollback and
+// release.go call it); what to write is decided in decide.go.
 
 // errTaken answers a create whose id is held by another container.
 var errTaken = &Error{Kind: KindConflict, Message: "a container with this id already exists"}
@@ -29,13 +27,13 @@ var errTaken = &Error{Kind: KindConflict, Message: "a container with this id alr
 // errRecordBusy: the record is being deleted by someone; the caller retries shortly.
 var errRecordBusy = &Error{Kind: KindUnavailable, Message: "the container's record is being deleted by someone; try again"}
 
-// reserve creates the id's record for incarnation inc. If one exists, the id is taken,
-// unless it is abandoned (see abandoned); then it is replaced, guarded by a UID
-// precondition so that only one of several concurrent takers succeeds.
+// reserve creates the id's record for incarnation inc. If one exists, claimID decides:
+// the id is taken, or the record is abandoned and replaced.
 func (s *Store) reserve(ctx context.Context, id, inc string) (*coordinationv1.Lease, error) {
 	leases := s.client.CoordinationV1().Leases(s.namespace)
 	want := container.NewRecord(id, inc, false)
-	for attempt := 0; ; attempt++ {
+create:
+	for retried := false; ; retried = true {
 		lease, err := leases.Create(ctx, want, metav1.CreateOptions{})
 		if err == nil {
 			return lease, nil
@@ -43,59 +41,49 @@ func (s *Store) reserve(ctx context.Context, id, inc string) (*coordinationv1.Le
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, classify("reserving id", err)
 		}
-		if attempt > 0 {
-			return nil, errTaken
-		}
-		existing, err := leases.Get(ctx, want.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue // released meanwhile: try once more
-		}
-		if err != nil {
-			return nil, classify("reading reservation", err)
-		}
-		abandoned, err := s.abandoned(ctx, id, existing)
-		if err != nil {
-			return nil, err
-		}
-		if !abandoned {
-			return nil, errTaken
-		}
-		s.log.Warn("taking over an abandoned id reservation", "id", id, "lease", existing.Name,
-			"created", existing.CreationTimestamp.Time)
-		if err := s.deleteRecord(ctx, existing.Name, existing.UID); err != nil {
-			return nil, err
+		h := holder{Retried: retried}
+		var existing *coordinationv1.Lease
+		for {
+			switch claimID(h, s.Clock.Now(), s.CreateTimeout) {
+			case claimRead:
+				existing, err = leases.Get(ctx, want.Name, metav1.GetOptions{})
+				switch {
+				case apierrors.IsNotFound(err):
+					h.Lease = absent
+				case err != nil:
+					return nil, classify("reading reservation", err)
+				default:
+					h.Lease = answered
+					h.Record, h.Ours = container.RecordOf(existing, id)
+				}
+			case claimListDeployments:
+				deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, metav1.ListOptions{
+					LabelSelector: container.InstanceSelector(id),
+				})
+				if err != nil {
+					return nil, classify("checking reservation", err)
+				}
+				h.Listed, h.Deployments = true, len(deps.Items)
+			case claimTaken:
+				return nil, errTaken
+			case claimRetry:
+				continue create // the record went meanwhile: try once more
+			case claimTakeOver:
+				s.log.Warn("taking over an abandoned id reservation", "id", id, "lease", existing.Name,
+					"created", existing.CreationTimestamp.Time)
+				if err := s.deleteLease(ctx, existing.Name, existing.UID); err != nil {
+					return nil, err
+				}
+				continue create
+			}
 		}
 	}
 }
 
-// takeOverAllowed is the age rule of a record that has no Deployment: only a provider
-// that died mid-create leaves one, and a live create finishes (or rolls back) within
-// createTimeout, so one older than twice that is abandoned.
-func takeOverAllowed(created, now time.Time, createTimeout time.Duration) bool {
-	return now.Sub(created) >= 2*createTimeout
-}
-
-// abandoned reports whether an existing record may be taken over: it is recognisably
-// this id's record (by label, not only by name), no DELETED is owed on it, it is old
-// enough, and no Deployment carries the id.
-func (s *Store) abandoned(ctx context.Context, id string, lease *coordinationv1.Lease) (bool, error) {
-	rec, ok := container.RecordOf(lease, id)
-	if !ok || rec.Owed || !takeOverAllowed(rec.Created, s.Clock.Now(), s.CreateTimeout) {
-		return false, nil
-	}
-	// Ask the apiserver, not the cache: this decides whether an id may be reused.
-	deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: container.InstanceSelector(id),
-	})
-	if err != nil {
-		return false, classify("checking reservation", err)
-	}
-	return len(deps.Items) == 0, nil
-}
-
-// deleteRecord deletes the record with uid (any, when uid is empty). Gone or replaced
-// meanwhile is success.
-func (s *Store) deleteRecord(ctx context.Context, name string, uid types.UID) error {
+// deleteLease deletes the record Lease name if it still has uid (any, when uid is
+// empty): a newer record of the id is never touched. Gone or replaced meanwhile is
+// success. Its finalizer, if any, stays (see DeleteRecord).
+func (s *Store) deleteLease(ctx context.Context, name string, uid types.UID) error {
 	var opts metav1.DeleteOptions
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
@@ -107,23 +95,34 @@ func (s *Store) deleteRecord(ctx context.Context, name string, uid types.UID) er
 	return nil
 }
 
-// Gone asks the apiserver whether the container of record rec is gone (status.Cluster):
-// the record is still there as it was (same UID; none means it was released, so its
-// DELETED was delivered; another UID means the id was reserved again) and no Deployment
-// of the id lives.
+// Gone asks the apiserver whether the container of record rec is gone (status.Cluster;
+// see answerGone).
 func (s *Store) Gone(ctx context.Context, id string, rec container.Record) (bool, error) {
-	cur, err := s.client.CoordinationV1().Leases(s.namespace).Get(ctx, rec.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
+	g := goneFacts{Want: rec.UID}
+	for {
+		switch answerGone(g) {
+		case goneReadRecord:
+			cur, err := s.client.CoordinationV1().Leases(s.namespace).Get(ctx, rec.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				g.Record = absent
+			case err != nil:
+				return false, classify("reading the container record", err)
+			default:
+				g.Record, g.UID = answered, cur.UID
+			}
+		case goneListDeployments:
+			live, err := s.liveAtAPIServer(ctx, s.client, id)
+			if err != nil {
+				return false, err
+			}
+			g.Listed, g.Live = true, live
+		case goneNo:
+			return false, nil
+		case goneYes:
+			return true, nil
+		}
 	}
-	if err != nil {
-		return false, classify("reading the container record", err)
-	}
-	if cur.UID != rec.UID {
-		return false, nil
-	}
-	live, err := s.liveAtAPIServer(ctx, s.client, id)
-	return !live, err
 }
 
 // liveAtAPIServer asks the apiserver, not the cache, whether id has a live Deployment.
@@ -140,10 +139,10 @@ func (s *Store) liveAtAPIServer(ctx context.Context, client kubernetes.Interface
 
 // EnsureRecord makes the record of container id say incarnation inc, and, when owed,
 // hold DELETED owed (RecordFinalizer). A missing record is created: restored from the
-// live Deployment, or written for a container deleted without one. A record being
-// deleted by hand is let go (our finalizer removed) and errRecordBusy asks for a retry,
-// which then creates it afresh. A Lease with the record's name that is not a record is
-// never touched.
+// live Deployment, or written for a container deleted without one. One that exists is
+// brought to that (fixRecord decides how): a record being deleted by hand is let go
+// and errRecordBusy asks for a retry, which then creates it afresh; a Lease with the
+// record's name that is not a record is never touched.
 func (s *Store) EnsureRecord(ctx context.Context, id, inc string, owed bool) error {
 	leases := s.client.CoordinationV1().Leases(s.namespace)
 	_, err := leases.Create(ctx, container.NewRecord(id, inc, owed), metav1.CreateOptions{})
@@ -153,65 +152,35 @@ func (s *Store) EnsureRecord(ctx context.Context, id, inc string, owed bool) err
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := leases.Get(ctx, container.RecordName(id), metav1.GetOptions{})
 		if err != nil {
-			return err // NotFound included: deleted meanwhile, the retry creates it
+			// NotFound included (deleted meanwhile): not retried here; the reporter's
+			// queue retries and then creates it afresh, markOwed does not (a DELETE
+			// answers the error).
+			return err
 		}
-		rec, ok := container.RecordOf(cur, id)
-		if !ok {
+		fix := fixRecord(cur, id, inc, owed)
+		if fix.Foreign {
 			return fmt.Errorf("the Lease %s/%s is not the record of container %q (labels %v); rename or remove it",
 				s.namespace, cur.Name, id, cur.Labels)
 		}
-		if rec.Terminating {
-			if rec.Owed && owed {
-				return nil // it stays until the DELETED is delivered, as wanted
+		if fix.Write != nil {
+			if _, err := leases.Update(ctx, fix.Write, metav1.UpdateOptions{}); err != nil {
+				return err
 			}
-			if rec.Owed {
-				cur.Finalizers = withoutRecordFinalizer(cur.Finalizers)
-				if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-					return err
-				}
-			}
+		}
+		if fix.Busy {
 			return errRecordBusy
 		}
-		want := container.RecordLabels(id, inc)
-		if rec.Incarnation == inc && (rec.Owed || !owed) && equalLabels(cur.Labels, want) {
-			return nil
-		}
-		if cur.Labels == nil {
-			cur.Labels = map[string]string{}
-		}
-		for k, v := range want {
-			cur.Labels[k] = v
-		}
-		if inc == "" {
-			delete(cur.Labels, container.LabelIncarnation)
-		}
-		if owed && !rec.Owed {
-			cur.Finalizers = append(cur.Finalizers, container.RecordFinalizer)
-		}
-		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
-		return err
+		return nil
 	})
 	return classify("writing the container record", err)
 }
 
-func equalLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-func withoutRecordFinalizer(f []string) []string {
-	return slices.DeleteFunc(slices.Clone(f), func(s string) bool { return s == container.RecordFinalizer })
-}
-
-// ReleaseRecord deletes a record once its container's DELETED has been delivered: the
+// DeleteRecord deletes a record once its container's DELETED has been delivered: the
 // delete first (UID precondition: a newer record of the id is never touched), then
-// RecordFinalizer off, so the record goes.
-func (s *Store) ReleaseRecord(ctx context.Context, rec container.Record) error {
-	if err := s.deleteRecord(ctx, rec.Name, rec.UID); err != nil {
+// RecordFinalizer off, so the record goes. (Not "release": that is the uninstall
+// command's word, see Release.)
+func (s *Store) DeleteRecord(ctx context.Context, rec container.Record) error {
+	if err := s.deleteLease(ctx, rec.Name, rec.UID); err != nil {
 		return err
 	}
 	leases := s.client.CoordinationV1().Leases(s.namespace)
@@ -230,44 +199,31 @@ func (s *Store) ReleaseRecord(ctx context.Context, rec container.Record) error {
 		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
-	return classify("releasing the container record", err)
+	return classify("deleting the container record", err)
 }
 
-// Untie removes the ties an earlier version made on a Deployment or a Service (an owner
-// reference to its reservation Lease, the Deployment's status finalizer).
-func (s *Store) Untie(ctx context.Context, obj metav1.Object) error {
-	return classify("removing an earlier version's ties", untieObject(ctx, s.client, s.namespace, obj))
-}
-
-func untieObject(ctx context.Context, client kubernetes.Interface, ns string, obj metav1.Object) error {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		c := client.AppsV1().Deployments(ns)
-		return untie(o.UID, func() (*appsv1.Deployment, error) { return c.Get(ctx, o.Name, metav1.GetOptions{}) },
-			func(d *appsv1.Deployment) error { _, err := c.Update(ctx, d, metav1.UpdateOptions{}); return err })
-	case *corev1.Service:
-		c := client.CoreV1().Services(ns)
-		return untie(o.UID, func() (*corev1.Service, error) { return c.Get(ctx, o.Name, metav1.GetOptions{}) },
-			func(v *corev1.Service) error { _, err := c.Update(ctx, v, metav1.UpdateOptions{}); return err })
-	}
-	return fmt.Errorf("untie: unexpected %T", obj)
-}
-
-func untie[T metav1.Object](uid types.UID, get func() (T, error), update func(T) error) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := get()
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
+// deleteRecordAnyway deletes a record whether or not its DELETED was delivered (the
+// uninstall, Release): RecordFinalizer off, then the delete.
+func deleteRecordAnyway(ctx context.Context, client kubernetes.Interface, ns string, rec container.Record) error {
+	c := client.CoordinationV1().Leases(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.Get(ctx, rec.Name, metav1.GetOptions{})
+		if err != nil || cur.UID != rec.UID || !rec.Owed {
 			return err
 		}
-		if cur.GetUID() != uid || !container.LegacyTied(cur) {
-			return nil
-		}
-		container.Untie(cur)
-		return update(cur)
+		cur.Finalizers = withoutRecordFinalizer(cur.Finalizers)
+		_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
 	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	uid := rec.UID
+	err = c.Delete(ctx, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
 }
 
 // DeleteService deletes a Service a gone container left behind (UID precondition: a

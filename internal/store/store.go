@@ -1,6 +1,3 @@
-// Package store is the cluster side of the container API: it creates and deletes a
-// container's objects through client-go and answers reads from shared informer caches,
-// so a GET or LIST costs no apiserver request once the caches are synced.
 package store
 
 import (

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
@@ -273,51 +272,4 @@ func TestReusedIDNeverMixesContainers(t *testing.T) {
 	if r.Status != http.StatusOK || ip != fresh.Status.PodIP {
 		t.Errorf("GET: %d, ip %q, want the new pod's %s (old %s)", r.Status, ip, fresh.Status.PodIP, old.Status.PodIP)
 	}
-}
-
-// Upgrading in place from a version that tied containers to their reservation: the
-// reporter unties them and relabels the reservation as a record, after which deleting
-// Leases is harmless for them too.
-func TestUpgradeUntiesEarlierVersionsContainers(t *testing.T) {
-	ns := testenv.Namespace(t)
-	cs := testenv.Cluster(t).Client
-	ctx := context.Background()
-	if err := harness.MakeLegacyContainer(ctx, cs, ns, "old"); err != nil {
-		t.Fatal(err)
-	}
-	srv, stream := natsWithStream(t)
-	events := newStreamSink(t, stream)
-	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
-	p.waitSynced(t)
-	events.waitStatus("old", "RUNNING", "", 30*time.Second)
-	testenv.Eventually(t, 20*time.Second, "untied and recorded", func() error {
-		d := deploymentOf(t, ns, "old")
-		if len(d.Finalizers)+len(d.OwnerReferences) > 0 {
-			return fmt.Errorf("Deployment ties: %v %v", d.Finalizers, d.OwnerReferences)
-		}
-		s, err := cs.CoreV1().Services(ns).Get(ctx, "old", metav1.GetOptions{})
-		if err != nil || len(s.OwnerReferences) > 0 {
-			return fmt.Errorf("Service: %v %v", s.OwnerReferences, err)
-		}
-		l, err := cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName("old"), metav1.GetOptions{})
-		if err != nil || l.Labels[container.LabelRecord] != container.RecordValue {
-			return fmt.Errorf("record: %v %v", l, err)
-		}
-		return nil
-	})
-	before := uids(t, ns, "old")
-	if err := cs.CoordinationV1().Leases(ns).Delete(ctx, container.RecordName("old"), metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitRecords(t, ns, "old")
-	time.Sleep(2 * time.Second)
-	if after := uids(t, ns, "old"); !slices.Equal(after, before) {
-		t.Fatalf("objects %v, were %v", after, before)
-	}
-	if r := do(t, http.MethodDelete, p.URL+containers+"/old", nil); r.Status != http.StatusNoContent {
-		t.Fatalf("delete: %d %s", r.Status, r.Body)
-	}
-	workloadGone(t, ns, "old")
-	events.waitStatus("old", "DELETED", "", 30*time.Second)
-	expectNothing(t, ns)
 }

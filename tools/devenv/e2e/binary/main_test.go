@@ -77,7 +77,7 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-// The leader is killed (no graceful release): the other replica takes over when the
+// The leader is killed (it cannot resign): the other replica takes over when the
 // Lease expires, within 20 s, and republishes the current state.
 func TestLeaderCrashFailover(t *testing.T) {
 	env := testenv.Cluster(t)

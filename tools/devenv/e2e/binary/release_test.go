@@ -15,7 +15,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
@@ -87,12 +86,9 @@ func TestReleaseLeavesWorkloadsRunning(t *testing.T) {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	_ = p.cmd.Wait()
-	if err := harness.MakeLegacyContainer(ctx, cs, ns, "legacy"); err != nil {
-		t.Fatal(err)
-	}
 
 	code, out := runRelease(t, settings)
-	if code != 0 || !strings.Contains(out, "4 container records deleted") || !strings.Contains(out, "owed to DCM for (now never sent by this provider): gone") {
+	if code != 0 || !strings.Contains(out, "3 container records deleted") || !strings.Contains(out, "owed to DCM for (now never sent by this provider): gone") {
 		t.Fatalf("release: exit %d: %s", code, out)
 	}
 	t.Logf("release said: %s", out)
@@ -104,11 +100,11 @@ func TestReleaseLeavesWorkloadsRunning(t *testing.T) {
 	if err != nil || len(leases.Items) != 0 {
 		t.Fatalf("Leases left: %v %v", leases, err)
 	}
-	// The garbage collector has had its chance: every workload is still there, free of ties.
+	// The garbage collector has had its chance: every workload is still there, owned by nothing.
 	time.Sleep(2 * time.Second)
 	deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
-	if err != nil || len(deps.Items) != 3 {
-		t.Fatalf("Deployments after release: %d %v, want keep-a, keep-b and legacy", len(deps.Items), err)
+	if err != nil || len(deps.Items) != 2 {
+		t.Fatalf("Deployments after release: %d %v, want keep-a and keep-b", len(deps.Items), err)
 	}
 	for _, d := range deps.Items {
 		if d.DeletionTimestamp != nil || len(d.Finalizers)+len(d.OwnerReferences) > 0 {
@@ -116,8 +112,8 @@ func TestReleaseLeavesWorkloadsRunning(t *testing.T) {
 		}
 	}
 	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-	if err != nil || len(svcs.Items) != 2 {
-		t.Fatalf("Services after release: %d %v, want keep-a and legacy", len(svcs.Items), err)
+	if err != nil || len(svcs.Items) != 1 {
+		t.Fatalf("Services after release: %d %v, want keep-a's", len(svcs.Items), err)
 	}
 	for _, s := range svcs.Items {
 		if len(s.OwnerReferences) > 0 {

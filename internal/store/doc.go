@@ -1,0 +1,27 @@
+// Package store is the cluster side of the container API: it creates and deletes a
+// container's objects through client-go and answers reads from shared informer caches,
+// so a GET or LIST costs no apiserver request once the caches are synced.
+//
+// Every container has a record, a Lease named after its id (see
+// internal/container/record.go): creating it reserves the id, and it stays while DCM is
+// owed the container's DELETED. The decisions about records and reads are pure
+// functions in decide.go, table-tested without a cluster (decide_test.go); the other
+// files make the client calls around them:
+//
+//   - create.go: Create reserves the id (claimID decides what to do with a record that
+//     holds it), checks the workload (buildAfterReserving), creates the Deployment and
+//     the Service at once, and rolls back on failure.
+//   - delete.go: Delete lists the id's objects at the apiserver, planDelete decides
+//     (404, or mark the record owed and delete them all).
+//   - confirm.go: a GET that misses the cache asks the apiserver before answering 404
+//     (answerMiss: 404, 503, or wait for the cache).
+//   - record.go: every request that writes a record (reserve, EnsureRecord with
+//     fixRecord, DeleteRecord, and the uninstall's delete), and Gone (answerGone), the
+//     apiserver's word before the status reporter sends a DELETED.
+//   - release.go: Release, the `release` command (uninstall): every record deleted,
+//     workloads left running.
+//   - store.go, ids.go, packed*.go, transform.go, intern.go: the informer caches, packed
+//     to what readers need, and the ordered id set that pages a LIST.
+//   - errors.go: client-go errors classified into what a client can act on.
+//   - permissions.go: the RBAC the service needs (Required, deploy/base/role.yaml).
+package store

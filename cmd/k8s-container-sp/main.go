@@ -3,8 +3,8 @@
 // message naming every bad variable, exit code 2.
 //
 //	k8s-container-sp                  run the provider
-//	k8s-container-sp release [-force] let go of every object it holds (see README
-//	                                  "Uninstall / roll back"), workloads left running
+//	k8s-container-sp release [-force] let go of every object it holds (see
+//	                                  docs/operations.md, "Uninstall / roll back"), workloads left running
 //	k8s-container-sp --help           commands, every setting, where to read on
 //	k8s-container-sp --version        version and source revision
 //
@@ -144,7 +144,7 @@ uninstalled or rolled back: the provider's container records and its leader Leas
 deleted; every container's Deployment, pods and Service are left running, untouched.
 Refuses while a replica seems to be running (its leader Lease is held), unless -force.
 It reads the same settings as the provider (%[1]s --help lists them);
-README "Uninstall / roll back" says more.
+docs/operations.md "Uninstall / roll back" says more.
 
 Flags:
 `, name)

@@ -1,7 +1,3 @@
-// Package app assembles the provider from its configuration: Kubernetes client, store
-// (informer caches), HTTP API, NATS and the status reporter (run by the elected
-// replica); and runs it until its context ends, then stops gracefully. The binary and
-// the integration tests both use it, so tests run what ships.
 package app
 
 import (
@@ -248,8 +244,8 @@ func (a *App) Store() *store.Store { return a.store }
 // status reporter on the elected replica. Only the NATS dial and the profile hold back
 // those after them; the rest run side by side from the start: the HTTP server answers
 // while the caches fill (a read answers 503 until they are synced) and the reporter
-// waits for them itself. On stop the reporter delivers what is pending and releases its
-// Lease first, while the API still serves; the HTTP server then finishes its requests;
+// waits for them itself. On stop the reporter delivers what is pending and resigns (gives
+// up the leader Lease at once) first, while the API still serves; the HTTP server then finishes its requests;
 // the informers and the API probe stop last.
 func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	if ln == nil {

@@ -1,6 +1,3 @@
-// Package metrics defines the provider's Prometheus metrics (served on /metrics):
-// HTTP requests, Kubernetes calls, status events, informer sync, leadership and
-// registration. Components report through small hooks so they do not depend on it.
 package metrics
 
 import (
@@ -74,7 +71,7 @@ func New(g Gauges) *Metrics {
 			return 0
 		}))
 	}
-	boolGauge("sp_informers_synced", "1 when the Deployment, Pod and Service caches are synced.", g.InformersSynced)
+	boolGauge("sp_informers_synced", "1 when the Deployment, Pod, Service and container record caches are synced.", g.InformersSynced)
 	boolGauge("sp_leader", "1 when this replica is the elected status publisher.", g.Leader)
 	if g.EventsPending != nil {
 		r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

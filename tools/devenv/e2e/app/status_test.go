@@ -131,9 +131,9 @@ func TestStatusEvents(t *testing.T) {
 	events.waitStatus("kubedel", "RUNNING", "", 30*time.Second)
 	deleteByHand(t, ns, "kubedel")
 	events.waitStatus("kubedel", "DELETED", "", 30*time.Second)
-	// Once DELETED is delivered the records are released, and the Service the
+	// Once DELETED is delivered the records are deleted, and the Service the
 	// hand-deleted container left is removed.
-	testenv.Eventually(t, 20*time.Second, "deleted containers released", func() error {
+	testenv.Eventually(t, 20*time.Second, "deleted containers' records and Services gone", func() error {
 		if d, s, l := objectsOf(t, ns, "kubedel", "apidel"); d+s+l > 0 {
 			return fmt.Errorf("%d Deployments, %d Services, %d reservations left", d, s, l)
 		}

@@ -26,8 +26,10 @@ func (p Permission) String() string {
 // Required is every verb and resource the service uses (deploy/base/role.yaml grants
 // exactly these: TestRoleGrantsExactlyRequired). A deployment that lacks one (DCM's
 // chart grants no Leases, for example) is told so at start, not through failing
-// requests. Deployments, Services and Pods are read only through the informers (list,
-// watch) and never changed in place; records and the leader Lease are read and updated.
+// requests. Deployments, Services and Pods are read with list and watch (the informers,
+// and label-selected lists at the apiserver where a stale cache must not decide: a
+// DELETE, an id's reuse, the check before a DELETED), never with get, and never changed
+// in place; records and the leader Lease are read and updated.
 var Required = slices.Concat(
 	grant("apps", "deployments", "list", "watch", "create", "delete"),
 	grant("", "services", "list", "watch", "create", "delete"),

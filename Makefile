@@ -83,6 +83,9 @@ lint: check-generated lint-api
 	go vet $(PKGS)
 	go vet -tags chaosbug ./internal/status/
 	go run $(STATICCHECK) $(PKGS)
+	@# Each module requires exactly what it imports: the service's go.mod names no tooling.
+	go mod tidy -diff
+	cd tools/devenv && go mod tidy -diff
 
 # Builds the control-plane binaries (first time: 10-20 minutes) without starting anything.
 harness-build: $(HARNESS)

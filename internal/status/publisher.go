@@ -31,7 +31,11 @@ type EventData struct {
 
 // Publisher sends status events to DCM.
 type Publisher interface {
-	Publish(ctx context.Context, id string, st container.Status) error
+	// Publish sends st of container id as the event eventID. The reporter passes the
+	// same eventID to every retry of one status change, so a retry after a lost
+	// acknowledgement is stored once (JetStream de-duplicates on it) and a consumer that
+	// de-duplicates on the CloudEvent id sees it once.
+	Publish(ctx context.Context, eventID, id string, st container.Status) error
 }
 
 // NATSPublisher publishes CloudEvents 1.0 in structured JSON mode on subject
@@ -61,10 +65,13 @@ func NewNATSPublisher(nc *nats.Conn, providerName string) (*NATSPublisher, error
 	return &NATSPublisher{nc: nc, js: js, source: "dcm/providers/" + providerName}, nil
 }
 
-// NewEvent builds the CloudEvent for one status.
-func NewEvent(source, id string, st container.Status, now time.Time) (cloudevents.Event, error) {
+// NewEventID is the id of a new event: one per status change, kept through its retries.
+func NewEventID() string { return uuid.NewString() }
+
+// NewEvent builds the CloudEvent eventID for one status.
+func NewEvent(source, eventID, id string, st container.Status, now time.Time) (cloudevents.Event, error) {
 	ev := cloudevents.NewEvent(cloudevents.VersionV1)
-	ev.SetID(uuid.NewString())
+	ev.SetID(eventID)
 	ev.SetSource(source)
 	ev.SetType(EventType)
 	ev.SetSubject(Subject)
@@ -92,8 +99,8 @@ func (p *NATSPublisher) captured(ctx context.Context) bool {
 }
 
 // Publish sends one status event and returns nil only when it was delivered.
-func (p *NATSPublisher) Publish(ctx context.Context, id string, st container.Status) error {
-	ev, err := NewEvent(p.source, id, st, time.Now().UTC())
+func (p *NATSPublisher) Publish(ctx context.Context, eventID, id string, st container.Status) error {
+	ev, err := NewEvent(p.source, eventID, id, st, time.Now().UTC())
 	if err != nil {
 		return err
 	}
@@ -106,8 +113,9 @@ func (p *NATSPublisher) Publish(ctx context.Context, id string, st container.Sta
 	}
 	if p.captured(ctx) {
 		msg := &nats.Msg{Subject: Subject, Data: body, Header: nats.Header{}}
-		// The event id doubles as JetStream's de-duplication id: a retry after a lost
-		// ack is stored once.
+		// The event id doubles as JetStream's de-duplication id (Nats-Msg-Id): a retry
+		// after a lost ack carries the same id and is stored once, within the stream's
+		// duplicate window.
 		msg.Header.Set(jetstream.MsgIDHeader, ev.ID())
 		_, err = p.js.PublishMsg(ctx, msg)
 	} else {

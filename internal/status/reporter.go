@@ -66,10 +66,13 @@ type Reporter struct {
 	// has had nothing sent yet, whatever the last one's status was.
 	sentFor map[string]string
 	forced  map[string]bool // ids to publish even if unchanged
-	queue   workqueue.TypedRateLimitingInterface[string]
-	deb     *debouncer
-	active  atomic.Bool
-	outage  outage
+	// minted: per id, the event id of the status being sent, kept until it is delivered
+	// so that the retries of one change carry one event id (see eventID).
+	minted map[string]mintedEvent
+	queue  workqueue.TypedRateLimitingInterface[string]
+	deb    *debouncer
+	active atomic.Bool
+	outage outage
 
 	undelivered undelivered // what Pending counts
 }
@@ -85,6 +88,7 @@ func NewReporter(src Source, pub Publisher, cl Cluster, opts Options, log *slog.
 	return &Reporter{
 		src: src, pub: pub, cl: cl, opts: opts, log: log,
 		sent: map[string]container.Status{}, sentFor: map[string]string{}, forced: map[string]bool{},
+		minted: map[string]mintedEvent{},
 	}
 }
 
@@ -178,6 +182,9 @@ func (r *Reporter) RepublishAll() {
 	for _, id := range ids {
 		r.forced[id] = true
 	}
+	// A republish is a new event, also for a status whose delivery is being retried:
+	// see eventID.
+	clear(r.minted)
 	r.mu.Unlock()
 	if queue == nil {
 		return
@@ -283,7 +290,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		return 0, err
 	}
 	if st := p.Publish; st != nil {
-		if err := r.publish(ctx, id, *st); err != nil {
+		if err := r.publish(ctx, r.eventID(id, inc, *st), id, *st); err != nil {
 			if plantedBug(ctx, r.cl, p) { // false but in sp-chaos -inject builds: plantedbug.go
 				return 0, nil
 			}
@@ -292,6 +299,11 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		}
 		r.mu.Lock()
 		r.sent[id], r.sentFor[id] = *st, inc
+		delete(r.minted, id)
+		r.mu.Unlock()
+	} else {
+		r.mu.Lock()
+		delete(r.minted, id) // nothing to send: the next status sent is a new change
 		r.mu.Unlock()
 	}
 	if p.DeleteRecord != nil {
@@ -302,10 +314,38 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	return p.RecheckAfter, nil
 }
 
-func (r *Reporter) publish(ctx context.Context, id string, st container.Status) error {
+// mintedEvent is the event id minted for sending st about one incarnation.
+type mintedEvent struct {
+	inc     string
+	st      container.Status
+	eventID string
+}
+
+// eventID is the CloudEvent id for sending st about container id (incarnation inc): the
+// one minted for the previous attempt when this is its retry (the same incarnation,
+// status and message, nothing delivered and no republish asked for since), else a new
+// one. So a retry after a lost acknowledgement is de-duplicated by the stream
+// (Nats-Msg-Id) and by DCM, while a real change, and a change back, is a new event.
+// A republish (leadership gained, NATS reconnected, the periodic resync) is a new event
+// with a new id on purpose: it is sent so that DCM learns the status again (the stream
+// may not have existed, DCM may have dropped an event for an instance it had not stored
+// yet), and with the old id JetStream would drop it as a duplicate of the one it
+// stored within its duplicate window, or a consumer that keeps seen ids would skip it.
+func (r *Reporter) eventID(id, inc string, st container.Status) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m, ok := r.minted[id]; ok && m.inc == inc && m.st == st {
+		return m.eventID
+	}
+	m := mintedEvent{inc: inc, st: st, eventID: NewEventID()}
+	r.minted[id] = m
+	return m.eventID
+}
+
+func (r *Reporter) publish(ctx context.Context, eventID, id string, st container.Status) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := r.pub.Publish(ctx, id, st); err != nil {
+	if err := r.pub.Publish(ctx, eventID, id, st); err != nil {
 		if r.opts.Failed != nil {
 			r.opts.Failed()
 		}
@@ -314,7 +354,7 @@ func (r *Reporter) publish(ctx context.Context, id string, st container.Status) 
 	if r.opts.Published != nil {
 		r.opts.Published(st)
 	}
-	r.log.Debug("status: published", "id", id, "status", st.Status, "message", st.Message)
+	r.log.Debug("status: published", "id", id, "status", st.Status, "message", st.Message, "event", eventID)
 	return nil
 }
 

@@ -67,6 +67,8 @@ type journal struct {
 	// cache shows.
 	alive   map[string]bool
 	changed chan struct{}
+	// events: the event id of every publish attempt, failed or not, in order.
+	events []string
 }
 
 func newJournal() *journal {
@@ -80,8 +82,9 @@ func (j *journal) add(e string) {
 	j.changed <- struct{}{}
 }
 
-func (j *journal) Publish(_ context.Context, id string, st container.Status) error {
+func (j *journal) Publish(_ context.Context, eventID, id string, st container.Status) error {
 	j.mu.Lock()
+	j.events = append(j.events, eventID)
 	fail := j.failFirst > 0
 	if fail {
 		j.failFirst--
@@ -199,6 +202,64 @@ func TestReporterRetriesWithBackoffAndSendsOnce(t *testing.T) {
 	// Retries wait for the backoff (100 ms, doubling), on the clock.
 	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
 		[]string{"publish failed a", "publish failed a", "publish a PENDING"})
+}
+
+// Issue 23: each retry minted a new event id, so neither JetStream (Nats-Msg-Id) nor
+// DCM could drop a retry whose first attempt was stored but not acknowledged. The
+// retries of one change share an id; a new change, a change back, and a republish
+// each get a new one.
+func TestReporterEventIDs(t *testing.T) {
+	step := func(r *rig) func() { return func() { r.clock.Step(10 * time.Millisecond) } }
+	t.Run("retries of one change share its id", func(t *testing.T) {
+		r := startReporter(t, 0, 2)
+		r.src.set("a", liveSnap("a-1"))
+		r.out.await(t, step(r), []string{"publish failed a", "publish failed a", "publish a PENDING"})
+		ev := r.out.eventIDs()
+		if ev[0] == "" || ev[1] != ev[0] || ev[2] != ev[0] {
+			t.Errorf("event ids %q, want one id for the three attempts", ev)
+		}
+	})
+	t.Run("a change during the retries is a new event", func(t *testing.T) {
+		r := startReporter(t, 0, 1)
+		r.src.set("a", liveSnap("a-1"))
+		r.out.waitFor(t, "publish failed a")
+		r.src.set("a", container.Snapshot{Record: record(owed)})
+		r.out.await(t, step(r), []string{"publish failed a", "publish a DELETED", "delete record r1"})
+		if ev := r.out.eventIDs(); ev[1] == ev[0] {
+			t.Errorf("event ids %q: PENDING and DELETED share one", ev)
+		}
+	})
+	t.Run("a change back and a republish are new events", func(t *testing.T) {
+		r := startReporter(t, 0, 0)
+		r.src.set("a", liveSnap("a-1"))
+		r.out.waitFor(t, "publish a PENDING")
+		r.src.set("a", container.Snapshot{Record: record(owed)})
+		r.out.waitFor(t, "publish a PENDING", "publish a DELETED", "delete record r1")
+		r.src.set("a", liveSnap("a-1"))
+		r.out.waitFor(t, "publish a PENDING", "publish a DELETED", "delete record r1", "publish a PENDING")
+		r.rep.RepublishAll()
+		r.out.waitFor(t, "publish a PENDING", "publish a DELETED", "delete record r1", "publish a PENDING", "publish a PENDING")
+		ev := r.out.eventIDs()
+		if len(ev) != 4 || len(map[string]bool{ev[0]: true, ev[1]: true, ev[2]: true, ev[3]: true}) != 4 {
+			t.Errorf("event ids %q, want four different ones", ev)
+		}
+	})
+	t.Run("a republish during the retries is a new event", func(t *testing.T) {
+		r := startReporter(t, 0, 1)
+		r.src.set("a", liveSnap("a-1"))
+		r.out.waitFor(t, "publish failed a")
+		r.rep.RepublishAll()
+		r.out.await(t, step(r), []string{"publish failed a", "publish a PENDING"})
+		if ev := r.out.eventIDs(); ev[1] == ev[0] {
+			t.Errorf("event ids %q: the republish reused the failed attempt's", ev)
+		}
+	})
+}
+
+func (j *journal) eventIDs() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.events)
 }
 
 func TestReporterDeletesTheRecordOnlyAfterDeletedIsDelivered(t *testing.T) {

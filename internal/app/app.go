@@ -118,7 +118,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	// Confirming cache misses (a GET of an id this replica's cache does not know) has
 	// its own client, so its own rate limiter: unknown ids cannot starve other calls.
 	confirmRC := rest.CopyConfig(rc)
-	confirmRC.QPS, confirmRC.Burst = store.ConfirmQPS, store.ConfirmBurst
+	confirmRC.RateLimiter = store.NewConfirmLimiter() // ConfirmQPS, ConfirmBurst
 	if st.Confirm, err = kubernetes.NewForConfig(confirmRC); err != nil {
 		return nil, err
 	}

@@ -201,6 +201,10 @@ func fromStore(err error, id string) *Problem {
 		return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
 			Detail: se.Message, RetryAfter: 30, Cause: err}
 	case store.KindUnavailable:
+		if se.RetryAfter > 0 { // the store says what happened and when to come back
+			return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
+				Detail: se.Message, RetryAfter: se.RetryAfter, Cause: err}
+		}
 		return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
 			Detail: "the Kubernetes API is unavailable; retry later", RetryAfter: 5, Cause: err}
 	}

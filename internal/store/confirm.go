@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -23,7 +25,30 @@ const ConfirmWait = 2 * time.Second
 const (
 	ConfirmQPS   = 20
 	ConfirmBurst = 40
+	// ConfirmRetryAfter is how long (seconds) a GET the limiter refused is told to
+	// wait (Retry-After): the limiter refills its whole burst in 2 s.
+	ConfirmRetryAfter = 5
 )
+
+// errConfirmLimited marks a confirmation that the limiter refused: it would not get a
+// token within ConfirmWait. The apiserver was not asked.
+var errConfirmLimited = errors.New("the confirmation rate limiter refused the request")
+
+// NewConfirmLimiter is the rate limiter of the Confirm client (its rest.Config's
+// RateLimiter): ConfirmQPS, ConfirmBurst, and a refusal that says it is one, so the
+// client is not told the Kubernetes API failed when it was never asked.
+func NewConfirmLimiter() flowcontrol.RateLimiter {
+	return confirmLimiter{flowcontrol.NewTokenBucketRateLimiter(ConfirmQPS, ConfirmBurst)}
+}
+
+type confirmLimiter struct{ flowcontrol.RateLimiter }
+
+func (l confirmLimiter) Wait(ctx context.Context) error {
+	if err := l.RateLimiter.Wait(ctx); err != nil {
+		return fmt.Errorf("%w: %w", errConfirmLimited, err)
+	}
+	return nil
+}
 
 // confirmMiss decides a cache miss with the apiserver (see answerMiss): the id's record
 // and, if it lives, the id's Deployments, read through the Confirm client, all within
@@ -76,8 +101,14 @@ func lookupOf(err error) lookup {
 	return failed
 }
 
-// unconfirmed is the 503 of a miss the apiserver could not confirm.
+// unconfirmed is the 503 of a miss the apiserver could not confirm, or that our own
+// limiter did not let us ask it about.
 func unconfirmed(err error) error {
+	if errors.Is(err, errConfirmLimited) {
+		return &Error{Kind: KindUnavailable, RetryAfter: ConfirmRetryAfter, Err: fmt.Errorf("confirming a cache miss: %w", err),
+			Message: fmt.Sprintf("this provider limits how fast it confirms unknown container ids with the Kubernetes API "+
+				"(%d per second, bursts of %d) and is at that limit; retry after %d s", ConfirmQPS, ConfirmBurst, ConfirmRetryAfter)}
+	}
 	return &Error{Kind: KindUnavailable, Err: fmt.Errorf("confirming a cache miss: %w", err),
 		Message: "the provider cannot confirm with the Kubernetes API that the container does not exist; retry later"}
 }

@@ -33,7 +33,10 @@ type Error struct {
 	Kind    Kind
 	Message string
 	Fields  []container.Violation
-	Err     error
+	// RetryAfter, when set, is how long (seconds) a client should wait before trying
+	// again, and Message is then the whole answer it is given.
+	RetryAfter int
+	Err        error
 }
 
 func (e *Error) Error() string {

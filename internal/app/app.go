@@ -42,6 +42,7 @@ type App struct {
 	registrar *registration.Registrar
 	metrics   *metrics.Metrics
 	leading   atomic.Bool
+	stop      stopGate // readiness fails once the service stops
 	probe     *clusterProbe
 	tlsConfig *tls.Config // nil: plain HTTP
 }
@@ -174,6 +175,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	top := http.NewServeMux()
 	top.Handle("/metrics", a.metrics.Handler())
 	top.Handle("/readyz", httpapi.Readiness(
+		a.stop.check(),
 		httpapi.Check{Name: "caches", Err: func() error {
 			if !st.Synced() {
 				return errorString("the informer caches are not synced yet")
@@ -244,9 +246,10 @@ func (a *App) Store() *store.Store { return a.store }
 // status reporter on the elected replica. Only the NATS dial and the profile hold back
 // those after them; the rest run side by side from the start: the HTTP server answers
 // while the caches fill (a read answers 503 until they are synced) and the reporter
-// waits for them itself. On stop the reporter delivers what is pending and resigns (gives
-// up the leader Lease at once) first, while the API still serves; the HTTP server then finishes its requests;
-// the informers and the API probe stop last.
+// waits for them itself. On stop, /readyz answers 503 at once (so traffic moves away
+// while the API still answers); then the reporter delivers what is pending and resigns
+// (gives up the leader Lease at once), while the API still serves; the HTTP server then
+// finishes its requests; the informers and the API probe stop last.
 func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		var err error
@@ -262,7 +265,12 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		"identity", a.cfg.Monitor.Identity)
 	// The HTTP server closes ln when it stops; should the start fail before it, Run does.
 	defer ln.Close()
-	return runInOrder(ctx, a.log, []component{
+	return runInOrder(ctx, a.log, a.components(ln, scheme))
+}
+
+// components are Run's components, in start order; the last stops first.
+func (a *App) components(ln net.Listener, scheme string) []component {
+	return []component{
 		{name: "cluster-probe", run: a.probe.Run},
 		{name: "informers", run: a.runInformers},
 		{name: "permissions", run: a.checkPermissions},
@@ -274,7 +282,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 			return nil
 		}},
 		{name: "status", run: a.election.Run},
-	})
+		// Last, so it stops first: /readyz answers 503 before anything else stops.
+		a.stop.component(),
+	}
 }
 
 // runInformers fills the caches and keeps them current until ctx ends.

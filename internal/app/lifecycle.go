@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+
+	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
 )
 
 // component is one part of the service. Components start in order and stop in reverse.
@@ -109,4 +112,28 @@ func runInOrder(ctx context.Context, log *slog.Logger, comps []component) error 
 		return errs[0]
 	}
 	return nil
+}
+
+// stopGate makes readiness fail as soon as the service begins to stop: its component
+// goes last, so runInOrder stops it first, before the reporter drains and before the
+// HTTP server shuts down. Load balancers and the Service's endpoints then move traffic
+// away while the API still answers the requests that arrive meanwhile.
+type stopGate struct{ stopping atomic.Bool }
+
+func (g *stopGate) component() component {
+	return component{name: "readiness", run: func(ctx context.Context) error {
+		<-ctx.Done()
+		g.stopping.Store(true)
+		return nil
+	}}
+}
+
+// check is the readiness condition: not stopping.
+func (g *stopGate) check() httpapi.Check {
+	return httpapi.Check{Name: "stopping", Err: func() error {
+		if g.stopping.Load() {
+			return errorString("the provider is shutting down")
+		}
+		return nil
+	}}
 }

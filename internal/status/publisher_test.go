@@ -40,7 +40,7 @@ func TestEventFormat(t *testing.T) {
 	if id, _ := got["id"].(string); len(id) != 36 {
 		t.Errorf("event id %q", got["id"])
 	}
-	if NewEventID() == NewEventID() {
-		t.Error("event ids repeat")
+	if first, second := NewEventID(), NewEventID(); first == second {
+		t.Errorf("event ids repeat: %q", first)
 	}
 }

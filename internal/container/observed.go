@@ -45,7 +45,7 @@ type Meta struct {
 
 func metaOf(m *metav1.ObjectMeta) Meta {
 	return Meta{
-		Name: m.Name, Namespace: intern(m.Namespace), Created: m.CreationTimestamp.Time, Deleting: m.DeletionTimestamp != nil,
+		Name: m.Name, Namespace: Intern(m.Namespace), Created: m.CreationTimestamp.Time, Deleting: m.DeletionTimestamp != nil,
 		ID: InstanceID(m.Labels), Incarnation: IncarnationOf(m),
 	}
 }
@@ -96,7 +96,7 @@ type Condition struct {
 // DeploymentOf reads a Deployment.
 func DeploymentOf(d *appsv1.Deployment) Deployment {
 	out := Deployment{
-		Meta: metaOf(&d.ObjectMeta), GenerateName: intern(d.GenerateName),
+		Meta: metaOf(&d.ObjectMeta), GenerateName: Intern(d.GenerateName),
 		UserLabels: labelsOf(userLabels(d.Labels)), Changed: d.CreationTimestamp.Time,
 	}
 	if r := d.Spec.Replicas; r != nil {
@@ -106,9 +106,9 @@ func DeploymentOf(d *appsv1.Deployment) Deployment {
 	if cs := d.Spec.Template.Spec.Containers; len(cs) > 0 {
 		ctr = cs[0]
 	}
-	out.Container = Container{Name: intern(ctr.Name), Image: intern(ctr.Image), Command: ctr.Command, Args: ctr.Args}
+	out.Container = Container{Name: Intern(ctr.Name), Image: Intern(ctr.Image), Command: ctr.Command, Args: ctr.Args}
 	for _, e := range ctr.Env {
-		out.Container.Env = append(out.Container.Env, EnvVar{Name: intern(e.Name), Value: e.Value})
+		out.Container.Env = append(out.Container.Env, EnvVar{Name: Intern(e.Name), Value: e.Value})
 	}
 	for _, p := range ctr.Ports {
 		out.Container.Ports = append(out.Container.Ports, p.ContainerPort)
@@ -116,7 +116,7 @@ func DeploymentOf(d *appsv1.Deployment) Deployment {
 	out.Resources = requestedResources(d.Annotations, ctr.Resources)
 	for _, c := range d.Status.Conditions {
 		out.Changed = newer(out.Changed, c.LastTransitionTime.Time)
-		cond := Condition{Status: corev1.ConditionStatus(intern(string(c.Status))), Reason: intern(c.Reason), Message: intern(c.Message)}
+		cond := Condition{Status: corev1.ConditionStatus(Intern(string(c.Status))), Reason: Intern(c.Reason), Message: Intern(c.Message)}
 		switch c.Type {
 		case appsv1.DeploymentAvailable:
 			out.Available = cond
@@ -143,7 +143,7 @@ func DeploymentsOf(items []appsv1.Deployment) []*Deployment {
 func requestedResources(annotations map[string]string, req corev1.ResourceRequirements) v1alpha1.ContainerResources {
 	var r v1alpha1.ContainerResources
 	if a, ok := annotations[AnnotationResources]; ok && json.Unmarshal([]byte(a), &r) == nil {
-		r.Memory.Min, r.Memory.Max = intern(r.Memory.Min), intern(r.Memory.Max)
+		r.Memory.Min, r.Memory.Max = Intern(r.Memory.Min), Intern(r.Memory.Max)
 		return r
 	}
 	r = v1alpha1.ContainerResources{} // a failed Unmarshal may have filled some of it
@@ -211,12 +211,12 @@ type Exit struct {
 func PodOf(p *corev1.Pod) Pod {
 	out := Pod{
 		Meta:  metaOf(&p.ObjectMeta),
-		Phase: corev1.PodPhase(intern(string(p.Status.Phase))), Reason: intern(p.Status.Reason), Message: intern(p.Status.Message),
+		Phase: corev1.PodPhase(Intern(string(p.Status.Phase))), Reason: Intern(p.Status.Reason), Message: Intern(p.Status.Message),
 		IP: p.Status.PodIP, ReadinessGates: len(p.Spec.ReadinessGates) > 0, Changed: p.CreationTimestamp.Time,
 	}
 	for _, c := range p.Status.Conditions {
 		out.Changed = newer(out.Changed, c.LastTransitionTime.Time)
-		status := corev1.ConditionStatus(intern(string(c.Status)))
+		status := corev1.ConditionStatus(Intern(string(c.Status)))
 		switch c.Type {
 		case corev1.PodReady:
 			out.Ready = status
@@ -224,7 +224,7 @@ func PodOf(p *corev1.Pod) Pod {
 			out.ContainersReady = status
 		case corev1.PodScheduled:
 			if status == corev1.ConditionFalse && out.NotScheduled == nil {
-				out.NotScheduled = &Reason{intern(c.Reason), intern(c.Message)}
+				out.NotScheduled = &Reason{Intern(c.Reason), Intern(c.Message)}
 			}
 		}
 	}
@@ -239,7 +239,7 @@ func PodOf(p *corev1.Pod) Pod {
 			out.Container = &ContainerStatus{Ready: cs.Ready, Restarts: cs.RestartCount, Running: cs.State.Running != nil,
 				Terminated: exitOf(cs.State.Terminated), LastExit: exitOf(cs.LastTerminationState.Terminated)}
 			if w := cs.State.Waiting; w != nil {
-				out.Container.Waiting = &Reason{intern(w.Reason), intern(w.Message)}
+				out.Container.Waiting = &Reason{Intern(w.Reason), Intern(w.Message)}
 			}
 		}
 	}
@@ -250,7 +250,7 @@ func exitOf(t *corev1.ContainerStateTerminated) *Exit {
 	if t == nil {
 		return nil
 	}
-	return &Exit{Reason: intern(t.Reason), Message: intern(t.Message), Code: t.ExitCode}
+	return &Exit{Reason: Intern(t.Reason), Message: Intern(t.Message), Code: t.ExitCode}
 }
 
 // Service is what the service reads of a container's Service.
@@ -279,10 +279,10 @@ type ServicePort struct {
 
 // ServiceOf reads a Service.
 func ServiceOf(s *corev1.Service) Service {
-	out := Service{Meta: metaOf(&s.ObjectMeta), UID: s.UID, Type: corev1.ServiceType(intern(string(s.Spec.Type))), ClusterIP: s.Spec.ClusterIP}
+	out := Service{Meta: metaOf(&s.ObjectMeta), UID: s.UID, Type: corev1.ServiceType(Intern(string(s.Spec.Type))), ClusterIP: s.Spec.ClusterIP}
 	for _, p := range s.Spec.Ports {
 		out.Ports = append(out.Ports, ServicePort{Port: p.Port, TargetPort: p.TargetPort.IntVal, NodePort: p.NodePort,
-			Protocol: corev1.Protocol(intern(string(p.Protocol)))})
+			Protocol: corev1.Protocol(Intern(string(p.Protocol)))})
 	}
 	if ing := s.Status.LoadBalancer.Ingress; len(ing) > 0 {
 		out.ExternalIP = ing[0].IP
@@ -351,13 +351,14 @@ func newer(t, u time.Time) time.Time {
 	return t
 }
 
-// intern returns s as a copy shared with every other interned equal string (Go's unique
+// Intern returns s as a copy shared with every other interned equal string (Go's unique
 // package: one copy per distinct value, dropped when nothing uses it any more). Each
 // object a cache holds was decoded on its own, so without it each would carry its own
 // copy of strings that are the same in thousands of objects: the namespace, images,
 // phases, condition reasons and messages. Values unique to one object (names, ids,
-// IPs) are not interned.
-func intern(s string) string {
+// IPs) are not interned. The views below intern what they keep; the store interns
+// what it keeps beside them (a record's namespace).
+func Intern(s string) string {
 	if s == "" {
 		return s
 	}

@@ -69,7 +69,7 @@ func newCachedRecord(l *coordinationv1.Lease) *cachedRecord {
 	if !ok {
 		rec = container.Record{Name: l.Name}
 	}
-	return &cachedRecord{record: rec, isRecord: ok, namespace: intern(l.Namespace), id: id, resourceVersion: l.ResourceVersion}
+	return &cachedRecord{record: rec, isRecord: ok, namespace: container.Intern(l.Namespace), id: id, resourceVersion: l.ResourceVersion}
 }
 
 // recordOf is the record of container id the cache holds, if any.

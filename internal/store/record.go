@@ -84,13 +84,19 @@ create:
 // empty): a newer record of the id is never touched. Gone or replaced meanwhile is
 // success. Its finalizer, if any, stays (see DeleteRecord).
 func (s *Store) deleteLease(ctx context.Context, name string, uid types.UID) error {
+	return classify("deleting the container record", deleteLeaseOf(ctx, s.client, s.namespace, name, uid))
+}
+
+// deleteLeaseOf is deleteLease for callers without a Store (the uninstall), its error
+// unclassified.
+func deleteLeaseOf(ctx context.Context, client kubernetes.Interface, ns, name string, uid types.UID) error {
 	var opts metav1.DeleteOptions
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}
-	err := s.client.CoordinationV1().Leases(s.namespace).Delete(ctx, name, opts)
+	err := client.CoordinationV1().Leases(ns).Delete(ctx, name, opts)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return classify("deleting the container record", err)
+		return err
 	}
 	return nil
 }
@@ -218,12 +224,7 @@ func deleteRecordAnyway(ctx context.Context, client kubernetes.Interface, ns str
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	uid := rec.UID
-	err = c.Delete(ctx, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return err
-	}
-	return nil
+	return deleteLeaseOf(ctx, client, ns, rec.Name, rec.UID)
 }
 
 // DeleteService deletes a Service a gone container left behind (UID precondition: a

@@ -301,12 +301,12 @@ type deletion struct {
 	Deployments, Services []string
 }
 
-// planDelete decides a DELETE from the Deployments and Services of the id. A container
+// planDelete decides a DELETE from the Deployments and the Service names of the id. A container
 // with a live Deployment has its record marked owed, then everything of the id is
 // deleted at once; one with only a Service left (or Deployments already being deleted
 // and a Service) has those deleted with no mark: nothing live is being deleted.
 // Deployments already being deleted and nothing else: 404.
-func planDelete(deps []*container.Deployment, svcs []*container.Service) deletion {
+func planDelete(deps []*container.Deployment, svcs []string) deletion {
 	live := container.Snapshot{Deployments: deps}.Live()
 	if live == nil && len(svcs) == 0 {
 		return deletion{NotFound: true}
@@ -318,8 +318,6 @@ func planDelete(deps []*container.Deployment, svcs []*container.Service) deletio
 	for _, dep := range deps {
 		d.Deployments = append(d.Deployments, dep.Name)
 	}
-	for _, svc := range svcs {
-		d.Services = append(d.Services, svc.Name)
-	}
+	d.Services = svcs
 	return d
 }

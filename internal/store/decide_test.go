@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -265,7 +264,6 @@ func TestPlanDelete(t *testing.T) {
 		}
 		return d
 	}
-	svc := func(name string) *corev1.Service { return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 	summary := func(d deletion) string {
 		if d.NotFound {
 			return "404"
@@ -285,13 +283,13 @@ func TestPlanDelete(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		deps []*appsv1.Deployment
-		svcs []*corev1.Service
+		svcs []string
 		want string
 	}{
 		{"nothing: 404", nil, nil, "404"},
 		{"only a Deployment being deleted (a DELETE already happened): 404", []*appsv1.Deployment{dep("web", "i1", true)}, nil, "404"},
 		{"a live container: marked owed, then everything deleted",
-			[]*appsv1.Deployment{dep("web", "i1", false)}, []*corev1.Service{svc("web")},
+			[]*appsv1.Deployment{dep("web", "i1", false)}, []string{"web"},
 			`mark owed "i1"; delete deployment web; delete service web; 204`},
 		{"a live container without a Service", []*appsv1.Deployment{dep("web", "i1", false)}, nil,
 			`mark owed "i1"; delete deployment web; 204`},
@@ -301,9 +299,9 @@ func TestPlanDelete(t *testing.T) {
 			[]*appsv1.Deployment{dep("old", "i0", true), dep("web", "i1", false)}, nil,
 			`mark owed "i1"; delete deployment old; delete deployment web; 204`},
 		{"only a Service left (a failed rollback, or a kubectl delete of the Deployment): deleted, no mark",
-			nil, []*corev1.Service{svc("web")}, "delete service web; 204"},
+			nil, []string{"web"}, "delete service web; 204"},
 		{"a Deployment being deleted and its Service: both deleted, no mark",
-			[]*appsv1.Deployment{dep("web", "i1", true)}, []*corev1.Service{svc("web")},
+			[]*appsv1.Deployment{dep("web", "i1", true)}, []string{"web"},
 			"delete deployment web; delete service web; 204"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -311,11 +309,7 @@ func TestPlanDelete(t *testing.T) {
 			for i, d := range tc.deps {
 				deps[i] = *d
 			}
-			svcs := make([]corev1.Service, len(tc.svcs))
-			for i, s := range tc.svcs {
-				svcs[i] = *s
-			}
-			if got := summary(planDelete(container.DeploymentsOf(deps), servicesOf(svcs))); got != tc.want {
+			if got := summary(planDelete(container.DeploymentsOf(deps), tc.svcs)); got != tc.want {
 				t.Errorf("planDelete:\n got %s\nwant %s", got, tc.want)
 			}
 		})

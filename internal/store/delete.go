@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -34,7 +33,11 @@ func (s *Store) delete(ctx context.Context, id string) error {
 	if err != nil {
 		return classify("listing Services", err)
 	}
-	d := planDelete(container.DeploymentsOf(deps.Items), servicesOf(svcs.Items))
+	svcNames := make([]string, len(svcs.Items))
+	for i := range svcs.Items {
+		svcNames[i] = svcs.Items[i].Name
+	}
+	d := planDelete(container.DeploymentsOf(deps.Items), svcNames)
 	if d.NotFound {
 		return ErrNotFound
 	}
@@ -71,14 +74,4 @@ func (s *Store) markOwed(ctx context.Context, id, inc string) error {
 			return !errors.Is(err, errRecordBusy), nil
 		})
 	return classify("marking the container deleted", err)
-}
-
-// servicesOf reads a List's Services as the decisions take them.
-func servicesOf(items []corev1.Service) []*container.Service {
-	out := make([]*container.Service, len(items))
-	for i := range items {
-		v := container.ServiceOf(&items[i])
-		out[i] = &v
-	}
-	return out
 }

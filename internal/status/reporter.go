@@ -297,15 +297,13 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 			keepForce()
 			return 0, err
 		}
-		r.mu.Lock()
-		r.sent[id], r.sentFor[id] = *st, inc
-		delete(r.minted, id)
-		r.mu.Unlock()
-	} else {
-		r.mu.Lock()
-		delete(r.minted, id) // nothing to send: the next status sent is a new change
-		r.mu.Unlock()
 	}
+	r.mu.Lock()
+	if st := p.Publish; st != nil {
+		r.sent[id], r.sentFor[id] = *st, inc
+	}
+	delete(r.minted, id) // delivered, or nothing to send: the next status sent is a new change
+	r.mu.Unlock()
 	if p.DeleteRecord != nil {
 		if err := r.cl.DeleteRecord(ctx, *p.DeleteRecord); err != nil {
 			return 0, err

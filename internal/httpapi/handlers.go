@@ -186,6 +186,9 @@ func fromStore(err error, id string) *Problem {
 	case store.KindNotFound:
 		return notFound(fmt.Sprintf("no container has id %q", id))
 	case store.KindConflict:
+		if se.RetryAfter > 0 { // busy for a while (a create in progress): the store says why and when to come back
+			return &Problem{Status: http.StatusConflict, Code: "already-exists", Detail: se.Message, RetryAfter: se.RetryAfter, Cause: err}
+		}
 		return &Problem{Status: http.StatusConflict, Code: "already-exists",
 			Detail: fmt.Sprintf("a container with id %q already exists; it was not changed", id)}
 	case store.KindInvalid:

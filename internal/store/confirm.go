@@ -14,10 +14,16 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// ConfirmWait bounds how long a read waits for this replica's cache to show a container
-// whose record exists: another replica created it a moment ago, and the watch is
-// milliseconds behind.
+// ConfirmWait bounds a confirmation's requests to the apiserver: the wait for the
+// Confirm client's limiter and the reads themselves.
 const ConfirmWait = 2 * time.Second
+
+// ConfirmCacheWait bounds, on its own, how long a read then waits for this replica's
+// cache to show a container the apiserver has: another replica created it a moment ago,
+// and the watch is milliseconds behind. Its own bound, so that reads slowed by the
+// limiter or the apiserver do not leave the cache no time, and a live container no
+// answer but a 503.
+const ConfirmCacheWait = 2 * time.Second
 
 // ConfirmQPS and ConfirmBurst limit the confirmations (the client given as Store.Confirm):
 // a flood of GETs for unknown ids costs the apiserver at most this. Past it, a GET waits
@@ -51,11 +57,11 @@ func (l confirmLimiter) Wait(ctx context.Context) error {
 }
 
 // confirmMiss decides a cache miss with the apiserver (see answerMiss): the id's record
-// and, if it lives, the id's Deployments, read through the Confirm client, all within
-// ConfirmWait. When the cache does not show a container whose Deployment lives by then,
-// the answer is 503.
+// and the id's Deployments, read through the Confirm client, within ConfirmWait. When
+// the cache does not show a container whose Deployment lives within ConfirmCacheWait
+// more, the answer is 503.
 func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed, error) {
-	ctx, cancel := context.WithTimeout(ctx, ConfirmWait)
+	rctx, cancel := context.WithTimeout(ctx, ConfirmWait)
 	defer cancel()
 	var m miss
 	var err error
@@ -63,12 +69,12 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 		switch answerMiss(m) {
 		case missReadRecord:
 			var l *coordinationv1.Lease
-			l, err = s.Confirm.CoordinationV1().Leases(s.namespace).Get(ctx, container.RecordName(id), metav1.GetOptions{})
+			l, err = s.Confirm.CoordinationV1().Leases(s.namespace).Get(rctx, container.RecordName(id), metav1.GetOptions{})
 			m.Record = lookupOf(err)
 			m.Rec, m.Ours = container.RecordOf(l, id)
 		case missListDeployments:
 			var live bool
-			live, err = s.liveAtAPIServer(ctx, s.Confirm, id)
+			live, err = s.liveAtAPIServer(rctx, s.Confirm, id)
 			m.Deployments, m.Live = lookupOf(err), live
 		case missNotFound:
 			return container.Observed{}, ErrNotFound
@@ -76,11 +82,13 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 			return container.Observed{}, unconfirmed(err)
 		case missWaitForCache:
 			var o container.Observed
-			err := waitCached(ctx, func() bool {
+			wctx, wcancel := context.WithTimeout(ctx, ConfirmCacheWait)
+			err := waitCached(wctx, func() bool {
 				var ok bool
 				o, ok = s.observed(id)
 				return ok
 			})
+			wcancel()
 			if err != nil {
 				return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("the record of %q lives, the cache shows no container", id),
 					Message: "the container is being created, or this replica has not caught up with the cluster yet; retry later"}

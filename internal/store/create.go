@@ -2,14 +2,12 @@ package store
 
 import (
 	"context"
-	"sync"
-	"time"
+		"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -18,8 +16,8 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Create reserves the id (writes its record), then creates the Deployment and the
-// Service. Any failure removes what was created (see rollback). It returns once the
+// Create reserves the id (writes its record), then creates the Service and, last, the
+// Deployment. Any failure removes what was created (see rollback). It returns once the
 // informer caches hold the new objects, so a GET that follows on this replica sees them.
 func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (container.Observed, error) {
 	obs, err := s.create(ctx, id, objs)
@@ -37,53 +35,43 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	if err != nil {
 		return container.Observed{}, err
 	}
-	// Is the id free of a workload too? (see buildAfterReserving)
-	cachedLive := s.Snapshot(id).Live() != nil
-	next := buildAfterReserving(cachedLive, false, false)
+	// Is the id free of a workload too? (see buildAfterReserving: one label-selected
+	// LIST at the apiserver per create.)
+	next := buildAfterReserving(false, false)
 	if next == buildAskAPIServer {
 		live, err := s.liveAtAPIServer(ctx, s.client, id)
 		if err != nil {
-			s.rollback(id, record, nil, nil)
+			s.rollback(id, inc, record, false)
 			return container.Observed{}, err
 		}
-		next = buildAfterReserving(cachedLive, true, live)
+		next = buildAfterReserving(true, live)
 	}
 	if next == buildTaken {
-		s.rollback(id, record, nil, nil)
+		s.rollback(id, inc, record, false)
 		return container.Observed{}, errTaken
 	}
 
-	// Nothing is owned by anything, so both objects are created at once: a create costs
-	// the record plus the slower of the two, not their sum.
+	// The Service first, the Deployment last: the Deployment is the create's commit
+	// point. Once it exists the create makes nothing more, so a DELETE that finds a live
+	// Deployment deletes the whole container, and one that finds the record without a
+	// Deployment knows a create is still in progress and waits for it (planDelete). Made
+	// in parallel, a Service could come after a DELETE that had deleted the Deployment.
+	// It costs one Service create of latency.
 	objs = objs.ForIncarnation(inc)
 	dep := objs.Deployment
 	dep.Namespace = s.namespace
 	svc := objs.Service
+	var out container.Objects
 	if svc != nil {
 		svc.Namespace = s.namespace
-	}
-	var out container.Objects
-	var depErr, svcErr error
-	var wg sync.WaitGroup
-	if svc != nil {
-		wg.Go(func() {
-			out.Service, svcErr = s.client.CoreV1().Services(s.namespace).Create(ctx, svc, metav1.CreateOptions{})
-			if svcErr != nil {
-				out.Service = nil // client-go answers an empty object with an error
-			}
-		})
-	}
-	out.Deployment, depErr = s.client.AppsV1().Deployments(s.namespace).Create(ctx, dep, metav1.CreateOptions{})
-	if depErr != nil {
-		out.Deployment = nil
-	}
-	wg.Wait()
-	if depErr != nil || svcErr != nil {
-		s.rollback(id, record, out.Deployment, out.Service)
-		if depErr != nil {
-			return container.Observed{}, classify("creating Deployment", depErr)
+		if out.Service, err = s.client.CoreV1().Services(s.namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			s.rollback(id, inc, record, true)
+			return container.Observed{}, classify("creating Service", err)
 		}
-		return container.Observed{}, classify("creating Service", svcErr)
+	}
+	if out.Deployment, err = s.client.AppsV1().Deployments(s.namespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		s.rollback(id, inc, record, true)
+		return container.Observed{}, classify("creating Deployment", err)
 	}
 	created := out.Deployment
 	// Read-your-writes on this replica: bounded, and harmless if it times out (the
@@ -98,10 +86,15 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 }
 
 // rollback deletes what a failed create made, detached from the request's context (a
-// client that hung up must not leave objects behind), retrying for a while. The record
-// goes last, and only once the workload is gone: should the apiserver refuse for longer,
-// the container stays a known one (readable, reported, deletable) rather than an orphan.
-func (s *Store) rollback(id string, record *coordinationv1.Lease, dep *appsv1.Deployment, svc *corev1.Service) {
+// client that hung up must not leave objects behind), retrying for a while. What it
+// made is found at the apiserver by its incarnation (made: a create of an object was
+// sent), not taken from the answers: an answer lost on the way back (a timeout, a
+// broken connection) leaves an object the apiserver committed and the create never
+// heard of, and the names come from generateName. Each delete has a UID precondition.
+// The record goes last, and only once the workload is gone: should the apiserver
+// refuse for longer, the container stays a known one (readable, reported, deletable)
+// rather than an orphan.
+func (s *Store) rollback(id, inc string, record *coordinationv1.Lease, made bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.CreateTimeout)
 	defer cancel()
 	bg := metav1.DeletePropagationBackground
@@ -109,21 +102,33 @@ func (s *Store) rollback(id string, record *coordinationv1.Lease, dep *appsv1.De
 		return metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}}
 	}
 	gone := func(err error) bool { return err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) }
+	sel := metav1.ListOptions{LabelSelector: incarnationSelector(id, inc)}
 	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 8, Cap: 2 * time.Second},
 		func(ctx context.Context) (bool, error) {
-			if dep != nil {
-				if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, dep.Name, opts(dep.UID)); !gone(err) {
-					s.log.Warn("rollback: deleting Deployment", "id", id, "err", err)
+			if made {
+				deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, sel)
+				if err != nil {
+					s.log.Warn("rollback: listing Deployments", "id", id, "err", err)
 					return false, nil
 				}
-				dep = nil
-			}
-			if svc != nil {
-				if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, svc.Name, opts(svc.UID)); !gone(err) {
-					s.log.Warn("rollback: deleting Service", "id", id, "err", err)
+				for _, d := range deps.Items {
+					if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, d.Name, opts(d.UID)); !gone(err) {
+						s.log.Warn("rollback: deleting Deployment", "id", id, "err", err)
+						return false, nil
+					}
+				}
+				svcs, err := s.client.CoreV1().Services(s.namespace).List(ctx, sel)
+				if err != nil {
+					s.log.Warn("rollback: listing Services", "id", id, "err", err)
 					return false, nil
 				}
-				svc = nil
+				for _, v := range svcs.Items {
+					if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, v.Name, opts(v.UID)); !gone(err) {
+						s.log.Warn("rollback: deleting Service", "id", id, "err", err)
+						return false, nil
+					}
+				}
+				made = false
 			}
 			if err := s.deleteLease(ctx, record.Name, record.UID); err != nil {
 				s.log.Warn("rollback: deleting the record", "id", id, "err", err)
@@ -134,4 +139,9 @@ func (s *Store) rollback(id string, record *coordinationv1.Lease, dep *appsv1.De
 	if err != nil {
 		s.log.Error("rollback incomplete: the container stays known and can be deleted", "id", id, "err", err)
 	}
+}
+
+// incarnationSelector selects the objects of one incarnation of container id.
+func incarnationSelector(id, inc string) string {
+	return k8slabels.SelectorFromSet(labels(id, inc)).String()
 }

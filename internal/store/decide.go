@@ -43,7 +43,15 @@ const (
 	claimRetry                        // the Lease went meanwhile: create the record again
 	claimListDeployments              // it may be abandoned: is there a Deployment of the id?
 	claimTakeOver                     // abandoned: delete it (UID precondition), create again
+	claimPreviousDeleting             // 409 with Retry-After: the previous container's DELETED is not delivered yet
+	claimWaitDeleted                  // someone is deleting the record: wait briefly, read it again
+	claimBusy                         // it is still being deleted after the waits: 503 (errRecordBusy)
 )
+
+// claimWaits is how many times a create waits for a record someone is deleting (not
+// one owing a DELETED: that one stays until the DELETED is delivered) before it gives
+// up: with the backoff in reserve, about 1.5 s, as long as a plain record takes to go.
+const claimWaits = 5
 
 // holder is what a create knows about the Lease holding its id.
 type holder struct {
@@ -56,6 +64,8 @@ type holder struct {
 	// (someone else's Lease with the record's name: never taken over).
 	Record container.Record
 	Ours   bool
+	// Waited is how many times the create waited for the record to go (claimWaitDeleted).
+	Waited int
 	// Listed: the id's Deployments were listed at the apiserver (not the cache: this
 	// decides whether an id may be reused); Deployments is how many, in any state.
 	Listed      bool
@@ -67,8 +77,12 @@ type holder struct {
 // name), no DELETED owed on it, old enough (takeOverAllowed), and no Deployment carries
 // the id. An abandoned record is replaced, guarded by a UID precondition so that only
 // one of several concurrent takers succeeds; a second try never takes over again.
-// (What a record being deleted or of another incarnation does is what any record does:
-// neither is looked at.)
+//
+// A record being deleted is not a container any more: one owing a DELETED is the
+// previous container's, whose DELETED is not delivered yet (the reporter deletes the
+// record, then lets it go once DCM has been told): 409, and the client is told when to
+// come back. One owing nothing is going (a clean-up of Leases, a rollback): the create
+// waits for it briefly and tries again. (A record of another incarnation is like any.)
 func claimID(h holder, now time.Time, createTimeout time.Duration) claim {
 	switch {
 	case h.Retried:
@@ -77,7 +91,15 @@ func claimID(h holder, now time.Time, createTimeout time.Duration) claim {
 		return claimRead
 	case h.Lease == absent:
 		return claimRetry
-	case !h.Ours || h.Record.Owed || !takeOverAllowed(h.Record.Created, now, createTimeout):
+	case !h.Ours:
+		return claimTaken
+	case h.Record.Terminating && h.Record.Owed:
+		return claimPreviousDeleting
+	case h.Record.Terminating && h.Waited < claimWaits:
+		return claimWaitDeleted
+	case h.Record.Terminating:
+		return claimBusy
+	case h.Record.Owed || !takeOverAllowed(h.Record.Created, now, createTimeout):
 		return claimTaken
 	case !h.Listed:
 		return claimListDeployments
@@ -98,22 +120,21 @@ func takeOverAllowed(created, now time.Time, createTimeout time.Duration) bool {
 type build int
 
 const (
-	buildAskAPIServer build = iota // the cache shows a live Deployment: ask the apiserver
-	buildGo                        // create the Deployment and the Service
+	buildAskAPIServer build = iota // ask the apiserver whether a live Deployment carries the id
+	buildGo                        // create the Service, then the Deployment
 	buildTaken                     // 409 (after rolling back the record)
 )
 
 // buildAfterReserving decides whether a create whose record was just written may make
 // the workload. A container whose record was deleted by hand, or made before records
-// (e.g. by the reference provider), has none: the cache still knows its Deployment. The
-// cache can also still show one deleted a moment ago (or minutes ago, when its watch is
-// coming back from an apiserver outage: make chaos, seed 11), so the apiserver has the
-// last word; it is asked only when the cache shows one (asked: it was; apiLive: it
-// has one). A failed ask is the create's error, after rolling back the record.
-func buildAfterReserving(cachedLive, asked, apiLive bool) build {
+// (e.g. by the reference provider), has none, so the record alone does not say the id
+// is free: its Deployment does. The apiserver is always asked (asked: it was; apiLive:
+// it has one), not the cache: the cache can lack a Deployment made a moment ago on
+// another replica or by someone else (two containers for one id), and can still show
+// one deleted minutes ago while its watch comes back from an apiserver outage (make
+// chaos, seed 11). A failed ask is the create's error, after rolling back the record.
+func buildAfterReserving(asked, apiLive bool) build {
 	switch {
-	case !cachedLive:
-		return buildGo
 	case !asked:
 		return buildAskAPIServer
 	case apiLive:
@@ -146,26 +167,27 @@ type miss struct {
 	Live        bool
 }
 
-// answerMiss decides a cache miss with the apiserver: the id's record, read from etcd.
-// None, one not ours, or one that owes a DELETED or is being deleted: the container
-// does not exist, and the 404 is authoritative. A live record: the container exists, or
-// a create is in progress, or its Deployment was deleted by hand a moment ago (its
-// record not yet marked): its Deployment is looked up at the apiserver too; none live
-// is a 404, one live means this cache is behind: wait for it. When the apiserver cannot
-// answer (an outage, or this replica's confirmations are over their limit), the answer
-// is 503: a 404 from the cache alone could be wrong (the chaos run's seed 11: a replica
+// answerMiss decides a cache miss with the apiserver: the id's record, read from etcd,
+// then, unless the record says the container was deleted, the id's live Deployment. A
+// record that owes a DELETED: the container was deleted (a DELETE marks the record
+// before it deletes the workload), and the 404 is authoritative. Anything else (no
+// record, one not ours, a live one, one being deleted by hand) does not tell: a
+// container without a record (made by the reference provider, or its record deleted
+// by hand) lives as long as its Deployment does, and a live record may be a create in
+// progress. So the id's Deployments are looked up at the apiserver: none live is a 404,
+// one live means this cache is behind: wait for it. When the apiserver cannot answer
+// (an outage, or this replica's confirmations are over their limit), the answer is
+// 503: a 404 from the cache alone could be wrong (the chaos run's seed 11: a replica
 // whose watch was broken by an apiserver restart answered 404 for a container created
 // meanwhile).
 func answerMiss(m miss) missAnswer {
 	switch m.Record {
 	case notAsked:
 		return missReadRecord
-	case absent:
-		return missNotFound
 	case failed:
 		return missUnconfirmed
 	}
-	if !m.Ours || m.Rec.Owed || m.Rec.Terminating {
+	if m.Record == answered && m.Ours && m.Rec.Owed {
 		return missNotFound
 	}
 	switch m.Deployments {
@@ -289,35 +311,141 @@ func withoutRecordFinalizer(f []string) []string {
 
 // --- DELETE ---
 
-// deletion is what a DELETE does with the objects of its id found at the apiserver.
+// object is one Deployment or Service of an id as DELETE found it at the apiserver:
+// what it needs to decide and to delete it (UID precondition), nothing more.
+type object struct {
+	Name        string
+	UID         types.UID
+	Incarnation string
+	Deleting    bool
+	Created     time.Time
+}
+
+// deleteFacts is what a DELETE found at the apiserver about its id, read in this order:
+// the Deployments, the Services, then the record. The record is read last so that a
+// Service in the lists is never a create's that this DELETE could miss: a create makes
+// its record before its Service, so if the record is absent when read, any create that
+// will still commit reserved after the lists were read, and none of its objects is in
+// them.
+type deleteFacts struct {
+	// Record is how reading the id's record went (answered or absent); Rec and Ours are
+	// what was read.
+	Record lookup
+	Rec    container.Record
+	Ours   bool
+	// Deployments and Services of the id; Deployments oldest first.
+	Deployments, Services []object
+}
+
+// deletion is what a DELETE does with what it found.
 type deletion struct {
-	// NotFound: nothing of the container is left (no live Deployment, no Service): 404.
+	// InProgress: a create of the id is in progress (its record lives and its
+	// Deployment is not made yet): nothing is done; the DELETE waits and decides again
+	// with what it reads then, or answers 409 (errCreateInProgress).
+	InProgress bool
+	// NotFound: the answer is 404, once what is below is done (the record of an
+	// abandoned create may be deleted with a 404: no container was there).
 	NotFound bool
 	// MarkOwed: the record is marked DELETED owed first, for incarnation Incarnation
 	// (the live Deployment's), so the DELETED survives whatever happens next.
 	MarkOwed    bool
 	Incarnation string
-	// Deployments and Services are deleted (pods follow by cascade), every one found.
-	Deployments, Services []string
+	// Deployments and Services are deleted (pods follow by cascade), every one found,
+	// each with a UID precondition.
+	Deployments, Services []object
+	// DeleteRecord: the record, RecordUID, is deleted (UID precondition): an abandoned
+	// create's.
+	DeleteRecord bool
+	RecordUID    types.UID
 }
 
-// planDelete decides a DELETE from the Deployments and the Service names of the id. A container
-// with a live Deployment has its record marked owed, then everything of the id is
-// deleted at once; one with only a Service left (or Deployments already being deleted
-// and a Service) has those deleted with no mark: nothing live is being deleted.
-// Deployments already being deleted and nothing else: 404.
-func planDelete(deps []*container.Deployment, svcs []string) deletion {
-	live := container.Snapshot{Deployments: deps}.Live()
-	if live == nil && len(svcs) == 0 {
-		return deletion{NotFound: true}
+// planDelete decides a DELETE. A container with a live Deployment has its record
+// marked owed, then everything of the id is deleted at once: a Deployment is the last
+// thing a create makes (create.go), so once one exists no create of the id makes
+// anything more. Without one, a live record (not owed, not being deleted) with no
+// Deployment of its incarnation is a create that has not made its Deployment yet: while
+// it is younger than an abandoned create (takeOverAllowed), the DELETE waits for it
+// (InProgress), and never answers while the create may still finish; once older, it was
+// abandoned by a replica that died mid-create: its record and any Service are deleted,
+// 204 when there was a Service, else 404 (no container was ever there for DCM to know
+// of). Otherwise a Service left (and any Deployment being deleted) is deleted with no
+// mark: nothing live is being deleted. No Service and no live Deployment is a 404
+// (Deployments being deleted already are left to finish).
+func planDelete(f deleteFacts, now time.Time, createTimeout time.Duration) deletion {
+	var live *object
+	for i := range f.Deployments {
+		if !f.Deployments[i].Deleting {
+			live = &f.Deployments[i]
+			break
+		}
 	}
-	var d deletion
-	if live != nil {
+	d := deletion{Deployments: f.Deployments, Services: f.Services}
+	switch {
+	case live != nil:
 		d.MarkOwed, d.Incarnation = true, live.Incarnation
+		return d
+	case f.Record == answered && f.Ours && !f.Rec.Owed && !f.Rec.Terminating &&
+		!slices.ContainsFunc(f.Deployments, func(o object) bool { return o.Incarnation == f.Rec.Incarnation }):
+		if !takeOverAllowed(f.Rec.Created, now, createTimeout) {
+			return deletion{InProgress: true}
+		}
+		d.DeleteRecord, d.RecordUID = true, f.Rec.UID
 	}
-	for _, dep := range deps {
-		d.Deployments = append(d.Deployments, dep.Name)
+	if len(f.Services) == 0 { // nothing, or Deployments being deleted already
+		d.NotFound, d.Deployments = true, nil
 	}
-	d.Services = svcs
 	return d
 }
+
+// createWaitBound is how long a DELETE that found a create of its id in progress waits
+// for it (polling the apiserver), and, past that, the Retry-After of its 409. A create
+// makes its Deployment before its deadline, CreateTimeout after it reserved the id (its
+// record's creation), or never: so the DELETE waits until then, and a DELETE still
+// facing a record without a Deployment at that point faces a create that failed and is
+// rolling back (or a Deployment answer lost at the apiserver): it answers 409 and the
+// client comes back once the record counts as abandoned (twice CreateTimeout), when the
+// DELETE can clean up whatever is left. The request's own deadline bounds the wait too
+// (delete.go). Retry-After is at least a second.
+func createWaitBound(created, now time.Time, createTimeout time.Duration) (wait time.Duration, retryAfter int) {
+	age := now.Sub(created)
+	wait = max(createTimeout-age, 0)
+	left := 2*createTimeout - age - wait
+	return wait, max(int((left+time.Second-1)/time.Second), 1)
+}
+
+// confirmDeleteReads decides which client a DELETE reads through: the Confirm client
+// (rate limited on its own) while nothing of the id is known, so that a flood of
+// DELETEs of unknown ids never slows the provider's other Kubernetes calls (issue 23:
+// 16 clients of them slowed real creates from ~10 ms to ~350 ms); the main client as
+// soon as the caches show anything of the id (record, Deployment or Service), or a read
+// found something.
+func confirmDeleteReads(cacheShowsAny, found bool) bool {
+	return !cacheShowsAny && !found
+}
+
+// --- The uninstall ---
+
+// releaseWrite is what the uninstall writes to the record cur before deleting it (the
+// record it listed had UID uid): RecordFinalizer off, when the current record still has
+// it; nil when there is nothing to write (no finalizer now, whatever the listing said,
+// or another record of the id by now, which is not touched).
+func releaseWrite(cur *coordinationv1.Lease, uid types.UID) *coordinationv1.Lease {
+	if cur == nil || cur.UID != uid || !slices.Contains(cur.Finalizers, container.RecordFinalizer) {
+		return nil
+	}
+	w := cur.DeepCopy()
+	w.Finalizers = withoutRecordFinalizer(w.Finalizers)
+	return w
+}
+
+// --- EnsureRecord ---
+
+// ensureAttempts bounds EnsureRecord's creates: a record found by the create
+// (AlreadyExists) and gone by the read that follows was deleted in between (its DELETED
+// delivered, or a clean-up of Leases), and is created again. More than a few in a row
+// is someone deleting it as fast as it is made.
+const ensureAttempts = 4
+
+// recreateRecord decides whether EnsureRecord creates the record again after attempt
+// (from 1) found it by its create and not by the read that followed.
+func recreateRecord(attempt int) bool { return attempt < ensureAttempts }

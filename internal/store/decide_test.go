@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -76,8 +76,21 @@ func TestClaimID(t *testing.T) {
 			listed(rec(old), 0), claimTakeOver},
 		{"old, of another incarnation, no Deployment: abandoned like any (the incarnation is not looked at)",
 			listed(rec(old, func(r *container.Record) { r.Incarnation = "i0" }), 0), claimTakeOver},
-		{"old, being deleted, not owed, no Deployment: taken over like any (its state is not looked at)",
-			listed(rec(old, terminatingRec), 0), claimTakeOver},
+		// Issue 23: a record being deleted is not a container any more.
+		{"being deleted and owed: the previous container's DELETED is not delivered yet: 409 with Retry-After",
+			read(rec(young, owedRec, terminatingRec)), claimPreviousDeleting},
+		{"being deleted and owed, old: the same", read(rec(old, owedRec, terminatingRec)), claimPreviousDeleting},
+		{"being deleted, owing nothing (a clean-up of Leases, a rollback): wait for it to go",
+			read(rec(young, terminatingRec)), claimWaitDeleted},
+		{"being deleted, owing nothing, old: wait too (not a take-over)", read(rec(old, terminatingRec)), claimWaitDeleted},
+		{"still being deleted after the last wait: 503, retry", func() holder {
+			h := read(rec(young, terminatingRec))
+			h.Waited = claimWaits
+			return h
+		}(), claimBusy},
+		{"waited, and the Lease went: create again", holder{Lease: absent, Waited: 2}, claimRetry},
+		{"someone else's Lease being deleted: taken, never waited for",
+			holder{Lease: answered, Record: rec(young, terminatingRec), Ours: false}, claimTaken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := claimID(tc.h, t0, createTimeout); got != tc.want {
@@ -87,22 +100,24 @@ func TestClaimID(t *testing.T) {
 	}
 }
 
-// Whether a create, its id reserved, makes the workload: the cache may know a Deployment
-// of the id that has no record, or one that is gone already.
+// Whether a create, its id reserved, makes the workload: the apiserver is asked every
+// time, since the cache may lack a Deployment of the id that has no record, or still
+// show one that is gone.
 func TestBuildAfterReserving(t *testing.T) {
 	for _, tc := range []struct {
-		name                       string
-		cachedLive, asked, apiLive bool
-		want                       build
+		name           string
+		asked, apiLive bool
+		want           build
 	}{
-		{"the cache shows no live Deployment: go (no request)", false, false, false, buildGo},
-		{"the cache shows one: ask the apiserver", true, false, false, buildAskAPIServer},
-		{"the apiserver has one too (record deleted by hand, or a container made before records): 409",
-			true, true, true, buildTaken},
-		{"the apiserver has none (the cache is behind, e.g. after an apiserver outage): go", true, true, false, buildGo},
+		// Issue 23: an empty cache was trusted, and a Deployment without a record that it
+		// did not show yet got a second container with its id.
+		{"not asked yet: ask the apiserver, whatever the cache shows", false, false, buildAskAPIServer},
+		{"the apiserver has a live one (record deleted by hand, or a container made before records): 409",
+			true, true, buildTaken},
+		{"the apiserver has none (the cache may be behind either way): go", true, false, buildGo},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := buildAfterReserving(tc.cachedLive, tc.asked, tc.apiLive); got != tc.want {
+			if got := buildAfterReserving(tc.asked, tc.apiLive); got != tc.want {
 				t.Errorf("buildAfterReserving = %v, want %v", got, tc.want)
 			}
 		})
@@ -123,11 +138,20 @@ func TestAnswerMiss(t *testing.T) {
 		want missAnswer
 	}{
 		{"nothing read yet: read the id's record", miss{}, missReadRecord},
-		{"no record: 404, authoritative", miss{Record: absent}, missNotFound},
+		// Issue 23: a container without a record that the cache did not show yet got a 404.
+		{"no record (a container of the reference provider, or its record deleted by hand): ask for the id's live Deployment",
+			miss{Record: absent}, missListDeployments},
+		{"no record, no live Deployment: 404, authoritative", miss{Record: absent, Deployments: answered}, missNotFound},
+		{"no record, a live Deployment: this cache is behind, wait for it",
+			miss{Record: absent, Deployments: answered, Live: true}, missWaitForCache},
+		{"no record, and the Deployments cannot be listed: 503", miss{Record: absent, Deployments: failed}, missUnconfirmed},
 		{"the apiserver cannot answer (outage, or over the confirmation limit): 503", miss{Record: failed}, missUnconfirmed},
-		{"someone else's Lease with the record's name: 404", miss{Record: answered, Rec: rec(time.Minute), Ours: false}, missNotFound},
+		{"someone else's Lease with the record's name: ask for the id's live Deployment",
+			miss{Record: answered, Rec: rec(time.Minute), Ours: false}, missListDeployments},
 		{"a record owing a DELETED (a DELETE happened): 404", ours(rec(time.Minute, owedRec)), missNotFound},
-		{"a record being deleted: 404", ours(rec(time.Minute, terminatingRec)), missNotFound},
+		{"a record owing a DELETED, being deleted: 404", ours(rec(time.Minute, owedRec, terminatingRec)), missNotFound},
+		{"a record being deleted, owing nothing (by hand; the container may live): ask for the live Deployment",
+			ours(rec(time.Minute, terminatingRec)), missListDeployments},
 		{"a live record: ask for the id's live Deployment", ours(rec(time.Minute)), missListDeployments},
 		{"a live record, no live Deployment (a create in progress, or deleted by hand a moment ago): 404",
 			listed(answered, false), missNotFound},
@@ -251,67 +275,181 @@ func TestFixRecord(t *testing.T) {
 	}
 }
 
-// What a DELETE does with the objects of its id found at the apiserver.
+// What a DELETE does with what it found at the apiserver: its id's Deployments, Services
+// and record.
 func TestPlanDelete(t *testing.T) {
-	now := metav1.NewTime(t0)
-	dep := func(name, inc string, deleting bool) *appsv1.Deployment {
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: now}}
-		if inc != "" {
-			d.Labels = map[string]string{container.LabelIncarnation: inc}
-		}
-		if deleting {
-			d.DeletionTimestamp = &now
-		}
-		return d
+	dep := func(name, inc string, deleting bool) object {
+		return object{Name: name, UID: types.UID("uid-" + name), Incarnation: inc, Deleting: deleting}
+	}
+	svc := func(name, inc string) object {
+		return object{Name: name, UID: types.UID("uid-" + name), Incarnation: inc}
 	}
 	summary := func(d deletion) string {
-		if d.NotFound {
-			return "404"
+		if d.InProgress {
+			return "wait for the create"
 		}
 		var out []string
 		if d.MarkOwed {
 			out = append(out, fmt.Sprintf("mark owed %q", d.Incarnation))
 		}
-		for _, n := range d.Deployments {
-			out = append(out, "delete deployment "+n)
+		for _, o := range d.Deployments {
+			out = append(out, fmt.Sprintf("delete deployment %s (%s)", o.Name, o.UID))
 		}
-		for _, n := range d.Services {
-			out = append(out, "delete service "+n)
+		for _, o := range d.Services {
+			out = append(out, fmt.Sprintf("delete service %s (%s)", o.Name, o.UID))
 		}
-		return strings.Join(out, "; ") + "; 204"
+		if d.DeleteRecord {
+			out = append(out, fmt.Sprintf("delete record (%s)", d.RecordUID))
+		}
+		if d.NotFound {
+			return strings.Join(append(out, "404"), "; ")
+		}
+		return strings.Join(append(out, "204"), "; ")
 	}
+	const young, old = 5 * time.Second, 2 * createTimeout
+	noRecord := func(deps, svcs []object) deleteFacts {
+		return deleteFacts{Record: absent, Deployments: deps, Services: svcs}
+	}
+	withRecord := func(r container.Record, deps, svcs []object) deleteFacts {
+		return deleteFacts{Record: answered, Rec: r, Ours: true, Deployments: deps, Services: svcs}
+	}
+	live := []object{dep("web", "i1", false)}
 	for _, tc := range []struct {
 		name string
-		deps []*appsv1.Deployment
-		svcs []string
+		f    deleteFacts
 		want string
 	}{
-		{"nothing: 404", nil, nil, "404"},
-		{"only a Deployment being deleted (a DELETE already happened): 404", []*appsv1.Deployment{dep("web", "i1", true)}, nil, "404"},
-		{"a live container: marked owed, then everything deleted",
-			[]*appsv1.Deployment{dep("web", "i1", false)}, []string{"web"},
-			`mark owed "i1"; delete deployment web; delete service web; 204`},
-		{"a live container without a Service", []*appsv1.Deployment{dep("web", "i1", false)}, nil,
-			`mark owed "i1"; delete deployment web; 204`},
+		{"nothing: 404", noRecord(nil, nil), "404"},
+		{"only a Deployment being deleted (a DELETE already happened): 404",
+			noRecord([]object{dep("web", "i1", true)}, nil), "404"},
+		{"a live container: marked owed, then everything deleted (UID preconditions)",
+			withRecord(rec(young), live, []object{svc("web", "i1")}),
+			`mark owed "i1"; delete deployment web (uid-web); delete service web (uid-web); 204`},
+		{"a live container without a Service", withRecord(rec(old), live, nil),
+			`mark owed "i1"; delete deployment web (uid-web); 204`},
+		{"a live container without a record (deleted by hand, or the reference provider's): marked owed",
+			noRecord(live, nil), `mark owed "i1"; delete deployment web (uid-web); 204`},
 		{"a container without incarnation (the reference provider's): marked owed for none",
-			[]*appsv1.Deployment{dep("web", "", false)}, nil, `mark owed ""; delete deployment web; 204`},
+			noRecord([]object{dep("web", "", false)}, nil), `mark owed ""; delete deployment web (uid-web); 204`},
 		{"the live one and an earlier one still being deleted: owed for the live one, both deleted",
-			[]*appsv1.Deployment{dep("old", "i0", true), dep("web", "i1", false)}, nil,
-			`mark owed "i1"; delete deployment old; delete deployment web; 204`},
+			noRecord([]object{dep("old", "i0", true), dep("web", "i1", false)}, nil),
+			`mark owed "i1"; delete deployment old (uid-old); delete deployment web (uid-web); 204`},
 		{"only a Service left (a failed rollback, or a kubectl delete of the Deployment): deleted, no mark",
-			nil, []string{"web"}, "delete service web; 204"},
+			noRecord(nil, []object{svc("web", "i1")}), "delete service web (uid-web); 204"},
 		{"a Deployment being deleted and its Service: both deleted, no mark",
-			[]*appsv1.Deployment{dep("web", "i1", true)}, []string{"web"},
-			"delete deployment web; delete service web; 204"},
+			noRecord([]object{dep("web", "i1", true)}, []object{svc("web", "i1")}),
+			"delete deployment web (uid-web); delete service web (uid-web); 204"},
+		// Issue 23: DELETE never read the record, and answered 404 (or deleted the Service
+		// and answered 204) while a create of the id was still going to finish.
+		{"a young live record, no Deployment: a create in progress, wait for it", withRecord(rec(young), nil, nil),
+			"wait for the create"},
+		{"a young live record and its Service, no Deployment: a create in progress (the Service comes first)",
+			withRecord(rec(young), nil, []object{svc("web", "i1")}), "wait for the create"},
+		{"a young live record, an earlier incarnation's Deployment being deleted: a create in progress",
+			withRecord(rec(young), []object{dep("old", "i0", true)}, nil), "wait for the create"},
+		{"a young live record, its own Deployment being deleted: no create in progress any more, 404",
+			withRecord(rec(young), []object{dep("web", "i1", true)}, nil), "404"},
+		{"an old live record, an earlier Deployment being deleted, no Service: abandoned, record deleted, 404",
+			withRecord(rec(old), []object{dep("old", "i0", true)}, nil), "delete record (r1); 404"},
+		{"a record just under twice the create timeout: still in progress",
+			withRecord(rec(old-time.Nanosecond), nil, nil), "wait for the create"},
+		{"an old live record, nothing else: an abandoned create, its record deleted, 404",
+			withRecord(rec(old), nil, nil), "delete record (r1); 404"},
+		{"an old live record and its Service: an abandoned create, both deleted, 204",
+			withRecord(rec(old), nil, []object{svc("web", "i1")}), "delete service web (uid-web); delete record (r1); 204"},
+		{"a young record owing a DELETED (deleted already): not a create, 404", withRecord(rec(young, owedRec), nil, nil), "404"},
+		{"a young record owing a DELETED and a Service left: the Service deleted",
+			withRecord(rec(young, owedRec), nil, []object{svc("web", "i1")}), "delete service web (uid-web); 204"},
+		{"a young record being deleted (a rollback): not a create in progress, 404",
+			withRecord(rec(young, terminatingRec), nil, nil), "404"},
+		{"someone else's Lease with the record's name: not a create, 404",
+			deleteFacts{Record: answered, Rec: rec(young), Ours: false}, "404"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			deps := make([]appsv1.Deployment, len(tc.deps))
-			for i, d := range tc.deps {
-				deps[i] = *d
-			}
-			if got := summary(planDelete(container.DeploymentsOf(deps), tc.svcs)); got != tc.want {
+			if got := summary(planDelete(tc.f, t0, createTimeout)); got != tc.want {
 				t.Errorf("planDelete:\n got %s\nwant %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// How long a DELETE waits for a create of its id in progress, and the Retry-After of
+// its 409 past that.
+func TestCreateWaitBound(t *testing.T) {
+	for _, tc := range []struct {
+		age        time.Duration
+		wait       time.Duration
+		retryAfter int
+	}{
+		{0, createTimeout, 20},                          // until the create's deadline; abandoned 20 s later
+		{5 * time.Second, 15 * time.Second, 20},         // the same deadline
+		{createTimeout, 0, 20},                          // past its deadline: no wait
+		{30 * time.Second, 0, 10},                       // rolling back: back when abandoned
+		{2*createTimeout - time.Millisecond, 0, 1},      // never less than 1 s
+		{-time.Minute, createTimeout + time.Minute, 20}, // a record "from the future" (clock skew)
+		{createTimeout - 1500*time.Millisecond, 1500 * time.Millisecond, 20},
+	} {
+		wait, ra := createWaitBound(t0.Add(-tc.age), t0, createTimeout)
+		if wait != tc.wait || ra != tc.retryAfter {
+			t.Errorf("age %s: wait %s, Retry-After %d; want %s, %d", tc.age, wait, ra, tc.wait, tc.retryAfter)
+		}
+	}
+}
+
+// Which client a DELETE reads through: the rate-limited Confirm client only while
+// nothing of the id is known (issue 23: DELETEs of unknown ids cost LISTs on the main
+// client and slowed real creates).
+func TestConfirmDeleteReads(t *testing.T) {
+	for _, tc := range []struct {
+		cacheShowsAny, found, want bool
+	}{
+		{false, false, true}, // an unknown id: the Confirm client
+		{false, true, false}, // a read found something: the main client from then on
+		{true, false, false}, // the cache knows the id: the main client
+		{true, true, false},
+	} {
+		if got := confirmDeleteReads(tc.cacheShowsAny, tc.found); got != tc.want {
+			t.Errorf("cache shows any %v, found %v: confirm %v, want %v", tc.cacheShowsAny, tc.found, got, tc.want)
+		}
+	}
+}
+
+// What the uninstall writes before deleting a record: decided on the record as it is
+// now, not as it was listed (issue 23).
+func TestReleaseWrite(t *testing.T) {
+	lease := func(uid types.UID, fin ...string) *coordinationv1.Lease {
+		l := container.NewRecord("x", "i1", false)
+		l.UID, l.Finalizers = uid, fin
+		return l
+	}
+	for _, tc := range []struct {
+		name string
+		cur  *coordinationv1.Lease
+		want string // the finalizers written, or "-"
+	}{
+		{"owed now (marked since it was listed): the finalizer off", lease("r1", container.RecordFinalizer), "[]"},
+		{"owed now, someone else's finalizer kept", lease("r1", "example.com/keep", container.RecordFinalizer), "[example.com/keep]"},
+		{"not owed now (delivered since it was listed): nothing to write", lease("r1"), "-"},
+		{"another record of the id by now: never touched", lease("r2", container.RecordFinalizer), "-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := "-"
+			if w := releaseWrite(tc.cur, "r1"); w != nil {
+				got = fmt.Sprint(w.Finalizers)
+			}
+			if got != tc.want {
+				t.Errorf("releaseWrite wrote %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// Issue 23: a record deleted between EnsureRecord's create (AlreadyExists) and its read
+// was not created again, and a DELETE marking it owed answered 500.
+func TestRecreateRecord(t *testing.T) {
+	for attempt, want := range map[int]bool{1: true, ensureAttempts - 1: true, ensureAttempts: false} {
+		if got := recreateRecord(attempt); got != want {
+			t.Errorf("attempt %d: create again %v, want %v", attempt, got, want)
+		}
 	}
 }

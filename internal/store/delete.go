@@ -3,60 +3,200 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
+
+// errCreateInProgress answers a DELETE that found a create of its id in progress and
+// waited for it as long as it may (createWaitBound): retryAfter is when the create
+// counts as abandoned, so the DELETE can clean up whatever it left.
+func errCreateInProgress(retryAfter int) error {
+	return &Error{Kind: KindConflict, RetryAfter: retryAfter,
+		Message: fmt.Sprintf("a create of this container id is in progress; it was not deleted; retry after %d s", retryAfter)}
+}
 
 // Delete removes a container: its record is marked DELETED owed, then its Deployment
 // (pods follow by cascade) and its Service are deleted at once. Nothing waits for the
 // DELETED event: the record remembers it, across restarts and NATS outages, and the
 // status reporter delivers it and then deletes the record. It asks the apiserver which
 // objects exist rather than the cache, so a container created a moment ago on another
-// replica is still found, and returns once this replica's caches no longer show the
-// container, so a GET that follows is a 404.
+// replica is still found; a create of the id in progress is waited for (planDelete), so
+// a DELETE never answers 204 or 404 while a create of its id will still finish. It
+// returns once this replica's caches no longer show the container, so a GET that
+// follows is a 404.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	return s.explainForbidden(ctx, s.delete(ctx, id))
 }
 
 func (s *Store) delete(ctx context.Context, id string) error {
-	sel := metav1.ListOptions{LabelSelector: container.InstanceSelector(id)}
-	deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, sel)
+	snap := s.Snapshot(id)
+	r := deleteReads{s: s, id: id, cacheShowsAny: snap.Record != nil || len(snap.Deployments) > 0 || len(snap.Services) > 0}
+	var deadline time.Time // of waiting for a create in progress; zero: not waiting
+	retryAfter := 1
+	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: 1 << 30}
+	for {
+		f, err := r.facts(ctx)
+		if err != nil {
+			return err
+		}
+		now := s.Clock.Now()
+		d := planDelete(f, now, s.CreateTimeout)
+		if !d.InProgress {
+			return s.carryOut(ctx, id, d)
+		}
+		if deadline.IsZero() {
+			var w time.Duration
+			w, retryAfter = createWaitBound(f.Rec.Created, now, s.CreateTimeout)
+			deadline = now.Add(w)
+			s.log.Info("DELETE waits for a create of its id in progress", "id", id, "until", deadline)
+		}
+		left := deadline.Sub(now)
+		if left <= 0 {
+			return errCreateInProgress(retryAfter)
+		}
+		select {
+		case <-ctx.Done():
+			return errCreateInProgress(retryAfter)
+		case <-time.After(min(backoff.Step(), left)):
+		}
+	}
+}
+
+// deleteReads reads what DELETE decides on, at the apiserver, through the client
+// confirmDeleteReads says.
+type deleteReads struct {
+	s             *Store
+	id            string
+	cacheShowsAny bool
+	found         bool // a read found something of the id: the main client from then on
+}
+
+func (r *deleteReads) client() (kubernetes.Interface, bool) {
+	if confirmDeleteReads(r.cacheShowsAny, r.found) {
+		return r.s.Confirm, true
+	}
+	return r.s.client, false
+}
+
+// fail is the error of a read: through the Confirm client, the answer of a miss that
+// could not be confirmed (its limiter refusal is a 503 of its own); else classified.
+func (r *deleteReads) fail(what string, confirm bool, err error) error {
+	if confirm {
+		return unconfirmed(fmt.Errorf("%s: %w", what, err))
+	}
+	return classify(what, err)
+}
+
+// facts reads the id's Deployments, its Services, then its record (see deleteFacts
+// for why in this order). The reads through the Confirm client share ConfirmWait, as a
+// GET's do, so a flood of DELETEs of unknown ids is refused fast rather than queued.
+func (r *deleteReads) facts(ctx context.Context) (deleteFacts, error) {
+	s := r.s
+	var f deleteFacts
+	sel := metav1.ListOptions{LabelSelector: container.InstanceSelector(r.id)}
+	read := func(do func(ctx context.Context, c kubernetes.Interface) error) (bool, error) {
+		c, confirm := r.client()
+		rctx := ctx
+		if confirm {
+			var cancel context.CancelFunc
+			rctx, cancel = context.WithTimeout(ctx, ConfirmWait)
+			defer cancel()
+		}
+		return confirm, do(rctx, c)
+	}
+	confirm, err := read(func(ctx context.Context, c kubernetes.Interface) error {
+		deps, err := c.AppsV1().Deployments(s.namespace).List(ctx, sel)
+		if err == nil {
+			for i := range deps.Items {
+				m := &deps.Items[i].ObjectMeta
+				f.Deployments = append(f.Deployments, objectOf(m))
+			}
+		}
+		return err
+	})
 	if err != nil {
-		return classify("listing Deployments", err)
+		return f, r.fail("listing Deployments", confirm, err)
 	}
-	svcs, err := s.client.CoreV1().Services(s.namespace).List(ctx, sel)
+	slices.SortStableFunc(f.Deployments, func(a, b object) int { return a.Created.Compare(b.Created) })
+	r.found = r.found || len(f.Deployments) > 0
+	confirm, err = read(func(ctx context.Context, c kubernetes.Interface) error {
+		svcs, err := c.CoreV1().Services(s.namespace).List(ctx, sel)
+		if err == nil {
+			for i := range svcs.Items {
+				f.Services = append(f.Services, objectOf(&svcs.Items[i].ObjectMeta))
+			}
+		}
+		return err
+	})
 	if err != nil {
-		return classify("listing Services", err)
+		return f, r.fail("listing Services", confirm, err)
 	}
-	svcNames := make([]string, len(svcs.Items))
-	for i := range svcs.Items {
-		svcNames[i] = svcs.Items[i].Name
+	r.found = r.found || len(f.Services) > 0
+	confirm, err = read(func(ctx context.Context, c kubernetes.Interface) error {
+		l, err := c.CoordinationV1().Leases(s.namespace).Get(ctx, container.RecordName(r.id), metav1.GetOptions{})
+		if err == nil {
+			f.Record = answered
+			f.Rec, f.Ours = container.RecordOf(l, r.id)
+		}
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		f.Record = absent
+	case err != nil:
+		return f, r.fail("reading the container record", confirm, err)
+	default:
+		r.found = true
 	}
-	d := planDelete(container.DeploymentsOf(deps.Items), svcNames)
-	if d.NotFound {
-		return ErrNotFound
-	}
+	return f, nil
+}
+
+func objectOf(m *metav1.ObjectMeta) object {
+	return object{Name: m.Name, UID: m.UID, Incarnation: container.IncarnationOf(m),
+		Deleting: m.DeletionTimestamp != nil, Created: m.CreationTimestamp.Time}
+}
+
+// carryOut does what planDelete decided: the mark first, then the deletes, each with a
+// UID precondition (an object replaced meanwhile is not the one decided on, and is left
+// alone), the record last.
+func (s *Store) carryOut(ctx context.Context, id string, d deletion) error {
 	if d.MarkOwed {
 		if err := s.markOwed(ctx, id, d.Incarnation); err != nil {
 			return err
 		}
 	}
 	bg := metav1.DeletePropagationBackground
-	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
-	for _, name := range d.Deployments {
-		if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
+	opts := func(uid types.UID) metav1.DeleteOptions {
+		return metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}}
+	}
+	gone := func(err error) bool { return err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) }
+	for _, o := range d.Deployments {
+		if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, o.Name, opts(o.UID)); !gone(err) {
 			return classify("deleting Deployment", err)
 		}
 	}
-	for _, name := range d.Services {
-		if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
+	for _, o := range d.Services {
+		if err := s.client.CoreV1().Services(s.namespace).Delete(ctx, o.Name, opts(o.UID)); !gone(err) {
 			return classify("deleting Service", err)
 		}
+	}
+	if d.DeleteRecord {
+		s.log.Warn("DELETE removes the record of an abandoned create", "id", id)
+		if err := s.deleteLease(ctx, container.RecordName(id), d.RecordUID); err != nil {
+			return err
+		}
+	}
+	if d.NotFound {
+		return ErrNotFound
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

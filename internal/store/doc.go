@@ -9,10 +9,12 @@
 // files make the client calls around them:
 //
 //   - create.go: Create reserves the id (claimID decides what to do with a record that
-//     holds it), checks the workload (buildAfterReserving), creates the Deployment and
-//     the Service at once, and rolls back on failure.
-//   - delete.go: Delete lists the id's objects at the apiserver, planDelete decides
-//     (404, or mark the record owed and delete them all).
+//     holds it), checks the workload at the apiserver (buildAfterReserving), creates
+//     the Service and then the Deployment (its commit point), and rolls back on failure
+//     (finding what it made by its incarnation).
+//   - delete.go: Delete reads the id's objects and record at the apiserver, planDelete
+//     decides (404; wait for a create in progress, or 409; mark the record owed and
+//     delete them all; clean up an abandoned create).
 //   - confirm.go: a GET that misses the cache asks the apiserver before answering 404
 //     (answerMiss: 404, 503, or wait for the cache).
 //   - record.go: every request that writes a record (reserve, EnsureRecord with

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -24,8 +26,16 @@ import (
 // errTaken answers a create whose id is held by another container.
 var errTaken = &Error{Kind: KindConflict, Message: "a container with this id already exists"}
 
-// errRecordBusy: the record is being deleted by someone; the caller retries shortly.
-var errRecordBusy = &Error{Kind: KindUnavailable, Message: "the container's record is being deleted by someone; try again"}
+// errRecordBusy: the record is being deleted by someone; the caller retries shortly
+// (a client that gets it too is told when).
+var errRecordBusy = &Error{Kind: KindUnavailable, RetryAfter: 2,
+	Message: "the container's record is being deleted by someone; retry after 2 s"}
+
+// errPreviousDeleting answers a create whose id's previous container is deleted but its
+// DELETED not delivered yet (its record, owed, is being deleted: see claimID). The
+// status reporter delivers it within seconds while NATS is up.
+var errPreviousDeleting = &Error{Kind: KindConflict, RetryAfter: 5,
+	Message: "the previous container with this id is still being deleted (its DELETED event is not delivered yet); retry after 5 s"}
 
 // reserve creates the id's record for incarnation inc. If one exists, claimID decides:
 // the id is taken, or the record is abandoned and replaced.
@@ -43,8 +53,21 @@ create:
 		}
 		h := holder{Retried: retried}
 		var existing *coordinationv1.Lease
+		pause := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: 500 * time.Millisecond, Steps: claimWaits}
 		for {
 			switch claimID(h, s.Clock.Now(), s.CreateTimeout) {
+			case claimWaitDeleted:
+				select {
+				case <-ctx.Done():
+					return nil, errRecordBusy
+				case <-time.After(pause.Step()):
+				}
+				h.Waited++
+				h.Lease = notAsked
+			case claimBusy:
+				return nil, errRecordBusy
+			case claimPreviousDeleting:
+				return nil, errPreviousDeleting
 			case claimRead:
 				existing, err = leases.Get(ctx, want.Name, metav1.GetOptions{})
 				switch {
@@ -151,34 +174,38 @@ func (s *Store) liveAtAPIServer(ctx context.Context, client kubernetes.Interface
 // record's name that is not a record is never touched.
 func (s *Store) EnsureRecord(ctx context.Context, id, inc string, owed bool) error {
 	leases := s.client.CoordinationV1().Leases(s.namespace)
-	_, err := leases.Create(ctx, container.NewRecord(id, inc, owed), metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		return classify("writing the container record", err)
-	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := leases.Get(ctx, container.RecordName(id), metav1.GetOptions{})
-		if err != nil {
-			// NotFound included (deleted meanwhile): not retried here; the reporter's
-			// queue retries and then creates it afresh, markOwed does not (a DELETE
-			// answers the error).
-			return err
+	for attempt := 1; ; attempt++ {
+		_, err := leases.Create(ctx, container.NewRecord(id, inc, owed), metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			return classify("writing the container record", err)
 		}
-		fix := fixRecord(cur, id, inc, owed)
-		if fix.Foreign {
-			return fmt.Errorf("the Lease %s/%s is not the record of container %q (labels %v); rename or remove it",
-				s.namespace, cur.Name, id, cur.Labels)
-		}
-		if fix.Write != nil {
-			if _, err := leases.Update(ctx, fix.Write, metav1.UpdateOptions{}); err != nil {
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := leases.Get(ctx, container.RecordName(id), metav1.GetOptions{})
+			if err != nil {
 				return err
 			}
+			fix := fixRecord(cur, id, inc, owed)
+			if fix.Foreign {
+				return fmt.Errorf("the Lease %s/%s is not the record of container %q (labels %v); rename or remove it",
+					s.namespace, cur.Name, id, cur.Labels)
+			}
+			if fix.Write != nil {
+				if _, err := leases.Update(ctx, fix.Write, metav1.UpdateOptions{}); err != nil {
+					return err
+				}
+			}
+			if fix.Busy {
+				return errRecordBusy
+			}
+			return nil
+		})
+		// Deleted between the create and the read (see recreateRecord): create it again,
+		// or a DELETE marking it owed would answer 500.
+		if apierrors.IsNotFound(err) && recreateRecord(attempt) {
+			continue
 		}
-		if fix.Busy {
-			return errRecordBusy
-		}
-		return nil
-	})
-	return classify("writing the container record", err)
+		return classify("writing the container record", err)
+	}
 }
 
 // DeleteRecord deletes a record once its container's DELETED has been delivered: the
@@ -209,16 +236,19 @@ func (s *Store) DeleteRecord(ctx context.Context, rec container.Record) error {
 }
 
 // deleteRecordAnyway deletes a record whether or not its DELETED was delivered (the
-// uninstall, Release): RecordFinalizer off, then the delete.
+// uninstall, Release): RecordFinalizer off, then the delete. Whether there is a
+// finalizer to take off is read on the record as it is now (releaseWrite), not as it was
+// listed: the reporter may have marked it owed since.
 func deleteRecordAnyway(ctx context.Context, client kubernetes.Interface, ns string, rec container.Record) error {
 	c := client.CoordinationV1().Leases(ns)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := c.Get(ctx, rec.Name, metav1.GetOptions{})
-		if err != nil || cur.UID != rec.UID || !rec.Owed {
+		if err != nil {
 			return err
 		}
-		cur.Finalizers = withoutRecordFinalizer(cur.Finalizers)
-		_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
+		if w := releaseWrite(cur, rec.UID); w != nil {
+			_, err = c.Update(ctx, w, metav1.UpdateOptions{})
+		}
 		return err
 	})
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -2,7 +2,7 @@ package store
 
 import (
 	"context"
-		"time"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

@@ -38,14 +38,14 @@ const (
 type claim int
 
 const (
-	claimRead            claim = iota // read the Lease
-	claimTaken                        // 409: the id is another container's
-	claimRetry                        // the Lease went meanwhile: create the record again
-	claimListDeployments              // it may be abandoned: is there a Deployment of the id?
-	claimTakeOver                     // abandoned: delete it (UID precondition), create again
-	claimPreviousDeleting             // 409 with Retry-After: the previous container's DELETED is not delivered yet
-	claimWaitDeleted                  // someone is deleting the record: wait briefly, read it again
-	claimBusy                         // it is still being deleted after the waits: 503 (errRecordBusy)
+	claimRead             claim = iota // read the Lease
+	claimTaken                         // 409: the id is another container's
+	claimRetry                         // the Lease went meanwhile: create the record again
+	claimListDeployments               // it may be abandoned: is there a Deployment of the id?
+	claimTakeOver                      // abandoned: delete it (UID precondition), create again
+	claimPreviousDeleting              // 409 with Retry-After: the previous container's DELETED is not delivered yet
+	claimWaitDeleted                   // someone is deleting the record: wait briefly, read it again
+	claimBusy                          // it is still being deleted after the waits: 503 (errRecordBusy)
 )
 
 // claimWaits is how many times a create waits for a record someone is deleting (not

@@ -72,13 +72,9 @@ func depth(v any) int {
 // MaxObjectBytes: a clear 400 long before etcd's limit (1.5 MiB) refuses the write, and
 // a known bound on what each container adds to every replica's caches.
 func CheckSize(objs Objects) []Violation {
-	n := 0
-	for _, o := range []any{objs.Deployment, objs.Service} {
-		b, err := json.Marshal(o)
-		if err != nil {
-			return []Violation{violation(Pointer("spec"), "the container cannot be encoded: %v", err)}
-		}
-		n += len(b)
+	n, err := ObjectBytes(objs)
+	if err != nil {
+		return []Violation{violation(Pointer("spec"), "the container cannot be encoded: %v", err)}
 	}
 	if n > MaxObjectBytes {
 		return []Violation{{Pointer: Pointer("spec"), Detail: fmt.Sprintf(
@@ -95,4 +91,18 @@ func Capped(vs []Violation) ([]Violation, int) {
 		return vs, 0
 	}
 	return vs[:MaxViolations], len(vs) - MaxViolations
+}
+
+// ObjectBytes is the size of a container's Kubernetes objects (the Deployment and the
+// Service) as JSON: what the per-container limit bounds.
+func ObjectBytes(objs Objects) (int, error) {
+	n := 0
+	for _, o := range []any{objs.Deployment, objs.Service} {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return 0, err
+		}
+		n += len(b)
+	}
+	return n, nil
 }

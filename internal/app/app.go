@@ -165,7 +165,13 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Version:        version,
 		RequestTimeout: cfg.Server.RequestTimeout,
 		MaxInFlight:    cfg.Server.MaxInFlight,
-		Log:            log,
+		// The default: a body is read before it takes an in-flight slot, and every
+		// request may be a create (the memory arithmetic beside the limits' defaults).
+		MaxBodyReads:      cfg.Server.MaxInFlight,
+		MaxContainerBytes: cfg.Limits.ContainerMaxBytes,
+		MaxContainers:     cfg.Limits.MaxContainers,
+		Containers:        st.Count,
+		Log:               log,
 	})
 	if err != nil {
 		return nil, err

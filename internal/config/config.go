@@ -32,6 +32,7 @@ type Config struct {
 	NATSURL         string `env:"SP_NATS_URL,required,notEmpty" help:"DCM messaging (NATS) URL(s) for status events, comma-separated (nats://, tls://, ws://, wss://)"`
 
 	Kubernetes   Kubernetes
+	Limits       Limits
 	Monitor      Monitor
 	Server       Server
 	Registration Registration
@@ -63,6 +64,16 @@ type Kubernetes struct {
 	// CreateTimeout bounds one create (record, Deployment, Service). A record older
 	// than twice this with no Deployment is an abandoned create (its creator died).
 	CreateTimeout time.Duration `env:"SP_K8S_CREATE_TIMEOUT" envDefault:"20s" help:"bound of one create; a record without a Deployment older than twice this is an abandoned create"`
+}
+
+// Limits bound the provider's memory: the worst case is SP_MAX_CONTAINERS containers of
+// SP_CONTAINER_MAX_BYTES each, and the defaults fit the default memory limit (256 MiB;
+// the arithmetic is beside container.DefaultMaxObjectBytes). Raising either means
+// raising the memory limit: about SP_MAX_CONTAINERS × SP_CONTAINER_MAX_BYTES × 1.2 for
+// the caches.
+type Limits struct {
+	ContainerMaxBytes int `env:"SP_CONTAINER_MAX_BYTES" envDefault:"8192" unit:"bytes" help:"largest container: its Kubernetes objects (Deployment and Service) as JSON; a larger create is refused (400), and the request body limit is this + 65536"`
+	MaxContainers     int `env:"SP_MAX_CONTAINERS" envDefault:"10000" unit:"containers" help:"containers the provider holds at most; a create beyond answers 507 (replicas creating at once may overshoot by their creates in flight)"`
 }
 
 // Monitor settings (status reporting).
@@ -109,7 +120,7 @@ type Security struct {
 // Setting describes one environment variable, as Config's tags declare it.
 type Setting struct {
 	Name     string // the environment variable
-	Group    string // "" for the provider's own settings, else Kubernetes, Monitor, Server, Registration or Security
+	Group    string // "" for the provider's own settings, else Kubernetes, Limits, Monitor, Server, Registration or Security
 	Default  string // "" when none or derived (Help says which)
 	Unit     string // of a whole number, e.g. milliseconds; "" when none
 	Required bool
@@ -307,6 +318,12 @@ func (c *Config) validate(leaseDerived bool) []string {
 	if c.Kubernetes.CreateTimeout <= 0 {
 		p = append(p, "SP_K8S_CREATE_TIMEOUT: must be more than 0")
 	}
+	if c.Limits.ContainerMaxBytes < minContainerBytes {
+		p = append(p, fmt.Sprintf("SP_CONTAINER_MAX_BYTES: must be at least %d (a minimal container's objects are ~1 KB)", minContainerBytes))
+	}
+	if c.Limits.MaxContainers < 1 {
+		p = append(p, "SP_MAX_CONTAINERS: must be 1 or more")
+	}
 	if c.Monitor.DebounceMS < 0 {
 		p = append(p, "SP_MONITOR_DEBOUNCE_MS: must be 0 or more")
 	}
@@ -412,6 +429,10 @@ func (s Security) validate() []string {
 	}
 	return p
 }
+
+// minContainerBytes is the smallest SP_CONTAINER_MAX_BYTES: a container with no env,
+// command, args or labels has objects of ~1 KB.
+const minContainerBytes = 2048
 
 var sizePattern = regexp.MustCompile(`^[0-9]+(MB|GB|TB|PB)$`)
 

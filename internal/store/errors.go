@@ -70,7 +70,7 @@ func classify(what string, err error) error {
 		return e
 	case apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(err.Error(), "request is too large"):
 		// The apiserver's own limit (3 MiB) or etcd's (1.5 MiB): the container is too big
-		// for the cluster. Validation refuses long before (container.MaxObjectBytes), so
+		// for the cluster. Validation refuses long before (SP_CONTAINER_MAX_BYTES), so
 		// this is a cluster with smaller limits.
 		e := wrap(KindInvalid, "the container is too large for the cluster")
 		e.Fields = []container.Violation{{Pointer: container.Pointer("spec"),

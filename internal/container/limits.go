@@ -12,16 +12,16 @@ import (
 // Validate checks the counts again so that a long list costs one violation, not one
 // per item.
 const (
-	MaxLabels      = 64
-	MaxEnv         = 128
-	MaxEnvName     = 256
-	MaxEnvValue    = 32768
-	MaxArgs        = 256 // command and args, each
-	MaxArg         = 8192
-	MaxPorts       = 32
-	MaxHintKeys    = 64
-	MaxHintBytes   = 16384
-	MaxHintDepth   = 8
+	MaxLabels    = 64
+	MaxEnv       = 128
+	MaxEnvName   = 256
+	MaxEnvValue  = 32768
+	MaxArgs      = 256 // command and args, each
+	MaxArg       = 8192
+	MaxPorts     = 32
+	MaxHintKeys  = 64
+	MaxHintBytes = 16384
+	MaxHintDepth = 8
 	// MaxViolations is how many problems one answer lists; the rest are counted.
 	MaxViolations = 50
 )

@@ -39,8 +39,8 @@ const (
 	// listRun is how many containers a LIST reads from the store at once: the page is
 	// written as it is read, so a request holds a run of views and one container's
 	// JSON, not its whole page.
-	listRun = 100
-	healthType      = "k8s-container-service-provider.dcm.io/health"
+	listRun    = 100
+	healthType = "k8s-container-service-provider.dcm.io/health"
 )
 
 // handlers implements the generated strict server interface.

@@ -41,7 +41,7 @@ type Options struct {
 	// replica's count) is MaxContainers or more. 0 or nil: no limit.
 	MaxContainers int
 	Containers    func() int
-	Log         *slog.Logger
+	Log           *slog.Logger
 	// PodSecurity, when set, gives the pods' security profile in place of
 	// Objects.PodSecurity: the provider may learn it only once started.
 	PodSecurity func() container.PodSecurity

@@ -92,8 +92,12 @@ type Monitor struct {
 
 // Server settings.
 type Server struct {
-	Address         string        `env:"SP_SERVER_ADDRESS" envDefault:":8080" help:"listen address of the API, health, metrics and probes"`
-	ShutdownTimeout time.Duration `env:"SP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"15s" help:"graceful stop: in-flight requests (and pending status events) get this long"`
+	Address string `env:"SP_SERVER_ADDRESS" envDefault:":8080" help:"listen address of the API, health, metrics and probes"`
+	// ShutdownTimeout bounds the graceful stop (the budget is beside app.stopTail): the
+	// status flush gets SP_SERVER_SHUTDOWN_TIMEOUT − SP_K8S_CREATE_TIMEOUT, requests run
+	// until SP_SERVER_SHUTDOWN_TIMEOUT, so a create in flight can finish; the process
+	// exits within it + 3 s (the pod's grace period must be longer: 30 s).
+	ShutdownTimeout time.Duration `env:"SP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"graceful stop: the status flush gets this minus SP_K8S_CREATE_TIMEOUT, in-flight requests until this after the stop began; at least SP_K8S_CREATE_TIMEOUT; the process exits within this + 3s"`
 	ReadTimeout     time.Duration `env:"SP_SERVER_READ_TIMEOUT" envDefault:"15s" help:"reading a request (headers and body)"`
 	// WriteTimeout bounds a whole exchange after the headers, answer included, so it
 	// must exceed RequestTimeout, which must cover a create (SP_K8S_CREATE_TIMEOUT):
@@ -339,6 +343,9 @@ func (c *Config) validate(leaseDerived bool) []string {
 	}
 	if t := c.Kubernetes.CreateTimeout; t > 0 && c.Server.RequestTimeout > 0 && c.Server.RequestTimeout < t {
 		p = append(p, fmt.Sprintf("SP_SERVER_REQUEST_TIMEOUT (%s) must be at least SP_K8S_CREATE_TIMEOUT (%s): a create must be able to finish or roll back within its request", c.Server.RequestTimeout, t))
+	}
+	if t := c.Kubernetes.CreateTimeout; t > 0 && c.Server.ShutdownTimeout > 0 && c.Server.ShutdownTimeout < t {
+		p = append(p, fmt.Sprintf("SP_SERVER_SHUTDOWN_TIMEOUT (%s) must be at least SP_K8S_CREATE_TIMEOUT (%s): a create in flight when the service stops must be able to finish", c.Server.ShutdownTimeout, t))
 	}
 	if c.Monitor.ResyncPeriod < 0 {
 		p = append(p, "SP_MONITOR_RESYNC_PERIOD: must be 0 (off) or more")

@@ -31,7 +31,7 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.DisplayName != "k8s-container-sp" || c.Kubernetes.Namespace != "default" || c.Kubernetes.ExternalServiceType != "LoadBalancer" ||
 		c.Monitor.DebounceMS != 500 || c.Monitor.ResyncPeriod != 10*time.Minute || c.Server.Address != ":8080" ||
-		c.Server.ShutdownTimeout != 15*time.Second || c.Server.ReadTimeout != 15*time.Second || c.Server.WriteTimeout != 35*time.Second ||
+		c.Server.ShutdownTimeout != 25*time.Second || c.Server.ReadTimeout != 15*time.Second || c.Server.WriteTimeout != 35*time.Second ||
 		c.Server.IdleTimeout != 60*time.Second || c.Server.RequestTimeout != 30*time.Second || c.Server.MaxInFlight != 64 {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -92,6 +92,9 @@ func TestInvalid(t *testing.T) {
 		{"request timeout shorter than a create", append(required, "SP_SERVER_REQUEST_TIMEOUT=10s"),
 			[]string{"SP_SERVER_REQUEST_TIMEOUT (10s) must be at least SP_K8S_CREATE_TIMEOUT (20s)"}},
 		{"in-flight cap", append(required, "SP_SERVER_MAX_IN_FLIGHT=0"), []string{"SP_SERVER_MAX_IN_FLIGHT"}},
+		// The earlier defaults: a create in flight at SIGTERM was cut at 15 s of its 20.
+		{"shutdown shorter than a create", append(required, "SP_SERVER_SHUTDOWN_TIMEOUT=15s"),
+			[]string{"SP_SERVER_SHUTDOWN_TIMEOUT (15s) must be at least SP_K8S_CREATE_TIMEOUT (20s)"}},
 		{"container size limit below a minimal container", append(required, "SP_CONTAINER_MAX_BYTES=1000"),
 			[]string{"SP_CONTAINER_MAX_BYTES: must be at least 2048"}},
 		{"no containers", append(required, "SP_MAX_CONTAINERS=0"), []string{"SP_MAX_CONTAINERS: must be 1 or more"}},

@@ -155,7 +155,7 @@ type Container struct {
 	Path    *string      `json:"path,omitempty"`
 	Service *ServiceInfo `json:"service,omitempty"`
 
-	// Spec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most 262144 bytes (400 beyond, long before etcd's object limit). A member not in this schema, at any level, is refused (400 naming it) rather than ignored; provider_hints is open.
+	// Spec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most SP_CONTAINER_MAX_BYTES (default 8192 bytes; 400 beyond), a bound on the provider's memory. A member not in this schema, at any level, is refused (400 naming it) rather than ignored; provider_hints is open.
 	Spec   ContainerSpec    `json:"spec"`
 	Status *ContainerStatus `json:"status,omitempty"`
 
@@ -214,7 +214,7 @@ type ContainerResources struct {
 	Memory MemoryRange `json:"memory"`
 }
 
-// ContainerSpec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most 262144 bytes (400 beyond, long before etcd's object limit). A member not in this schema, at any level, is refused (400 naming it) rather than ignored; provider_hints is open.
+// ContainerSpec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most SP_CONTAINER_MAX_BYTES (default 8192 bytes; 400 beyond), a bound on the provider's memory. A member not in this schema, at any level, is refused (400 naming it) rather than ignored; provider_hints is open.
 type ContainerSpec struct {
 	Image    ContainerImage    `json:"image"`
 	Metadata ContainerMetadata `json:"metadata"`
@@ -371,6 +371,13 @@ type BadRequest = Problem
 // first, then label problems, then the rest in body order.
 type Conflict = Problem
 
+// ContainerLimitReached RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
+type ContainerLimitReached = Problem
+
 // Internal RFC 9457 problem details, in the shape DCM's providers share. With exactly one
 // validation problem, `detail` is its message and `pointer` locates the offending
 // field; with two or more, `detail` is "multiple validation errors, see the errors
@@ -384,6 +391,13 @@ type Internal = Problem
 // array for details" and `errors` lists them, resource bounds (cpu, then memory)
 // first, then label problems, then the rest in body order.
 type NotFound = Problem
+
+// RejectedByClusterPolicy RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
+type RejectedByClusterPolicy = Problem
 
 // TooLarge RFC 9457 problem details, in the shape DCM's providers share. With exactly one
 // validation problem, `detail` is its message and `pointer` locates the offending
@@ -811,9 +825,13 @@ type BadRequestApplicationProblemPlusJSONResponse Problem
 
 type ConflictApplicationProblemPlusJSONResponse Problem
 
+type ContainerLimitReachedApplicationProblemPlusJSONResponse Problem
+
 type InternalApplicationProblemPlusJSONResponse Problem
 
 type NotFoundApplicationProblemPlusJSONResponse Problem
+
+type RejectedByClusterPolicyApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
@@ -1017,6 +1035,22 @@ func (response CreateContainer413ApplicationProblemPlusJSONResponse) VisitCreate
 	return err
 }
 
+type CreateContainer422ApplicationProblemPlusJSONResponse struct {
+	RejectedByClusterPolicyApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContainer422ApplicationProblemPlusJSONResponse) VisitCreateContainerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateContainer500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -1048,6 +1082,22 @@ func (response CreateContainer503ApplicationProblemPlusJSONResponse) VisitCreate
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContainer507ApplicationProblemPlusJSONResponse struct {
+	ContainerLimitReachedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContainer507ApplicationProblemPlusJSONResponse) VisitCreateContainerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(507)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1136,6 +1186,22 @@ func (response DeleteContainer404ApplicationProblemPlusJSONResponse) VisitDelete
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContainer422ApplicationProblemPlusJSONResponse struct {
+	RejectedByClusterPolicyApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContainer422ApplicationProblemPlusJSONResponse) VisitDeleteContainerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1529,72 +1595,76 @@ func (sh *strictHandler) GetRootHealth(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Ft5c9s6kv8qXZipirRDXb4mkWtq13acRPtix+s4k62KPA5EtiQ8kwAfANrWePTdt3CQIiXq8Gwmb2v/",
-	"E0k00Ojz1w3omYQiSQVHrhXpPxOJKhVcoX04pdE1/pah0uYpFFwjtz9pmsYspJoJ3kmlGMWY/OlXJbj5",
-	"psIpJtT8+qPEMemTP3QWS3TcV9W5clRkPp8HJEIVSpaa6Uif3EwRpFsWmALGH2jMomPgQk8Zn8AjVRBO",
-	"KZ9g1CbzgJwJPo5Z+FN5PAGzEmUcJTwyPQU9NaxGQGOJNJoBPjGl1TEwbfnlQld4HnCNktP4Z/L8heNT",
-	"iqHGCBTKB5SAUgp5DHqKMBLRDDiatyGVkqERvONRWY4vhX4nMh79TI4vRUnMU6pyKVuGboT4SOUEfy/T",
-	"tBJjCmLDhAQ9pRx6cMFOLXdfOM30FLk2vGD0s5lMpXhgEUrLLZOogMIIqTSMinvk0Ph8dXdyNbi7+fTL",
-	"+eXdu8HH8yZQHllbyHc4pRFwwRGEBAqPUvAJCI5rPDEgU6QRShs5vn792jopCaC6MT1LkfSJ0pLxidmC",
-	"E9gDZTEdxT9do79kI5QcNSo4uRoYnWZcIg2nhhmzec0SjEBkOrDyKYQb0/DeSLY0QYoyYUoxwQNDmQhZ",
-	"yFMBlQiMwzhmk6l2FlOZj4YhpmacBsFDtEr6fH791/Pru4uT/74bXN69+zh4/+EmgAjHNIs1HB00j0Gi",
-	"ljOgY40Srs3v1on9rTAUPFJLqimNqNWKcfsJSquWeeC/W8qz3BetVqKIGRnS+EqKFKVmJmeMaawwIGnp",
-	"1TMJJVKNd0aK5nEsZEI16ZOIamzZtwExUfMTj2ekr2WGwbKJBIRFLj1tGZZSPTUDq1ouoojqPLNovst6",
-	"JkSyELeZ1mc3bMDHwlKlGG4jKcT42Qw2RJrqTO1O5oYXhHcJKkVdIKxu+0OWUN4yW7WWLJEqwWFsLHqK",
-	"4Kihge1JGwYJneBVFsenNLz/NB4327sIKUuj/61m52aEjVER6X9zArwtRonRrxhqn+Xd9i2nL7RAiWOU",
-	"yMMaGX06G0DxuQ/fJE6Y0nLWuZWYCsW0kLNvfU0nt9/+I2ITVPqWBCShTx+RT4ytHXTfHAUkYTx/0du2",
-	"xwU3Gzf6kTncteRMhSmbJ6Yx2d1yzPR+PSolnZlnjk/6LqUTvLOJYVVAJyOF3AQkazQxVRrMcGMfm7dZ",
-	"4nTjPi9Q04hq+kKdxnSEsVpP9FxW0tF+jfUm9KlMcHRQwyWnzrSX5qqqO6XaQCXSJ3/7Rlt/77be3Da+",
-	"tfyvf8tfNf/9j6SGC7OCSqmzzZc5i2Vuo2wvUT8Kef9C0bJ01QxMorwSEQyudooMqZD6n7DQKyG1V83A",
-	"Ee7vLdvsfNOG7QQvTE857V3qiYs4xrje33PuzpIsIf2jw8P9Q6t+97zw9SJtBuSBKTZiMdMzMxlyM/Ab",
-	"MUiKBCRH1SQg+OR/3u7sSo7FyhIb9X8lRYhKvVAiVE6quitZ/+vem716X/IK2zs8Wo0yoUgS6oqHHzcp",
-	"8oedLeycP/yVyuqkvb3XL7Kta1QikyG+VJxhmm11gDS7NjjaMoiJkLNtFBd2lCdaNpc0I8U8G+3js8cr",
-	"G3dTDQSnqFiEyiFXlK0xwziCmCVMK4ePS3DYLalglLFYw1iKxFQQYLI8NMzYt5jGYpaYDJOXHx5SBUAV",
-	"/OfnT5dNSOgMRmhgcSKUhr2jvd7BAYxmZoXGQbcLI5wJHgUQmxJlhGODulGH0aucA8dfsw0nkGAyQmkr",
-	"csZdRelkGpgFKJ9BjA8YB6YOkDjOFEZuEU4TU/Qw3QRJ9TSv+diEC4nRcQHj76aMa2XIRYrcRMul6JoD",
-	"mJ0iooM71iwWaXInyiKv2ixf5IGdaPO8MbfM5yFktxDuxzvSkkTW25nLIUuww9ZCGFmz8DJuw4k3gaMD",
-	"uMeZCqB3tP86NwVvL5bitdOiAjEGjkozPmmT3VK+LLv5TlteBIZF4XDn5l3E/yKGbw/3lSlKmg+87ZR5",
-	"3OzeRWWRc3F1fvl2cPmeBOT6y+Wl+/XuZPDx/C0JyJfLXy4/fb0kAXl7/vH85vytmX1rqj9Ls//KKNc+",
-	"31XVeCak04zxFJcioTHMut19/Av0moHrLbjJjK5CO74xJHtD0rQVNItjVrw97HaTIWkeA4ZTgRGMaHhv",
-	"ZjcQ1ehXcPw0Jv1vz5tT9HMFsvVab26/WaiW1EG0W7dHF2pfFvkT+rRD5C+kN7fI4kUUS5ZjyK2V19qF",
-	"T4Iv20MNArbZeGPFE5AHGmfLdPt7fz56vROozenrdvEBaeyK/CVhryuDv05n1T6L7fBM7TSzAGz9u5S3",
-	"Fm0cBUy7Rk+bbOg34BNN0th8c/PWjfWlJXVsbVbydWms8WKsNgpyd/abIAEpNlQTXvIXZTbvX6tWEZJa",
-	"PuK0chG1ozBpM9FZv5kszav+qrA/u6YTKMZDrIpdaSq1axWWEfbRAalF0SiVF9Rmg/FR0gvHq2RBX7Ba",
-	"Z0sORa0PX6eMUzmDjFtwQ5Xvj/r6vdS54xHgA8oZCIsM3p5dlHuw1CKbpA+9i1P4C+z9ba+bw5eS0Q1J",
-	"74INSTOA3ns3bL9rgl7vvX97494euLc35m2bVMtPE8b+1Lg4/cf703/cnDZrK84ydPzh8WxJoruFtGWi",
-	"F0W1vLu7orzrd2fw5uDwz+C7xhChpixWgQN+CGpKUzS6eqUKbSnzVmIbvjI9BXyioY5nBrQO3TmU9ch8",
-	"xgC+uzm/25MqrcAHIWsQ31Nhq73vEIuQao+ZxXiMPGJ8MuQWOh/7A6RHkTeMq7MOSZLFmqUxQokBe3Sj",
-	"AlDonMw9D7mtY2yLz292SBwvbsB3iJnSlpEkgBxFwEhkxmcbYZpZCM/BFQ9Nw6NU2r+0LZd878q/dB6h",
-	"LJq2ZyJCmgAy5CvA13FU49ABcdztXM15lZ8bqrqmFuNKU9/uq2lNWK3U28vRm27PocgrNwzGkk5sfcK4",
-	"FpXzEbNbnz6G5A8dU9R0CmDWCdOskzA+JLV5YxHKVyOfZjqu61RyW3CBISiWHTirBConmeFySAIYkkuh",
-	"YWx06h5PKoeS7l1+AmnLLZRgZTkkxzAkF6inIgIzyUkci0eMhsSUQIeBXRsS+73FhW5R992dHQ0t8DSi",
-	"uhEC7OGcJezte0J/qNPSQrTssVmzVjZ5sqpuf6p1qvqdThQmJk0Z729PmJ5mI5OocqPsWGwZhiJChzK3",
-	"til9+nBCLxSzIdA4q6tVjxiDMmmAxrAaLFR7g0fUHuG5EOPrTmN5rtZm3MesSGhTIZlk6oKIiUAWOKnC",
-	"QMI0ayeMQ6PXbUKSKW0rX3wKESOwH+kTNA6ba+z0hzrLMVDXTH7MA0cemZk7IqcjkWnbIbCRxG23UQA0",
-	"FsFvmUmyKZU0QY2yub0N7WVcp9BVkFWDHVGuwhgTLP2xv80fkJ8arKo4pkrfYW4yq/LNS2R3vrUhTuSQ",
-	"L3XZg+R4Es0+zcOv9mx/h+pyvYWXT7NWTx7izKx257rDqyHcdzPv6rrHHwWNTmlsYrIExicSlYLBFTSE",
-	"hKlQ2oD+pjv0NCINY5FFQJViE46RMYj2utb5mhD/ku6z33Xee15OJsuF/JmTw+CKBORSRI4uqGxxnRKq",
-	"lXRN1eODkeN/g4byNvdSqSYiLJrYy1cpIgTzKbDgIOfbxu2KcvwCahml2z74aq5a2zKvGSqFFqGoBwDa",
-	"pAN9t/N0Szbt2+LlWUoLrgrS9mnCTDI9+2yswMnP3ZA4yeqOkD+lDiP3QfB4VolgHuVn3AeFlasVbXA1",
-	"q5W2sQLGjf276zbcBGJmuxfWIA2bjpHFtk3uc7cXmHfNKnMmBPkSbsGQnlLtuFKMT2Jsla4sCXkfCxop",
-	"ELxU9rbhnIbTIV8MZMpG41KXtiHRXsdQ0LNZP3CioNa4gKp7ZQ2M6cBSenNqD7lNm+4OxDpgDo11dz2a",
-	"bTi35dX78xugsRJDTrl6NHD9w/nJ276D8zQpTrWNpP2lhwC4sPmkDdeLZMTQ8WKLM6O2Ibdgv+gP08Rk",
-	"UTMPzd/ZRWzQgEigS1lT+oBGTBQqPeIhb1g7WWoKm+nydl7bnWCCpvdo+873OFNNB5w9BCSl6rBo6uUy",
-	"hatc0ydXg1LB2ycPPRqnU9ozjiVS5DRlpE/22932vq+Prbl3aMo6+dhO9WB5gjVB5F0Wmy2JNIupAR4L",
-	"EoNJWOSgf+Cul0Wu3V/2kVcKQhpOXXAxgcsqehCZBMGUPltwYLj0KV7Zdl6VkQt3Hgc8s3qxfcMyK8by",
-	"UlOGNXqtXrfbXVyYOexayGBKUmKxBMnTiKkv3UG4Yn/H3Bupk4IlJv3DbrDhcNCutLHxOA9Wwwr9LUN/",
-	"KcsKjEIq8YGJTNktvDJxonJEv47/0iF+mflS/+2wt3rKNrct3tKlz71ud8MFrJddvKreZai5fvUpV1RF",
-	"hQEgDacwrpqbvVd34LirW7TYRad0b9WS9LaTLN/XmwfkcJeliouclmB/p4WKe242DWVJQuXMu0BFCIxb",
-	"2bjGI52o5UsVNv2qGj89sxeuXhi62eLGJwgJOZyrhvEVv3VLLW6YbHHcs5iZAjCcCoU2YjROzq9avb29",
-	"pmu4GPjPtAu0ri6dIDfr2RuMX74M3raHfOjbnkPizuhcuHGBs84xWFRxiNrbGu5H6/a5Gxz15huvbDiP",
-	"seZ1KqLZj3cW5ygLeGPQ4nzFS3v/qoXrbCk6zhMrU+DPkH62Px5032ynKy6DG4LeDv5YXCP+HTzeyRbo",
-	"wuvXuvo8WJuu8yb9uqx9Ej/SmYK9bresxOK8YAFll+7BhpQbgDOyGCmcusZ91fvfo/6QnxD8y5KIX2Hb",
-	"TWePB4s9KrPpxynafjzTfhOqDHeX1OFBuhhXgX0jFXGMEYxmK+V+s6wvr4bNunpeXOVh0dwpK8a6zsMF",
-	"lfeuY1yQvDLRLhQygmF+QguuPed7sW4uR1UO/EwrSEVkoHkci8fm8l2L/Max+y9APjU+GGJHolxxHmHM",
-	"HlDW2cJbu3Y5EyxZxEFN3WJpop8fSQ620xV/ePgdAoOTSzkwOB0udBo4fRo9eh02N8CE2rhwUzatRf/Q",
-	"uU/gL/uVV/ingP171Btsovtzklhlq8HvDSz/z5vfe3RN2O1paQXuWfzlT2A9/CpHPLKMa34sMDORd0s2",
-	"vMkbBS5fAFVQZDF7A8w2rYXwjbJUitEas74W4v9T9vtshaJgC8yoz3j+3lNuBZmMSZ90iIHKfvDzijko",
-	"exHHv/VTzW/n/xMAAP//",
+	"3Ft7c+M4jv8qLO5WjX0jv/Kabqe27pJ0usc3nccl6e27amcztATb3EikhqSSeLP57lcgKVmy5Uf2ejN1",
+	"+59NEyQIgMAPIPxMQ5mkUoAwmvafqQKdSqHBfjlm0RX8loE2+C2UwoCwH1maxjxkhkvRSZUcxZD8+Fct",
+	"Bf6mwykkDD/9UcGY9ukfOvMtOu5X3bl0VPTl5SWgEehQ8RSXo316MwWi3LaEa8LFA4t5dEiENFMuJuSR",
+	"aRJOmZhA1KYvAT2RYhzz8E15PCK4E+MCFHnkZkrMFFmNCIsVsGhG4Ilrow8JN5ZfIc0iz476M0+4uQIW",
+	"TiF6ayGnSj7wCBSZyjjS5Pry7uzov+9OLs5vjgbnp1fX8zNq0jCzFEi73e4Ug60YeW8px/whMVMgERjG",
+	"YzLhD6DtgMiSESjdXFCfAmYgapMPEIMBIgUERCoyZQ9gyWQKihmpiGJcuyG7mxXeQBhQgsVvKa8vAp5S",
+	"CA1ERIN6AEVAKancqUcymhEBOBoypTig1ToeteX4XJqPMhNvquFzWbLRKdO5iVqGruCv9jDHs5M40wbU",
+	"pYx5OHvTKyQIixKuNZeCPMJoKuU92kBqOSFybEUbOvaIgnGmIXLGMULmyzap/HFao1nLU7TcOhWz/C2T",
+	"BnVjNElAazaBZr1bIVdg1AxHkVqzpOKRcl7YhHFhxXkj5WemJvB7uUlrgFyTGJlQxEyZwOtcXGV7sY//",
+	"5+b0mvxIDvb3dw/IaIaiaPy0+9POu9yFoaDGLItN057qi2CZmYIweIbf0T3hKbkCTRgZAVN4QHkPgjSu",
+	"L++OLgd3Nxe/nJ7ffRx8Pm0SJpyN5JKZsogIKQAti5FHJcUEvc2KaBLQKbAIlI1+X79+bR2VBFA9GNoe",
+	"7VNtFBcTPIIT2APjMRvFb24Jv2QjUAJQp0eXA7SFTFjPjMzg4Q1PICIyM4GVTyHcmIX3KNnSAikofy+t",
+	"U06kKuSpCVNAuCDjmE+mxllaZT0WhpDiPEOkCMEq6fr06s/eCAfndx8/Dz79fBPktkYO9pqHROGFI2yM",
+	"d91evtaR/awhlCLSC6opzajVCnrfCSirlpfA/24pi8BrtRJFHGXI4kuFEcdwxD1jFmsIaFoaeqYuYt2h",
+	"FPHrWKqEGdqnETPQsqMBxch/IeIZ7RuVQbBoIgHlkYNYG6alzExxYlXL82DceebRyzb7YaTiIWwyrWs3",
+	"bSDG0lKlEG4iKcR4jZORyDCT6e3J3PSC8M774+Vj/5wlTCDIiKwlK2BaCjJGi0bXbKlJA9qTNhkkbAKX",
+	"WRwfs/D+YjxutrcRUpZG/1fNvuAM66Mi2v/mBHhbzHLhqoL6LKevtEAFY1AgwhoZXZwMSPFzn3xTMOHa",
+	"qFnnVkEqNTdSzb71DZvcfvuPiE9Am1sa0IQ9fQYxQVvb674/CGjCRT7Q23TGOTdrD/qZu9xh4TIVpozf",
+	"uIFke8vB5f1+TCk2w+8CnsxdyiZwZwPDsoCORhoEOiSHJJk2BKejfaw/ZonTtec8A8MiZtgrdRqzEcR6",
+	"NdFzWUkHuzXWm7CnMsHBXg2XgjnTXlirqu6UGUSstE//8o21/tZtvb9tfGv5T/+WDzX//Y+0hgvcQafM",
+	"2ebrLotlbq1sz8E8SnX/StHydNkMMFBeyogMLrfyDKlU5h+w0EupjFfNwBHu7iza7Mu6A9sFXhmectq7",
+	"1BMXfowLs7vjrjtPsoT2Ef/tW/W77/O7XoTNgD5wzUc85sbmBCBw4jeKSIoGNE9uaEDhyX+83foqORYr",
+	"W6zV/6WSIWj9SokwNanqrmT973rvd+rvklfYzv7BspcJZZIwl8N9v0VBPGxtYafi4c9MVRft7bx7lW1d",
+	"gZaZCuG14gzTbOMFSLMrxNGWQUikmm2iOLOzPNGiuaQZLdZZax/XHq+sPU3VERyD5pGvUKSgWmMOceQq",
+	"DNrh4xIcztPNUcZjQ8ZKJphBEIzypIFzP0Aay1mCESZPPzykCgjT5D+vL86bJGEzMgKExYnUZlV21shB",
+	"MVqTy9EOyV63S0YwkyJqBpgDyUxEeSzLcfcPmNKirNrkCD+NQNmiExcu73ciD3B/JmYkhgeIg3Iy28Bd",
+	"BEswJ+KmSRQz0zyV5BMhFUSHxW53Uy6MRnKZgkBnuuB8c3yzlcN0aMhazTyKbkVZhF0LAoowsRVtHlZe",
+	"LPO5h9nOw/v5jrQkkdVm6ELMAiqxqRJE1mq8jNvkyFvIwR65h5kOSO9g992ez9e9OVmKd06LmsgxEaAN",
+	"F5M23Q4RqLIX2OrIc78xzyvu3Lrz8FC4+M3RoLJESfOBt50yj+tvf5F45Fxcnp5/GJx/ogG9+nJ+7j59",
+	"PBp8Pv1AA/rl/Jfzi6/nNKAfTj+f3px+wNU3IoGTNPuvjAnjw2FVjSdSOc3gTXERlDSGWbe7C38ivWbg",
+	"Sg9uMdRVaOc3hnRnSJs2weZxzIvR/W43GdLmIYFwKiEiIxbe4+qIYFG/UsDFmPa/Pa+P4M8VRNdrvb/9",
+	"ZpFcUofgbt0ZnSd+XWBI2NMWgaGQ3osFHq+iWLAcJLdWXmsXPka+7gw1ANkG67UJUUAfWJwt0u3u/HTw",
+	"bivMm9PXneJnYLGrASwIe1WW/HU6q5ZhbAFoapeZBcSmxwthbV7l0YQbVwdq0zXlCHhiSRrjb27durk+",
+	"82SOrfVKvirNxVsM1TpCfp39IWhAiwPVuJd8oMzm/Tvdmr9WeI/TykXUjsKkzWVn9WGyNC8KVIV97WpS",
+	"RHMRQlXs2jBlXCWxDMAP9mgtyAalvaDWG4z3kl44XiVz+oLVOltyIGu1+zrmgqkZyYTFPkz78qlP70uF",
+	"PREReAA1I9Iigw8nZ+USLbPAJ+mT3tkx+RPZ+ctON68xl4xuSHtnfEibAel9ctN2u+j0ep/86I0b3XOj",
+	"NzjaptXsFN3Yj42z479/Ov77zXGzNiEtI8vv7s8WJLqdS1skepVXy4u/S8q7+nhC3u/t/0R8Udm/dOjA",
+	"AT8gespSQF39oAttaRxV0CZfuZkSeGKhiWeIaYfuqdXeyHzFgPzq1vzVPsbOn06sQfyaSpsM/kpiGTLj",
+	"IbUcj0FEXEyGwiLrQ//A8CjzenJ11SFNstjwNAZSYsA+sOmAaHCXzH0fCpvm2AqgP+yQOl7chF9JzLWx",
+	"jCQByVGEQ82aNMI0swhfeLzcRB6VNn7QVmTys2s/6G6EtmjaPrVIhQ5kKJaAr+Oo5kIH1HG3dbLnVX6K",
+	"VHU1Ly60Yb4aWFO5sFqpt5eD992eQ5GXbhoZKzax6QsXRlaeT/C0PnwM6R86mPN0CmDWCdOsk3AxpLVx",
+	"Y+7Klz2f4SauK2QKm48RJCi2HTirJExNMuRySAMypOfSkDHq1H09qry7u7H8ndhmY6CIleWQHpIhPQMz",
+	"lRHBRY7iWD5CNKSYAu0Hdm+S2N9bQpoWc7+7p6WhBZ4oqhspiX3zs4S9XU/o33xaRsqWfY1r1somD1bV",
+	"40+NSXW/04nCBMMU3v72hJtpNsJAlRtlx2LLMJQROJS5sYrpw4cTeqGYNY7GWV2teuSYaAwDLCbLzkK3",
+	"19yI2hc+52J83omW51JxLrzPiqTBDAmDqXMi6IEscNKFgYRp1k64II1et0mSTBub+cJTCBAR+yN7Io39",
+	"5go7/a6X5ZAwV2t+zB1H7pm56wJhI5kZW0CwnsQdt1EANB6R3zIMsilTLAEDqrm5Su1lXKfQZZBVgx1B",
+	"LcMYdJbFszDG+vxRYVnFMdPmDnKTWZZvniK75681fiKHfKmLHjTHk4DnxC/ulX+L7HK1hZcfu5YfJlzv",
+	"wJ0rHi+7cF/svKsrLn+WLDpmMfpkRbiYKNCaDC5JQyoyldog6G+6N1HX2CCziDCt+URAhAbRXlVZX+Hi",
+	"X1Oc9qfOS9OLwWQxkfdNIYNLGtBzGTm6oHLEVUqoZtI1WY93Ro7/NRrKq+ALqZqMoKhxLza8REDwp8CC",
+	"g5xv67cryvEb6EWUbsvky7FqZUW9ZqqSRoayHgAYDAfmbuvlFmzaV83Lq5Q2XBakrdOEmeJmdo1W4OTn",
+	"GiiOsroX5ovUYeQ+kSKeVTyYR/mZ8E5hqfOiTVzOaqWNVsAF2r9rihLoiLmtXliDRDYdI/NjY+xzzQ3c",
+	"X80qc+iCfAo3Z8hMmXFcaS4mMbRKXXlS3ceSRZpIUUp72+SUhdOhmE/k2nrjUhG3ocB2a2jSs1E/cKJg",
+	"1rgI0/faGhg3gaX05tQeChs2XYvEKmBOGqtaQZptcmrTq0+nN4TFWg4FE/oR4frPp0cf+vNWJP/ojZL2",
+	"PREBEdLGkza5mgcjDo4Xm5yh2obCgv2iPswSjKK4DsvH7CbWaZBIggtZtiuPa8JIpUY8FA1rJwtFYVwu",
+	"L+e13QMnMewebN35Hma66YCzh4C0lB0WRb1cpuQy1/TR5aCU8PbpQ4/F6ZT18GLJFARLOe3T3Xa3vevz",
+	"Y2vuHZbyTj63U313nkCNE/mYxXgkmWYxQ+BRaoHkAqOzhf6BawKM3GvAQh0+ZOHUORfXxcilGEQYILg2",
+	"J3MOkEsf4rUt51UZOXPPdb6B0tUNy6yg5aWYhjV6rV6325330+x3LWTAlJRaLEHzMIL5pXsn1/xvkN9G",
+	"5qRgiWl/vxuseTu0O60tPL4Ey26F/ZaB79myAmMkVfDAZabtEX5AP1F5wV/Ff+mNv8x8qf6231t+hHux",
+	"Jd5SX/NOt7umP+t1fVnVVoea7qyLXFEVFQYEWDgl46q52ba7Pcdd3abFKTql1mxL0ttMstjO9xLQ/W22",
+	"KtptLcHuVhsVbXA2DGVJwtTMX4GKELiwsnGFRzbRiz0XNvzqmnt6YvuxXum6+bwvl0hFcjhXdeNL99Zt",
+	"NW9A2XBxT2KOCWA4lRqsx2gcnV62ejs7TVdwQfjPjXO0Li+dgMD9bIPjly+DD+2hGPqy55C6Nzrnbpzj",
+	"rLsYPKpciNpmDvehdfvcDQ56L2s7OtyNseZ1LKPZ978s7qLM4Q2ixZelW9r7Z21cZ0vRYR5YuSb+Demt",
+	"7+Ne9/1muuL/DkjQ2+I+Ft3JSLCzs5lgVXf423gMpPlpKzHU/IWi6m+cZgmb+5yVjuYlWAkW8ieCVZjh",
+	"KH5kM012ut2yCRWvFXMgvdCkGzKB8GpkERpyv+x7PoH5OX+f+KeFML/DpjZsj0aLM2o89OMU7GsAN/4Q",
+	"ugy2F9ThUwTf2l8s3EhlHENERrOlYkOzrC+vhvW6ep73GfHoxSkrhrq6xxlT965eXZD8gL42lCoiw/x9",
+	"mLjioK8Eu7UcVTnscKNJKiNMDOJYPjYXG0Hydmj3d4R8aXhAYkeiXWkggpg/gKqzBfdfmXIcWrCIvZqs",
+	"ydJEb+/H9jbTFX+K+f/hliqW7P+3VHIszgbmNhE4e0A78DbQXANyav3KTdk059VPd/0C38lY3uEfSks+",
+	"gVljU923CcGVowa/Nyx+tfm+tfl9AldC3hzWlsCqRY/+/diDx7LHpIuo7PvCSvTcG6LpTV7mcPGGME2K",
+	"KGj712zJXUpf5kuVHK0w6ysp/5Wi57UViiYbYEp9xPRdW7kVZCqmfdqhCPT95Oclc9C2jciP+qVebl/+",
+	"NwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -165,7 +165,13 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Version:        version,
 		RequestTimeout: cfg.Server.RequestTimeout,
 		MaxInFlight:    cfg.Server.MaxInFlight,
-		Log:            log,
+		// The default: a body is read before it takes an in-flight slot, and every
+		// request may be a create (the memory arithmetic beside the limits' defaults).
+		MaxBodyReads:      cfg.Server.MaxInFlight,
+		MaxContainerBytes: cfg.Limits.ContainerMaxBytes,
+		MaxContainers:     cfg.Limits.MaxContainers,
+		Containers:        st.Count,
+		Log:               log,
 	})
 	if err != nil {
 		return nil, err
@@ -198,7 +204,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		MaxWait:      cfg.Monitor.DebounceMaxWait,
 		Resync:       cfg.Monitor.ResyncPeriod,
 		Settle:       2 * cfg.Kubernetes.CreateTimeout, // a create finishes or rolls back within one
-		DrainTimeout: cfg.Server.ShutdownTimeout / 2,
+		DrainTimeout: statusStopBudget(cfg) / 2,        // the other half: the send in progress, the Lease's release
 		Republish:    a.nats.republish,
 		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },
 		Failed:       a.metrics.EventFailed,
@@ -265,7 +271,27 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		"identity", a.cfg.Monitor.Identity)
 	// The HTTP server closes ln when it stops; should the start fail before it, Run does.
 	defer ln.Close()
-	return runInOrder(ctx, a.log, a.components(ln, scheme))
+	return runInOrderWithin(ctx, a.log, a.components(ln, scheme), a.cfg.Server.ShutdownTimeout+stopTail)
+}
+
+// The stop's budget. With S = SP_SERVER_SHUTDOWN_TIMEOUT and C = SP_K8S_CREATE_TIMEOUT
+// (defaults 25 s and 20 s; config refuses S < C), from the moment the stop begins:
+//
+//	at once        /readyz answers 503, so traffic moves away; the API still answers
+//	S − C (5 s)    the status reporter delivers what is pending (half of it) and gives
+//	               up the leader Lease (statusStopBudget; at least 1 s)
+//	until S (25 s) the HTTP server stops accepting and finishes its requests: a create
+//	               accepted up to S − C after the stop began still has its whole C
+//	stopTail (3 s) registration, NATS, the permission check, the informers and the API
+//	               probe stop, each left behind if it hangs
+//
+// So the process exits within S + stopTail (28 s), inside the pod's 30 s grace period
+// (deploy/base/deployment.yaml: keep terminationGracePeriodSeconds above it).
+const stopTail = 3 * time.Second
+
+// statusStopBudget is how long the status reporter's stop may take (S − C, at least 1 s).
+func statusStopBudget(cfg *config.Config) time.Duration {
+	return max(cfg.Server.ShutdownTimeout-cfg.Kubernetes.CreateTimeout, time.Second)
 }
 
 // components are Run's components, in start order; the last stops first.
@@ -280,8 +306,8 @@ func (a *App) components(ln net.Listener, scheme string) []component {
 		{name: "registration", run: func(ctx context.Context) error {
 			a.registrar.Run(ctx, selfProbe(scheme+"://"+ln.Addr().String()+"/health"))
 			return nil
-		}},
-		{name: "status", run: a.election.Run},
+		}, stopWithin: time.Second},
+		{name: "status", run: a.election.Run, stopWithin: statusStopBudget(a.cfg)},
 		// Last, so it stops first: /readyz answers 503 before anything else stops.
 		a.stop.component(),
 	}
@@ -328,8 +354,8 @@ func (a *App) checkPermissions(ctx context.Context) error {
 	}
 }
 
-// serve answers HTTP on ln until ctx ends, then lets in-flight requests finish within
-// the shutdown timeout.
+// serve answers HTTP on ln until ctx ends, then lets in-flight requests finish until the
+// shutdown timeout after the stop began (see stopTail for the budget).
 func (a *App) serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- a.server.Serve(ln) }()
@@ -338,8 +364,9 @@ func (a *App) serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	a.log.Info("shutting down", "timeout", a.cfg.Server.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.Server.ShutdownTimeout)
+	deadline := a.stop.since().Add(a.cfg.Server.ShutdownTimeout)
+	a.log.Info("shutting down", "requests_until", deadline, "timeout", a.cfg.Server.ShutdownTimeout)
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	err := a.server.Shutdown(sctx)
 	<-errc // http.ErrServerClosed

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
 )
@@ -21,6 +22,10 @@ type component struct {
 	// run, when set, runs the part until its context ends, stops it, and returns. It
 	// returns before that only when the part failed or cannot go on.
 	run func(ctx context.Context) error
+	// stopWithin, when set, bounds the wait for run to return once its context is
+	// cancelled; past it the stop goes on to the next component (what the part left
+	// undone is what a crash would leave, which the service recovers from).
+	stopWithin time.Duration
 }
 
 // runInOrder starts the components in the order given: each one's start, then its run
@@ -32,10 +37,20 @@ type component struct {
 // returns the first error, named after its component (a run returning on its own
 // without an error is one too: the service cannot run without it).
 func runInOrder(ctx context.Context, log *slog.Logger, comps []component) error {
+	return runInOrderWithin(ctx, log, comps, 0)
+}
+
+// runInOrderWithin is runInOrder with the whole stop bounded: once the stop begins, the
+// components get stopBudget in all (0: no bound), each at most its stopWithin. A
+// component that has not stopped when its time is up is logged and left behind, and
+// the next one is stopped; those left once the budget is spent are cancelled and not
+// waited for. So the process exits within the pod's grace period, whatever hangs.
+func runInOrderWithin(ctx context.Context, log *slog.Logger, comps []component, stopBudget time.Duration) error {
 	type running struct {
-		name   string
-		cancel context.CancelFunc
-		done   chan struct{}
+		name       string
+		cancel     context.CancelFunc
+		done       chan struct{}
+		stopWithin time.Duration
 	}
 	var (
 		mu       sync.Mutex
@@ -80,7 +95,7 @@ func runInOrder(ctx context.Context, log *slog.Logger, comps []component) error 
 		// Not derived from ctx: stopping is this function's job, in order.
 		cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		done := make(chan struct{})
-		started = append(started, running{c.name, cancel, done})
+		started = append(started, running{c.name, cancel, done, c.stopWithin})
 		go func() {
 			defer close(done)
 			err := c.run(cctx)
@@ -101,10 +116,34 @@ func runInOrder(ctx context.Context, log *slog.Logger, comps []component) error 
 		case <-failed:
 		}
 	}
+	var budget <-chan time.Time // nil: unbounded
+	if stopBudget > 0 {
+		t := time.NewTimer(stopBudget)
+		defer t.Stop()
+		budget = t.C
+	}
+	spent := false
 	for i := len(started) - 1; i >= 0; i-- {
-		started[i].cancel()
-		<-started[i].done
-		log.Debug("stopped", "component", started[i].name)
+		c := started[i]
+		c.cancel()
+		if spent {
+			continue
+		}
+		var own <-chan time.Time
+		if c.stopWithin > 0 {
+			t := time.NewTimer(c.stopWithin)
+			own = t.C
+			defer t.Stop()
+		}
+		select {
+		case <-c.done:
+			log.Debug("stopped", "component", c.name)
+		case <-own:
+			log.Warn("component did not stop in its time; going on with the stop", "component", c.name, "within", c.stopWithin)
+		case <-budget:
+			log.Warn("stop budget spent; leaving the components not yet stopped", "component", c.name, "budget", stopBudget)
+			spent = true
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -118,14 +157,27 @@ func runInOrder(ctx context.Context, log *slog.Logger, comps []component) error 
 // goes last, so runInOrder stops it first, before the reporter drains and before the
 // HTTP server shuts down. Load balancers and the Service's endpoints then move traffic
 // away while the API still answers the requests that arrive meanwhile.
-type stopGate struct{ stopping atomic.Bool }
+type stopGate struct {
+	stopping atomic.Bool
+	at       atomic.Pointer[time.Time] // when the stop began
+}
 
 func (g *stopGate) component() component {
 	return component{name: "readiness", run: func(ctx context.Context) error {
 		<-ctx.Done()
+		now := time.Now()
+		g.at.Store(&now)
 		g.stopping.Store(true)
 		return nil
 	}}
+}
+
+// since is when the stop began (now, if it has not: a failed start).
+func (g *stopGate) since() time.Time {
+	if t := g.at.Load(); t != nil {
+		return *t
+	}
+	return time.Now()
 }
 
 // check is the readiness condition: not stopping.

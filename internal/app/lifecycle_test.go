@@ -5,10 +5,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dcm-project/k8s-container-sp/internal/config"
 )
 
 // recorderComponents makes components that log their start and stop.
@@ -174,5 +179,113 @@ func TestRunInOrderStopDuringAStart(t *testing.T) {
 	}
 	if err := runInOrder(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), comps); err != nil {
 		t.Errorf("err %v", err)
+	}
+}
+
+// The stop is bounded whatever hangs (issue 23: drain, workers, Lease and HTTP could
+// together exceed the pod's 30 s grace period): a component past its own stopWithin is
+// left behind and the next one stopped; once the whole budget is spent the rest are
+// cancelled and not waited for.
+func TestRunInOrderStopIsBounded(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const budget = 300 * time.Millisecond
+	hang := make(chan struct{}) // never closed until the test ends
+	defer close(hang)
+	cases := []struct {
+		name    string
+		comps   func(note func(string)) []component
+		stopped []string // the components seen to stop, in order
+		within  time.Duration
+	}{
+		{"one hangs past its own bound: the others still stop", func(note func(string)) []component {
+			return []component{
+				{name: "informers", run: func(ctx context.Context) error { <-ctx.Done(); note("informers"); return nil }},
+				{name: "http", run: func(ctx context.Context) error { <-ctx.Done(); note("http"); return nil }},
+				{name: "status", run: func(ctx context.Context) error { <-ctx.Done(); <-hang; return nil }, stopWithin: 50 * time.Millisecond},
+			}
+		}, []string{"http", "informers"}, 50*time.Millisecond + 100*time.Millisecond},
+		{"one hangs without a bound of its own: the budget ends the stop", func(note func(string)) []component {
+			return []component{
+				{name: "informers", run: func(ctx context.Context) error { <-ctx.Done(); note("informers"); return nil }},
+				{name: "http", run: func(ctx context.Context) error { <-ctx.Done(); <-hang; return nil }},
+				{name: "status", run: func(ctx context.Context) error { <-ctx.Done(); note("status"); return nil }},
+			}
+		}, []string{"status"}, budget + 100*time.Millisecond},
+		{"each slow but within its time: all waited for", func(note func(string)) []component {
+			slow := func(n string) func(context.Context) error {
+				return func(ctx context.Context) error {
+					<-ctx.Done()
+					time.Sleep(20 * time.Millisecond)
+					note(n)
+					return nil
+				}
+			}
+			return []component{{name: "a", run: slow("a")}, {name: "b", run: slow("b"), stopWithin: time.Second}}
+		}, []string{"b", "a"}, budget},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var stopped []string
+			note := func(s string) { mu.Lock(); stopped = append(stopped, s); mu.Unlock() }
+			ctx, cancel := context.WithCancel(context.Background())
+			comps := tc.comps(note)
+			running := make(chan struct{}, len(comps))
+			for i := range comps {
+				run := comps[i].run
+				comps[i].run = func(ctx context.Context) error { running <- struct{}{}; return run(ctx) }
+			}
+			done := make(chan error, 1)
+			go func() { done <- runInOrderWithin(ctx, quiet, comps, budget) }()
+			for range comps {
+				<-running
+			}
+			start := time.Now()
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the stop did not end")
+			}
+			if d := time.Since(start); d > tc.within {
+				t.Errorf("the stop took %s, want at most %s", d, tc.within)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(stopped, tc.stopped) {
+				t.Errorf("stopped %v, want %v", stopped, tc.stopped)
+			}
+		})
+	}
+}
+
+// The defaults' stop fits the pod's grace period (deploy/base/deployment.yaml), and a
+// create in flight when the stop begins can finish: the HTTP server waits until
+// SP_SERVER_SHUTDOWN_TIMEOUT after the stop began, and the status reporter's part ends
+// SP_K8S_CREATE_TIMEOUT before that.
+func TestStopBudgetFitsTheGracePeriod(t *testing.T) {
+	cfg, err := config.Load([]string{"SP_NAME=sp", "SP_ENDPOINT=http://sp:8080",
+		"DCM_REGISTRATION_URL=http://r:8080/api/v1alpha1", "SP_NATS_URL=nats://nats:4222"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("../../deploy/base/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`terminationGracePeriodSeconds: (\d+)`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("deploy/base/deployment.yaml sets no terminationGracePeriodSeconds")
+	}
+	grace, _ := strconv.Atoi(string(m[1]))
+	total := cfg.Server.ShutdownTimeout + stopTail
+	if total >= time.Duration(grace)*time.Second {
+		t.Errorf("the stop may take %s, the pod's grace period is %ds", total, grace)
+	}
+	if s, c := cfg.Server.ShutdownTimeout, cfg.Kubernetes.CreateTimeout; s < c || statusStopBudget(cfg) > s-c {
+		t.Errorf("shutdown %s, create %s, status stop %s: a create accepted during the status stop cannot finish", s, c, statusStopBudget(cfg))
 	}
 }

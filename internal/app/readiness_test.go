@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
 )
 
@@ -15,7 +16,7 @@ import (
 // shutdown) /readyz still answered 200. It must answer 503 as soon as the stop begins,
 // before anything else stops, while the API keeps answering.
 func TestReadinessFailsFirstOnStop(t *testing.T) {
-	a := &App{}
+	a := &App{cfg: &config.Config{}}
 	comps := a.components(nil, "http")
 	if last := comps[len(comps)-1].name; last != "readiness" {
 		t.Fatalf("the last component (the first stopped) is %q, want the readiness gate", last)

@@ -32,6 +32,7 @@ type Config struct {
 	NATSURL         string `env:"SP_NATS_URL,required,notEmpty" help:"DCM messaging (NATS) URL(s) for status events, comma-separated (nats://, tls://, ws://, wss://)"`
 
 	Kubernetes   Kubernetes
+	Limits       Limits
 	Monitor      Monitor
 	Server       Server
 	Registration Registration
@@ -65,6 +66,16 @@ type Kubernetes struct {
 	CreateTimeout time.Duration `env:"SP_K8S_CREATE_TIMEOUT" envDefault:"20s" help:"bound of one create; a record without a Deployment older than twice this is an abandoned create"`
 }
 
+// Limits bound the provider's memory: the worst case is SP_MAX_CONTAINERS containers of
+// SP_CONTAINER_MAX_BYTES each, and the defaults fit the default memory limit (256 MiB;
+// the arithmetic is beside container.DefaultMaxObjectBytes). Raising either means
+// raising the memory limit: about SP_MAX_CONTAINERS × SP_CONTAINER_MAX_BYTES × 1.2 for
+// the caches.
+type Limits struct {
+	ContainerMaxBytes int `env:"SP_CONTAINER_MAX_BYTES" envDefault:"8192" unit:"bytes" help:"largest container: its Kubernetes objects (Deployment and Service) as JSON; a larger create is refused (400), and the request body limit is this + 65536"`
+	MaxContainers     int `env:"SP_MAX_CONTAINERS" envDefault:"10000" unit:"containers" help:"containers the provider holds at most; a create beyond answers 507 (replicas creating at once may overshoot by their creates in flight)"`
+}
+
 // Monitor settings (status reporting).
 type Monitor struct {
 	DebounceMS int `env:"SP_MONITOR_DEBOUNCE_MS" envDefault:"500" unit:"milliseconds" help:"a container's status is sent once it has been quiet this long (0 = at once)"`
@@ -81,8 +92,12 @@ type Monitor struct {
 
 // Server settings.
 type Server struct {
-	Address         string        `env:"SP_SERVER_ADDRESS" envDefault:":8080" help:"listen address of the API, health, metrics and probes"`
-	ShutdownTimeout time.Duration `env:"SP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"15s" help:"graceful stop: in-flight requests (and pending status events) get this long"`
+	Address string `env:"SP_SERVER_ADDRESS" envDefault:":8080" help:"listen address of the API, health, metrics and probes"`
+	// ShutdownTimeout bounds the graceful stop (the budget is beside app.stopTail): the
+	// status flush gets SP_SERVER_SHUTDOWN_TIMEOUT − SP_K8S_CREATE_TIMEOUT, requests run
+	// until SP_SERVER_SHUTDOWN_TIMEOUT, so a create in flight can finish; the process
+	// exits within it + 3 s (the pod's grace period must be longer: 30 s).
+	ShutdownTimeout time.Duration `env:"SP_SERVER_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"graceful stop: the status flush gets this minus SP_K8S_CREATE_TIMEOUT, in-flight requests until this after the stop began; at least SP_K8S_CREATE_TIMEOUT; the process exits within this + 3s"`
 	ReadTimeout     time.Duration `env:"SP_SERVER_READ_TIMEOUT" envDefault:"15s" help:"reading a request (headers and body)"`
 	// WriteTimeout bounds a whole exchange after the headers, answer included, so it
 	// must exceed RequestTimeout, which must cover a create (SP_K8S_CREATE_TIMEOUT):
@@ -109,7 +124,7 @@ type Security struct {
 // Setting describes one environment variable, as Config's tags declare it.
 type Setting struct {
 	Name     string // the environment variable
-	Group    string // "" for the provider's own settings, else Kubernetes, Monitor, Server, Registration or Security
+	Group    string // "" for the provider's own settings, else Kubernetes, Limits, Monitor, Server, Registration or Security
 	Default  string // "" when none or derived (Help says which)
 	Unit     string // of a whole number, e.g. milliseconds; "" when none
 	Required bool
@@ -307,6 +322,12 @@ func (c *Config) validate(leaseDerived bool) []string {
 	if c.Kubernetes.CreateTimeout <= 0 {
 		p = append(p, "SP_K8S_CREATE_TIMEOUT: must be more than 0")
 	}
+	if c.Limits.ContainerMaxBytes < minContainerBytes {
+		p = append(p, fmt.Sprintf("SP_CONTAINER_MAX_BYTES: must be at least %d (a minimal container's objects are ~1 KB)", minContainerBytes))
+	}
+	if c.Limits.MaxContainers < 1 {
+		p = append(p, "SP_MAX_CONTAINERS: must be 1 or more")
+	}
 	if c.Monitor.DebounceMS < 0 {
 		p = append(p, "SP_MONITOR_DEBOUNCE_MS: must be 0 or more")
 	}
@@ -322,6 +343,9 @@ func (c *Config) validate(leaseDerived bool) []string {
 	}
 	if t := c.Kubernetes.CreateTimeout; t > 0 && c.Server.RequestTimeout > 0 && c.Server.RequestTimeout < t {
 		p = append(p, fmt.Sprintf("SP_SERVER_REQUEST_TIMEOUT (%s) must be at least SP_K8S_CREATE_TIMEOUT (%s): a create must be able to finish or roll back within its request", c.Server.RequestTimeout, t))
+	}
+	if t := c.Kubernetes.CreateTimeout; t > 0 && c.Server.ShutdownTimeout > 0 && c.Server.ShutdownTimeout < t {
+		p = append(p, fmt.Sprintf("SP_SERVER_SHUTDOWN_TIMEOUT (%s) must be at least SP_K8S_CREATE_TIMEOUT (%s): a create in flight when the service stops must be able to finish", c.Server.ShutdownTimeout, t))
 	}
 	if c.Monitor.ResyncPeriod < 0 {
 		p = append(p, "SP_MONITOR_RESYNC_PERIOD: must be 0 (off) or more")
@@ -412,6 +436,10 @@ func (s Security) validate() []string {
 	}
 	return p
 }
+
+// minContainerBytes is the smallest SP_CONTAINER_MAX_BYTES: a container with no env,
+// command, args or labels has objects of ~1 KB.
+const minContainerBytes = 2048
 
 var sizePattern = regexp.MustCompile(`^[0-9]+(MB|GB|TB|PB)$`)
 

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
 var required = []string{
@@ -29,7 +31,7 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.DisplayName != "k8s-container-sp" || c.Kubernetes.Namespace != "default" || c.Kubernetes.ExternalServiceType != "LoadBalancer" ||
 		c.Monitor.DebounceMS != 500 || c.Monitor.ResyncPeriod != 10*time.Minute || c.Server.Address != ":8080" ||
-		c.Server.ShutdownTimeout != 15*time.Second || c.Server.ReadTimeout != 15*time.Second || c.Server.WriteTimeout != 35*time.Second ||
+		c.Server.ShutdownTimeout != 25*time.Second || c.Server.ReadTimeout != 15*time.Second || c.Server.WriteTimeout != 35*time.Second ||
 		c.Server.IdleTimeout != 60*time.Second || c.Server.RequestTimeout != 30*time.Second || c.Server.MaxInFlight != 64 {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -38,6 +40,18 @@ func TestDefaults(t *testing.T) {
 	}
 	if other, _ := Load(required); other.Monitor.Identity == c.Monitor.Identity {
 		t.Errorf("two replicas on one host share the identity %q", c.Monitor.Identity)
+	}
+}
+
+// The memory limits' defaults are the ones their arithmetic is done for (beside
+// container.DefaultMaxObjectBytes).
+func TestLimitsDefaults(t *testing.T) {
+	c, err := Load(required)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.ContainerMaxBytes != container.DefaultMaxObjectBytes || c.Limits.MaxContainers != container.DefaultMaxContainers {
+		t.Errorf("limits %+v, want %d bytes and %d containers", c.Limits, container.DefaultMaxObjectBytes, container.DefaultMaxContainers)
 	}
 }
 
@@ -78,6 +92,12 @@ func TestInvalid(t *testing.T) {
 		{"request timeout shorter than a create", append(required, "SP_SERVER_REQUEST_TIMEOUT=10s"),
 			[]string{"SP_SERVER_REQUEST_TIMEOUT (10s) must be at least SP_K8S_CREATE_TIMEOUT (20s)"}},
 		{"in-flight cap", append(required, "SP_SERVER_MAX_IN_FLIGHT=0"), []string{"SP_SERVER_MAX_IN_FLIGHT"}},
+		// The earlier defaults: a create in flight at SIGTERM was cut at 15 s of its 20.
+		{"shutdown shorter than a create", append(required, "SP_SERVER_SHUTDOWN_TIMEOUT=15s"),
+			[]string{"SP_SERVER_SHUTDOWN_TIMEOUT (15s) must be at least SP_K8S_CREATE_TIMEOUT (20s)"}},
+		{"container size limit below a minimal container", append(required, "SP_CONTAINER_MAX_BYTES=1000"),
+			[]string{"SP_CONTAINER_MAX_BYTES: must be at least 2048"}},
+		{"no containers", append(required, "SP_MAX_CONTAINERS=0"), []string{"SP_MAX_CONTAINERS: must be 1 or more"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

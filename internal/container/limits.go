@@ -12,19 +12,50 @@ import (
 // Validate checks the counts again so that a long list costs one violation, not one
 // per item.
 const (
-	MaxLabels      = 64
-	MaxEnv         = 128
-	MaxEnvName     = 256
-	MaxEnvValue    = 32768
-	MaxArgs        = 256 // command and args, each
-	MaxArg         = 8192
-	MaxPorts       = 32
-	MaxHintKeys    = 64
-	MaxHintBytes   = 16384
-	MaxHintDepth   = 8
-	MaxObjectBytes = 256 << 10 // the Deployment and the Service, as JSON
+	MaxLabels    = 64
+	MaxEnv       = 128
+	MaxEnvName   = 256
+	MaxEnvValue  = 32768
+	MaxArgs      = 256 // command and args, each
+	MaxArg       = 8192
+	MaxPorts     = 32
+	MaxHintKeys  = 64
+	MaxHintBytes = 16384
+	MaxHintDepth = 8
 	// MaxViolations is how many problems one answer lists; the rest are counted.
 	MaxViolations = 50
+)
+
+// The worst case of the provider's memory is every container at the largest size a
+// create accepts, SP_MAX_CONTAINERS of them. The two defaults below fit the default
+// memory limit (deploy/base/deployment.yaml: 256 MiB; the service sets the Go memory
+// limit to 90% of it, 230 MiB) with room to spare:
+//
+//	containers in the caches, at most   10,000 × 9.6 KB  =  92 MiB
+//	  (BenchmarkCacheBytesPerMaxSizeContainer/8KiB: a container whose objects are
+//	  8 KiB as JSON costs 9,614 bytes in the caches: its env, command, args and labels
+//	  as strings, plus ~1.4 KB of views and indexes; at 256 KiB, 265,810 bytes)
+//	the rest of the heap at 10,000 containers (bench: 58 MB of Go heap at 10,000
+//	  typical containers, 27 MB of them the caches)                    ~ 30 MiB
+//	requests in flight: 64 (SP_SERVER_MAX_IN_FLIGHT) × ~0.5 MiB (a create: its body,
+//	  decoded spec and objects, a few × 72 KiB; a LIST page of 1,000 views, written
+//	  one container at a time), plus 64 bodies being read × 72 KiB     ~ 37 MiB
+//	total live                                                         ~160 MiB
+//
+// which leaves the garbage collector ~70 MiB below the Go memory limit, and the
+// binary, stacks and runtime their ~25 MiB below the container's. Before these limits
+// a container could be 256 KiB: 1,000 of them alone took 260 MiB, and every replica
+// crash-looped on its initial list. Raising one default means raising the memory limit
+// with it (about SP_MAX_CONTAINERS × (SP_CONTAINER_MAX_BYTES × 1.2) more).
+const (
+	// DefaultMaxObjectBytes is SP_CONTAINER_MAX_BYTES's default: a container's
+	// Kubernetes objects (the Deployment and the Service, as JSON) may be this large.
+	// A typical container's are 1.6 KB, so this leaves ~6.5 KB for env, command, args
+	// and labels.
+	DefaultMaxObjectBytes = 8 << 10
+	// DefaultMaxContainers is SP_MAX_CONTAINERS's default: the containers one provider
+	// (namespace) holds at most. The bench measures 10,000.
+	DefaultMaxContainers = 10000
 )
 
 // tooMany is the one violation for a list longer than its limit.
@@ -68,21 +99,17 @@ func depth(v any) int {
 	return d + 1
 }
 
-// CheckSize refuses a container whose Kubernetes objects would be larger than
-// MaxObjectBytes: a clear 400 long before etcd's limit (1.5 MiB) refuses the write, and
-// a known bound on what each container adds to every replica's caches.
-func CheckSize(objs Objects) []Violation {
-	n := 0
-	for _, o := range []any{objs.Deployment, objs.Service} {
-		b, err := json.Marshal(o)
-		if err != nil {
-			return []Violation{violation(Pointer("spec"), "the container cannot be encoded: %v", err)}
-		}
-		n += len(b)
+// CheckSize refuses a container whose Kubernetes objects would be larger than limit
+// bytes (SP_CONTAINER_MAX_BYTES): a clear 400 long before etcd's limit (1.5 MiB) refuses
+// the write, and a known bound on what each container adds to every replica's caches.
+func CheckSize(objs Objects, limit int) []Violation {
+	n, err := ObjectBytes(objs)
+	if err != nil {
+		return []Violation{violation(Pointer("spec"), "the container cannot be encoded: %v", err)}
 	}
-	if n > MaxObjectBytes {
+	if n > limit {
 		return []Violation{{Pointer: Pointer("spec"), Detail: fmt.Sprintf(
-			"the container's Kubernetes objects would be %d bytes; at most %d are allowed (shorten env, command, args or labels)", n, MaxObjectBytes)}}
+			"the container's Kubernetes objects would be %d bytes; at most %d are allowed (shorten env, command, args or labels)", n, limit)}}
 	}
 	return nil
 }
@@ -95,4 +122,18 @@ func Capped(vs []Violation) ([]Violation, int) {
 		return vs, 0
 	}
 	return vs[:MaxViolations], len(vs) - MaxViolations
+}
+
+// ObjectBytes is the size of a container's Kubernetes objects (the Deployment and the
+// Service) as JSON: what the per-container limit bounds.
+func ObjectBytes(objs Objects) (int, error) {
+	n := 0
+	for _, o := range []any{objs.Deployment, objs.Service} {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return 0, err
+		}
+		n += len(b)
+	}
+	return n, nil
 }

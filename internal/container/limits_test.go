@@ -39,7 +39,7 @@ func TestLimitsMatchTheContract(t *testing.T) {
 		}
 	}
 	desc := schemas["ContainerSpec"].Value.Description + schemas["ContainerSpec"].Value.Properties["provider_hints"].Value.Description
-	for _, n := range []int{MaxObjectBytes, MaxHintBytes, MaxHintDepth} {
+	for _, n := range []int{DefaultMaxObjectBytes, MaxHintBytes, MaxHintDepth} {
 		if !strings.Contains(desc, fmt.Sprint(n)) {
 			t.Errorf("openapi.yaml does not state the limit %d", n)
 		}
@@ -113,12 +113,12 @@ func TestCheckSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vs := CheckSize(objs)
-	if len(vs) != 1 || vs[0].Pointer != "#/spec" || !strings.Contains(vs[0].Detail, "at most 262144") {
+	vs := CheckSize(objs, DefaultMaxObjectBytes)
+	if len(vs) != 1 || vs[0].Pointer != "#/spec" || !strings.Contains(vs[0].Detail, "at most 8192") {
 		t.Errorf("CheckSize = %v", vs)
 	}
 	small, _ := Build("web", specJSON(t, validSpec), Options{Namespace: "ns"})
-	if vs := CheckSize(small); vs != nil {
+	if vs := CheckSize(small, DefaultMaxObjectBytes); vs != nil {
 		t.Errorf("an ordinary container: %v", vs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -202,10 +203,10 @@ func TestErrorContract(t *testing.T) {
 			status: 400, code: invalidArg},
 		{name: "create/400 body is not an object", method: "POST", target: base, contentType: jsonCT, body: `[]`,
 			status: 400, code: invalidArg},
-		{name: "create/413 body over 1 MiB by Content-Length", method: "POST", target: base, contentType: jsonCT, body: tooBig,
-			status: 413, code: "content-too-large", detail: "the request body is larger than 1048576 bytes"},
-		{name: "create/413 body over 1 MiB chunked", method: "POST", target: base, contentType: jsonCT, body: tooBig, chunked: true,
-			status: 413, code: "content-too-large", detail: "the request body is larger than 1048576 bytes"},
+		{name: "create/413 body over the limit by Content-Length", method: "POST", target: base, contentType: jsonCT, body: tooBig,
+			status: 413, code: "content-too-large", detail: fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes)},
+		{name: "create/413 body over the limit chunked", method: "POST", target: base, contentType: jsonCT, body: tooBig, chunked: true,
+			status: 413, code: "content-too-large", detail: fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes)},
 
 		// POST create: schema and domain violations, all reported at once.
 		{name: "create/400 unknown service_type", method: "POST", target: base, contentType: jsonCT,

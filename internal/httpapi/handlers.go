@@ -30,7 +30,17 @@ type HealthCheck func(ctx context.Context) error
 const (
 	defaultPageSize = 50
 	maxPageSize     = 1000
-	healthType      = "k8s-container-service-provider.dcm.io/health"
+	// maxPageBytes bounds a LIST page's encoded containers: a page ends before the
+	// container that would take it past this, with next_page_token as when it is full
+	// (at least one container per page, whatever its size). 1,000 typical containers
+	// are ~1.2 MB, so only pages of large containers are cut (a page of 1,000 at the
+	// largest allowed size would be ~10 MB; before the per-container limit, 39 MB).
+	maxPageBytes = 4 << 20
+	// listRun is how many containers a LIST reads from the store at once: the page is
+	// written as it is read, so a request holds a run of views and one container's
+	// JSON, not its whole page.
+	listRun    = 100
+	healthType = "k8s-container-service-provider.dcm.io/health"
 )
 
 // handlers implements the generated strict server interface.
@@ -44,6 +54,11 @@ type handlers struct {
 	version      string
 	started      time.Time
 	log          *slog.Logger
+	// maxContainerBytes bounds one container's objects; maxContainers (0: none) the
+	// number of containers, as containers() counts them.
+	maxContainerBytes int
+	maxContainers     int
+	containers        func() int
 }
 
 var _ v1alpha1.StrictServerInterface = (*handlers)(nil)
@@ -70,8 +85,11 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 	if err != nil {
 		return nil, internal(err)
 	}
-	if vs := container.CheckSize(objs); len(vs) > 0 {
+	if vs := container.CheckSize(objs, h.maxContainerBytes); len(vs) > 0 {
 		return nil, invalid(vs...)
+	}
+	if p := h.full(); p != nil {
+		return nil, p
 	}
 	obs, err := h.store.Create(ctx, id, objs)
 	if err != nil {
@@ -86,6 +104,23 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 		out.Spec.Network.Ip = nil
 	}
 	return v1alpha1.CreateContainer201JSONResponse(out), nil
+}
+
+// full refuses a create once the provider holds maxContainers: the bound on its memory
+// (see container.DefaultMaxContainers). The count is this replica's caches' (every id
+// with a Deployment or a record, creates in progress and containers being deleted
+// included), so replicas that take creates at the same moment can overshoot the limit
+// by at most the number of creates in flight on the others, which their caches have
+// not seen yet.
+func (h *handlers) full() *Problem {
+	if h.maxContainers <= 0 || h.containers == nil {
+		return nil
+	}
+	if n := h.containers(); n >= h.maxContainers {
+		return &Problem{Status: http.StatusInsufficientStorage, Code: "container-limit-reached",
+			Detail: fmt.Sprintf("the provider holds %d containers, its limit (SP_MAX_CONTAINERS) is %d; delete one or raise the limit", n, h.maxContainers)}
+	}
+	return nil
 }
 
 func (h *handlers) GetContainer(ctx context.Context, req v1alpha1.GetContainerRequestObject) (v1alpha1.GetContainerResponseObject, error) {
@@ -111,18 +146,12 @@ func (h *handlers) ListContainers(_ context.Context, req v1alpha1.ListContainers
 			return nil, invalid(container.Violation{Detail: "page_token is not a page token from this API"})
 		}
 	}
-	page, more, err := h.store.List(after, size)
+	// The first run is read before the answer starts, so that an error is a problem.
+	first, more, err := h.store.List(after, min(size, listRun))
 	if err != nil {
 		return nil, fromStore(err, "")
 	}
-	out := v1alpha1.ListContainers200JSONResponse{Containers: make([]v1alpha1.Container, len(page))}
-	for i, o := range page {
-		out.Containers[i] = container.ToAPI(o)
-	}
-	if more && len(page) > 0 {
-		out.NextPageToken = ptr(encodePageToken(*out.Containers[len(page)-1].Id))
-	}
-	return out, nil
+	return &listPage{store: h.store, size: size, maxBytes: maxPageBytes, first: first, more: more, log: h.log}, nil
 }
 
 func (h *handlers) DeleteContainer(ctx context.Context, req v1alpha1.DeleteContainerRequestObject) (v1alpha1.DeleteContainerResponseObject, error) {
@@ -198,6 +227,12 @@ func fromStore(err error, id string) *Problem {
 		return invalid(se.Fields...)
 	case store.KindQuota:
 		return &Problem{Status: http.StatusForbidden, Code: "permission-denied", Violations: se.Fields}
+	case store.KindPolicy:
+		// The cluster's own rules (an admission webhook, a ValidatingAdmissionPolicy)
+		// refused the objects: the same request is refused again, so no 503, and the
+		// client reads the policy's words.
+		return &Problem{Status: http.StatusUnprocessableEntity, Code: "rejected-by-cluster-policy",
+			Detail: container.Clip(se.Message, maxDetail), Cause: err}
 	case store.KindPermission:
 		// The provider's set-up, not the client: say what is missing (the store names
 		// the permissions), and that it may work later, once the Role is fixed.

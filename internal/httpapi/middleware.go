@@ -15,10 +15,27 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// MaxBodyBytes is the largest request body accepted (413 beyond).
-const MaxBodyBytes = 1 << 20
+// A request body holds the container's spec, which becomes its Kubernetes objects (at
+// most the per-container limit, SP_CONTAINER_MAX_BYTES, as JSON), plus what does not
+// end up in them: provider_hints (at most container.MaxHintBytes), the spec's member
+// names and the client's formatting. bodySlack covers those, so the body limit follows
+// the per-container limit: a body larger than it cannot be a container that fits.
+const bodySlack = 64 << 10
+
+// MaxBodyBytes is the largest request body accepted with the default per-container
+// limit (413 beyond); see Options.MaxContainerBytes.
+const MaxBodyBytes = container.DefaultMaxObjectBytes + bodySlack
+
+// DefaultMaxBodyReads is how many request bodies are read at once by default (503
+// beyond, for requests with a body only). A body is read before the request takes an
+// in-flight slot (withInFlightLimit), so clients that send theirs slowly hold these and
+// not the slots GET and DELETE need; what they hold is at most DefaultMaxBodyReads ×
+// the body limit (64 × 72 KiB = 4.5 MiB with the defaults).
+const DefaultMaxBodyReads = 64
 
 type ctxKey int
 
@@ -136,14 +153,14 @@ func (h *headWriter) finish() {
 	h.ResponseWriter.WriteHeader(h.status)
 }
 
-// withLimits caps the body at MaxBodyBytes (413) and bounds the request's time.
-func withLimits(timeout time.Duration, next http.Handler) http.Handler {
+// withLimits caps the body at maxBody bytes (413) and bounds the request's time.
+func withLimits(timeout time.Duration, maxBody int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > MaxBodyBytes {
-			writeProblem(w, r, tooLarge())
+		if r.ContentLength > maxBody {
+			writeProblem(w, r, tooLarge(maxBody))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
@@ -152,8 +169,10 @@ func withLimits(timeout time.Duration, next http.Handler) http.Handler {
 
 // withInFlightLimit answers 503 (Retry-After: 1) once max requests are being served,
 // so a burst costs a known amount of memory and CPU (each request may hold a body of up
-// to MaxBodyBytes and its decoded form). Health is never refused: the registry and the
-// probes must learn that the provider is busy, not that it is gone.
+// to the body limit and its decoded form). Health is never refused: the registry and
+// the probes must learn that the provider is busy, not that it is gone. It comes after
+// withJSONBody: a request takes a slot only once its body is read, so slow senders
+// cannot hold every slot.
 func withInFlightLimit(max int, next http.Handler) http.Handler {
 	if max <= 0 {
 		return next
@@ -179,9 +198,9 @@ func isHealthPath(p string) bool {
 	return p == "/health" || p == "/api/v1alpha1/containers/health"
 }
 
-func tooLarge() *Problem {
+func tooLarge(limit int64) *Problem {
 	return &Problem{Status: http.StatusRequestEntityTooLarge, Code: "content-too-large",
-		Detail: fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes)}
+		Detail: fmt.Sprintf("the request body is larger than %d bytes", limit)}
 }
 
 // createPath is the one operation that takes a body (POST).
@@ -191,17 +210,38 @@ const createPath = "/api/v1alpha1/containers"
 // reference provider do: a Content-Type other than application/json, or content that
 // is not one well-formed JSON value (trailing data included, which a streaming decoder
 // would silently ignore). An empty body passes: the contract says whether one is needed.
-func withJSONBody(next http.Handler) http.Handler {
+// It reads the whole body before the request goes on (to the in-flight limit), at most
+// maxReads bodies at once: 503 with Retry-After: 1 beyond, for requests with a body
+// only.
+func withJSONBody(maxReads int, maxBody int64, next http.Handler) http.Handler {
+	if maxReads <= 0 {
+		maxReads = DefaultMaxBodyReads
+	}
+	reading := make(chan struct{}, maxReads)
+	read := func(r *http.Request) ([]byte, bool, error) {
+		select {
+		case reading <- struct{}{}:
+			defer func() { <-reading }()
+		default:
+			return nil, false, nil
+		}
+		b, err := io.ReadAll(r.Body)
+		return b, true, err
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != createPath || r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
+		body, ok, err := read(r)
 		var tooBig *http.MaxBytesError
 		switch {
+		case !ok:
+			writeProblem(w, r, &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 1,
+				Detail: fmt.Sprintf("the provider is receiving %d request bodies already; retry shortly", maxReads)})
+			return
 		case errors.As(err, &tooBig):
-			writeProblem(w, r, tooLarge())
+			writeProblem(w, r, tooLarge(maxBody))
 			return
 		case err != nil:
 			writeProblem(w, r, badRequest("the request body could not be read"))

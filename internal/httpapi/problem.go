@@ -26,6 +26,9 @@ var titles = map[string]string{
 	// Outside DCM's codes: what the request asks of HTTP itself (RFC 9110's names).
 	"method-not-allowed": "Method Not Allowed",
 	"content-too-large":  "Content Too Large",
+	// The provider's own: what a client can act on that DCM's codes do not name.
+	"container-limit-reached":    "Container limit reached",    // 507: SP_MAX_CONTAINERS
+	"rejected-by-cluster-policy": "Rejected by cluster policy", // 422: an admission webhook or policy
 }
 
 // Fixed details of the contract.

@@ -27,23 +27,40 @@ type Options struct {
 	APIToken       func() []byte
 	Version        string
 	RequestTimeout time.Duration
-	// MaxInFlight caps the requests served at once (503 beyond); 0: no cap.
+	// MaxInFlight caps the requests served at once (503 beyond); 0: no cap. A request
+	// with a body takes its slot once the body is read (see MaxBodyReads).
 	MaxInFlight int
-	Log         *slog.Logger
+	// MaxBodyReads caps the request bodies being read at once (503 beyond); 0:
+	// DefaultMaxBodyReads.
+	MaxBodyReads int
+	// MaxContainerBytes is the per-container limit (SP_CONTAINER_MAX_BYTES): a create
+	// whose Kubernetes objects would be larger is refused (400); the request body limit
+	// follows from it. 0: container.DefaultMaxObjectBytes.
+	MaxContainerBytes int
+	// MaxContainers and Containers: a create is refused (507) once Containers() (this
+	// replica's count) is MaxContainers or more. 0 or nil: no limit.
+	MaxContainers int
+	Containers    func() int
+	Log           *slog.Logger
 	// PodSecurity, when set, gives the pods' security profile in place of
 	// Objects.PodSecurity: the provider may learn it only once started.
 	PodSecurity func() container.PodSecurity
 }
 
 // NewHandler builds the whole HTTP stack:
-// request id -> log/recover -> HEAD as GET -> authentication -> in-flight cap -> limits ->
-// JSON body -> OpenAPI validation -> generated router -> handlers.
+// request id -> log/recover -> HEAD as GET -> authentication -> limits -> JSON body (read
+// whole, bounded) -> in-flight cap -> OpenAPI validation -> generated router -> handlers.
 func NewHandler(o Options) (http.Handler, error) {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 30 * time.Second
 	}
+	if o.MaxContainerBytes <= 0 {
+		o.MaxContainerBytes = container.DefaultMaxObjectBytes
+	}
+	maxBody := int64(o.MaxContainerBytes) + bodySlack
 	h := &handlers{store: o.Store, objects: o.Objects, health: o.Health, registration: o.Registration, permissions: o.Permissions,
-		version: o.Version, started: time.Now(), log: o.Log, podSecurity: o.PodSecurity}
+		version: o.Version, started: time.Now(), log: o.Log, podSecurity: o.PodSecurity,
+		maxContainerBytes: o.MaxContainerBytes, maxContainers: o.MaxContainers, containers: o.Containers}
 	strict := v1alpha1.NewStrictHandlerWithOptions(h, nil, v1alpha1.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeProblem(w, r, bodyProblem(err))
@@ -71,7 +88,8 @@ func NewHandler(o Options) (http.Handler, error) {
 		return nil, err
 	}
 	return withRequestID(withLogAndRecover(o.Log, withHead(withAuth(o.APIToken,
-		withInFlightLimit(o.MaxInFlight, withLimits(o.RequestTimeout, withJSONBody(validated))))))), nil
+		withLimits(o.RequestTimeout, maxBody, withJSONBody(o.MaxBodyReads, maxBody,
+			withInFlightLimit(o.MaxInFlight, validated))))))), nil
 }
 
 // bodyProblem explains a body that could not be decoded. Size and JSON syntax were

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,8 +32,11 @@ func liveHeap() uint64 {
 // service's own mapping, then given what the apiserver, the controllers and the kubelet
 // add (uid, resourceVersion, defaults, status, the pod).
 func served(i int, now metav1.Time) []any {
-	id := fmt.Sprintf("bench-%05d", i)
-	inc := fmt.Sprintf("0b3c5a6e-6f5e-4c9d-8f7e-%012d", i)
+	return servedSpec(i, now, typicalSpec())
+}
+
+// typicalSpec is a container as the bench makes them: a few labels and env vars.
+func typicalSpec() *v1alpha1.ContainerSpec {
 	spec := &v1alpha1.ContainerSpec{
 		Metadata: v1alpha1.ContainerMetadata{Name: "web", Labels: &map[string]string{"team": "payments", "env": "prod"}},
 		Image:    v1alpha1.ContainerImage{Reference: "quay.io/example/web:v1.2.3"},
@@ -42,6 +46,13 @@ func served(i int, now metav1.Time) []any {
 	_ = spec.Resources.Cpu.Min.FromCpuQuantity0(1)
 	_ = spec.Resources.Cpu.Max.FromCpuQuantity0(2)
 	spec.Resources.Memory.Min, spec.Resources.Memory.Max = "64MB", "128MB"
+	return spec
+}
+
+// servedSpec is served for a given spec.
+func servedSpec(i int, now metav1.Time, spec *v1alpha1.ContainerSpec) []any {
+	id := fmt.Sprintf("bench-%05d", i)
+	inc := fmt.Sprintf("0b3c5a6e-6f5e-4c9d-8f7e-%012d", i)
 	objs, err := container.Build(id, spec, container.Options{Namespace: "dcm-containers", PodSecurity: container.Baseline})
 	if err != nil {
 		panic(err)
@@ -142,4 +153,77 @@ func BenchmarkCacheBytesPerContainer(b *testing.B) {
 	}
 	b.ReportMetric(float64(total)/n, "container-B")
 	runtime.KeepAlive(stores)
+}
+
+// maxSizedSpec is the typical container with env values added until its Kubernetes
+// objects are as large as limit allows (container.ObjectBytes at most limit, within 64
+// bytes of it): the largest container a create accepts.
+func maxSizedSpec(limit int) *v1alpha1.ContainerSpec {
+	spec := typicalSpec()
+	size := func() int {
+		objs, err := container.Build("bench-00000", spec, container.Options{Namespace: "dcm-containers", PodSecurity: container.Baseline})
+		if err != nil {
+			panic(err)
+		}
+		n, err := container.ObjectBytes(objs)
+		if err != nil {
+			panic(err)
+		}
+		return n
+	}
+	env := *spec.Process.Env
+	spec.Process.Env = &env
+	for i := 0; len(env) < container.MaxEnv; i++ {
+		room := limit - size() - len(`,{"name":"FILL_000","value":""}`)
+		if room <= 64 {
+			break
+		}
+		env = append(env, v1alpha1.EnvVar{Name: fmt.Sprintf("FILL_%03d", i), Value: strings.Repeat("x", min(room, container.MaxEnvValue))})
+		*spec.Process.Env = env
+	}
+	if n := size(); n > limit || n < limit-64-len(`,{"name":"FILL_000","value":""}`) {
+		panic(fmt.Sprintf("a max-size container of %d bytes for a limit of %d", n, limit))
+	}
+	return spec
+}
+
+// BenchmarkCacheBytesPerMaxSizeContainer is BenchmarkCacheBytesPerContainer for the
+// largest containers a create accepts, at a few per-container limits (SP_CONTAINER_MAX_BYTES):
+// what each costs in the caches at most, so what SP_MAX_CONTAINERS of them cost.
+// go test -run '^$' -bench CacheBytesPerMaxSizeContainer -benchtime 1x ./internal/store
+func BenchmarkCacheBytesPerMaxSizeContainer(b *testing.B) {
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	for _, limit := range []int{8 << 10, 16 << 10, 64 << 10, 256 << 10} {
+		b.Run(fmt.Sprintf("%dKiB", limit>>10), func(b *testing.B) {
+			spec := maxSizedSpec(limit)
+			n := (64 << 20) / limit // about 64 MiB of objects whatever the limit
+			byID := cache.Indexers{IndexByInstance: indexByInstance}
+			var stores []cache.Indexer
+			var total uint64
+			for k, name := range []string{"deployment", "pod", "service", "record"} {
+				ix := byID
+				if name == "record" {
+					ix = cache.Indexers{}
+				}
+				idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, ix)
+				stores = append(stores, idx)
+				h0 := liveHeap()
+				for i := range n {
+					o, err := cacheObject(decoded(servedSpec(i, now, spec)[k]))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := idx.Add(o); err != nil {
+						b.Fatal(err)
+					}
+				}
+				h1 := liveHeap()
+				total += h1 - h0
+				b.ReportMetric(float64(h1-h0)/float64(n), name+"-B")
+			}
+			b.ReportMetric(float64(total)/float64(n), "container-B")
+			b.ReportMetric(float64(total)/float64(n)/float64(limit), "B/limit-B")
+			runtime.KeepAlive(stores)
+		})
+	}
 }

@@ -26,6 +26,7 @@ const (
 	KindQuota                   // a ResourceQuota refused it
 	KindUnavailable             // the apiserver is unreachable, overloaded or timed out
 	KindPermission              // RBAC refused the provider (its Role lacks something)
+	KindPolicy                  // an admission webhook or policy of the cluster refused the objects
 )
 
 // Error is a classified failure. Message is safe to show a client; Err is for the log.
@@ -64,13 +65,18 @@ func classify(what string, err error) error {
 		return &Error{Kind: k, Message: msg, Err: fmt.Errorf("%s: %w", what, err)}
 	}
 	switch {
+	case isAdmissionDenial(err):
+		// Before the status codes: a webhook chooses its own (403 by default, 400, 422),
+		// and a 403 from it is no RBAC refusal (asking the apiserver what the provider
+		// may do would find nothing missing, and a retry is refused again).
+		return wrap(KindPolicy, "the cluster's admission policy refused it: "+apiMessage(err))
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		e := wrap(KindInvalid, "the cluster refused the container")
 		e.Fields = fieldsFromStatus(err)
 		return e
 	case apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(err.Error(), "request is too large"):
 		// The apiserver's own limit (3 MiB) or etcd's (1.5 MiB): the container is too big
-		// for the cluster. Validation refuses long before (container.MaxObjectBytes), so
+		// for the cluster. Validation refuses long before (SP_CONTAINER_MAX_BYTES), so
 		// this is a cluster with smaller limits.
 		e := wrap(KindInvalid, "the container is too large for the cluster")
 		e.Fields = []container.Violation{{Pointer: container.Pointer("spec"),
@@ -92,6 +98,25 @@ func classify(what string, err error) error {
 		return wrap(KindPermission, "the provider is not allowed to do this in its namespace (check its RBAC)")
 	}
 	return wrap(KindInternal, "unexpected error from the Kubernetes API")
+}
+
+// isAdmissionDenial tells a refusal by an admission webhook or a
+// ValidatingAdmissionPolicy from any other: the apiserver words them so
+// (k8s.io/apiserver's webhook errors.ToStatusErr: `admission webhook "name" denied the
+// request: ...`; the policy plugin: `ValidatingAdmissionPolicy 'name' with binding
+// 'binding' denied request: ...`), whatever status code the policy chose.
+func isAdmissionDenial(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	s := st.Status()
+	if s.Code < 400 || s.Code >= 500 {
+		return false
+	}
+	msg := s.Message
+	return strings.Contains(msg, "admission webhook ") && strings.Contains(msg, " denied the request") ||
+		strings.Contains(msg, "ValidatingAdmissionPolicy ") && strings.Contains(msg, " denied request")
 }
 
 func isNetworkError(err error) bool {

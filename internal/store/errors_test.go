@@ -6,12 +6,26 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
+
+// webhookDenial is a validating webhook's refusal as the apiserver returns it
+// (k8s.io/apiserver/pkg/admission/plugin/webhook/errors.ToStatusErr): the webhook's
+// status, its message prefixed with the webhook's name.
+func webhookDenial(code int32, reason metav1.StatusReason, msg string) error {
+	const denied = `admission webhook "policy.example.com" denied the request`
+	st := metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: denied + " without explanation"}
+	if msg != "" {
+		st.Message = denied + ": " + msg
+	}
+	return &apierrors.StatusError{ErrStatus: st}
+}
 
 func TestClassify(t *testing.T) {
 	dep := schema.GroupResource{Group: "apps", Resource: "deployments"}
@@ -30,6 +44,19 @@ func TestClassify(t *testing.T) {
 		{"admission denial without causes", apierrors.NewBadRequest("denied"), KindInvalid, []string{"#/spec"}},
 		{"quota", apierrors.NewForbidden(dep, "web", errors.New("exceeded quota: q, requested: count/deployments.apps=1")), KindQuota, []string{"#/spec/resources"}},
 		{"rbac", apierrors.NewForbidden(dep, "web", errors.New("cannot create")), KindPermission, nil},
+		{"rbac as the apiserver words it", apierrors.NewForbidden(dep, "", errors.New(`User "system:serviceaccount:dcm:sp" cannot create resource "deployments" in API group "apps" in the namespace "dcm"`)), KindPermission, nil},
+		// Admission refusals, as k8s.io/apiserver words them, whatever code the policy
+		// chose: the cluster's rules, not the provider's RBAC (issue 23: a webhook's 403
+		// became 21 access reviews and a 503, retried forever).
+		{"webhook denial, default 403", webhookDenial(403, "", "containers must not set env FOO"), KindPolicy, nil},
+		{"webhook denial, 403 Forbidden", webhookDenial(403, metav1.StatusReasonForbidden, "label team is required"), KindPolicy, nil},
+		{"webhook denial, 400", webhookDenial(400, metav1.StatusReasonBadRequest, "bad image registry"), KindPolicy, nil},
+		{"webhook denial, 422", webhookDenial(422, metav1.StatusReasonInvalid, "replicas must be 1"), KindPolicy, nil},
+		{"webhook denial without explanation", webhookDenial(403, "", ""), KindPolicy, nil},
+		{"ValidatingAdmissionPolicy denial", apierrors.NewForbidden(dep, "web-x", errors.New(
+			"ValidatingAdmissionPolicy 'deny-label' with binding 'deny-label' denied request: failed expression: !has(object.metadata.labels.deny)")), KindPolicy, nil},
+		// A webhook that failed (not a denial) is the cluster unavailable: 500s stay so.
+		{"webhook call failed", apierrors.NewInternalError(errors.New(`failed calling webhook "x.example.com": connection refused`)), KindUnavailable, nil},
 		{"server timeout", apierrors.NewServerTimeout(dep, "create", 1), KindUnavailable, nil},
 		{"throttled", apierrors.NewTooManyRequests("slow down", 1), KindUnavailable, nil},
 		{"unavailable", apierrors.NewServiceUnavailable("down"), KindUnavailable, nil},
@@ -61,6 +88,9 @@ func TestClassify(t *testing.T) {
 			}
 			if !errors.Is(se, tc.err) {
 				t.Error("the cause is not kept for the log")
+			}
+			if tc.kind == KindPolicy && !strings.Contains(se.Message, apiMessage(tc.err)) {
+				t.Errorf("message %q does not carry the policy's %q", se.Message, apiMessage(tc.err))
 			}
 		})
 	}

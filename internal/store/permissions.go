@@ -45,11 +45,18 @@ func grant(group, resource string, verbs ...string) []Permission {
 	return out
 }
 
-// access remembers what the last check found missing.
+// access remembers what the last check found missing, and when it asked.
 type access struct {
 	mu      sync.Mutex
 	missing []Permission
+	checked time.Time // zero: never
 }
+
+// explainEvery bounds how often a refused write asks the apiserver what is missing
+// (explainForbidden): a check is one SelfSubjectAccessReview per permission (21), and a
+// client retrying a refused create must not turn each retry into 21 more calls. Within
+// it, the last check's answer explains the refusal.
+const explainEvery = 30 * time.Second
 
 // CheckPermissions asks the apiserver (one SelfSubjectAccessReview per permission, in
 // parallel) which of Required this identity may not do in the namespace, remembers the
@@ -87,7 +94,7 @@ func (s *Store) CheckPermissions(ctx context.Context) ([]Permission, error) {
 	}
 	sortPermissions(missing)
 	s.access.mu.Lock()
-	s.access.missing = missing
+	s.access.missing, s.access.checked = missing, s.Clock.Now()
 	s.access.mu.Unlock()
 	return missing, nil
 }
@@ -115,12 +122,19 @@ func (s *Store) DescribeMissing(missing []Permission) string {
 }
 
 // explainForbidden turns an RBAC refusal of a write into an error naming what is
-// missing, asking the apiserver again (the Role may have changed since start). The
-// check is bounded and detached from a request that may have timed out.
+// missing, asking the apiserver again (the Role may have changed since start) at most
+// once per explainEvery; within it, the last check's answer is used. The check is
+// bounded and detached from a request that may have timed out.
 func (s *Store) explainForbidden(ctx context.Context, err error) error {
 	var se *Error
 	if !errors.As(err, &se) || se.Kind != KindPermission {
 		return err
+	}
+	if missing, ok := s.recentCheck(); ok {
+		if len(missing) > 0 {
+			se.Message = s.DescribeMissing(missing)
+		}
+		return se
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -129,6 +143,20 @@ func (s *Store) explainForbidden(ctx context.Context, err error) error {
 		se.Message = s.DescribeMissing(missing)
 	}
 	return se
+}
+
+// recentCheck is the last check's answer when it is younger than explainEvery. A check
+// is claimed before it is made: while one is asking, the others take the previous
+// answer (or none) rather than asking too.
+func (s *Store) recentCheck() ([]Permission, bool) {
+	s.access.mu.Lock()
+	defer s.access.mu.Unlock()
+	now := s.Clock.Now()
+	if !s.access.checked.IsZero() && now.Sub(s.access.checked) < explainEvery {
+		return s.access.missing, true
+	}
+	s.access.checked = now // claimed; CheckPermissions sets it again when done
+	return nil, false
 }
 
 // sortPermissions puts permissions in Required's order, so messages are stable.

@@ -92,8 +92,11 @@ func (e *Env) Launch(ns, name, bin string, extraEnv ...string) (*Service, error)
 }
 
 // StartService is testbed's StartService (the plain binary, caches synced and leading).
+// The bench fills namespaces with 10,000 containers and more and then creates through
+// the API, so its services hold no container limit (SP_MAX_CONTAINERS, default 10,000);
+// a setting in extraEnv comes later and wins.
 func (e *Env) StartService(ctx context.Context, ns string, extraEnv ...string) (*Service, error) {
-	s, err := e.Env.StartService(ctx, ns, extraEnv...)
+	s, err := e.Env.StartService(ctx, ns, append([]string{"SP_MAX_CONTAINERS=1000000"}, extraEnv...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,50 @@
+package store
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Count is every id the caches know through a Deployment or a record, each once.
+func TestCount(t *testing.T) {
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(client, "dcm-containers", 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	add := func(i int, kinds ...int) { // kinds: 0 Deployment, 3 record (served's order)
+		objs := served(i, now)
+		for _, k := range kinds {
+			o, err := cacheObject(decoded(objs[k]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.informers()[k].GetIndexer().Add(o); err != nil {
+				t.Fatal(err)
+			}
+			if k == 0 {
+				s.ids.add(o)
+			}
+		}
+	}
+	if n := s.Count(); n != 0 {
+		t.Fatalf("empty caches: %d", n)
+	}
+	add(0, 0, 3) // live, with its record
+	add(1, 0, 3)
+	add(2, 3) // a create in progress, or a DELETED owed: its record only
+	add(3, 0) // a Deployment without a record (made before records)
+	if n := s.Count(); n != 4 {
+		t.Errorf("Count = %d, want 4", n)
+	}
+}

@@ -198,6 +198,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		MaxWait:      cfg.Monitor.DebounceMaxWait,
 		Resync:       cfg.Monitor.ResyncPeriod,
 		Settle:       2 * cfg.Kubernetes.CreateTimeout, // a create finishes or rolls back within one
+		ResendAfter:  cfg.Monitor.StatusResendAfter,
 		DrainTimeout: cfg.Server.ShutdownTimeout / 2,
 		Republish:    a.nats.republish,
 		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },

@@ -183,15 +183,25 @@ type rig struct {
 
 func startReporter(t *testing.T, debounce time.Duration, failFirst int) *rig {
 	t.Helper()
+	return startReporterWith(t, debounce, failFirst, nil)
+}
+
+// startReporterWith is startReporter with options changed by opts.
+func startReporterWith(t *testing.T, debounce time.Duration, failFirst int, opts func(*Options)) *rig {
+	t.Helper()
 	r := &rig{
 		src: &fakeSource{snaps: map[string]container.Snapshot{}}, out: newJournal(),
 		clock: clocktesting.NewFakeClock(t0), drain: make(chan struct{}), done: make(chan struct{}),
 	}
 	r.out.failFirst = failFirst
 	r.out.src = r.src
-	r.rep = NewReporter(r.src, r.out, r.out, Options{
+	o := Options{
 		Debounce: debounce, MaxWait: 10 * debounce, DrainTimeout: time.Second, Workers: 1, Clock: r.clock, Settle: settle,
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
+	if opts != nil {
+		opts(&o)
+	}
+	r.rep = NewReporter(r.src, r.out, r.out, o, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(r.done)

@@ -50,7 +50,9 @@ func (r *Reporter) scheduleResend(id, inc string, snap container.Snapshot, st co
 	}
 	r.forgetResend(id) // an earlier incarnation's, if any
 	rs := &resend{}
-	rs.timer = r.opts.Clock.AfterFunc(d, func() { r.fireResend(id, rs) })
+	// In its own goroutine: a fake clock runs the callback with its lock held, and
+	// fireResend takes r.mu, under which this very call takes the clock's lock.
+	rs.timer = r.opts.Clock.AfterFunc(d, func() { go r.fireResend(id, rs) })
 	r.resends[id] = rs
 }
 

@@ -75,8 +75,9 @@ type Reporter struct {
 	// so that the retries of one change carry one event id (see eventID).
 	minted map[string]mintedEvent
 	// waiting: ids whose plan is held back (notYet) and why, so that each episode is
-	// logged once, not once per retry.
-	waiting map[string]string
+	// logged once, not once per retry; waitBackoff spaces their looks (see notYet).
+	waiting     map[string]string
+	waitBackoff workqueue.TypedRateLimiter[string]
 	// resends: per id, the one pending resend of a new container's status (resend.go).
 	resends map[string]*resend
 	queue   workqueue.TypedRateLimitingInterface[string]
@@ -112,6 +113,10 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	deb := newDebouncer(r.opts.Clock, r.opts.Debounce, r.opts.MaxWait, queue.Add)
 	r.mu.Lock()
 	r.queue, r.deb = queue, deb
+	// Fresh for each leadership, like the queue: what was held back before is looked
+	// at anew (set before the workers start, which read it unlocked).
+	r.waitBackoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute)
+	clear(r.waiting)
 	r.mu.Unlock()
 
 	defer r.undelivered.reset() // last: once the workers and the watch are done
@@ -237,7 +242,7 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 			r.log.Info("status: "+wait.why+"; looking again with backoff", "id", id)
 		}
 		if ctx.Err() == nil {
-			queue.AddRateLimited(id)
+			queue.AddAfter(id, r.waitBackoff.When(id))
 		}
 		return true
 	case err != nil:
@@ -259,6 +264,7 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 	r.stopWaiting(id)
 	r.undelivered.done(id)
 	queue.Forget(id)
+	r.waitBackoff.Forget(id)
 	if recheck > 0 {
 		queue.AddAfter(id, recheck)
 	}
@@ -268,7 +274,11 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 // notYet is a plan held back until the world settles: this replica's cache and the
 // apiserver disagree about a destructive step, or a DELETED reached no stream. It is
 // not a failed delivery (NATS and the apiserver answer), so it is kept out of the
-// outage log; the container stays owed and is looked at again with backoff.
+// outage log; the container stays owed and is looked at again with a backoff of its
+// own, from 100 ms up to a minute (the delivery retries' stops at 10 s): each look
+// costs three apiserver requests on the main client (and a DELETED published again),
+// and a cache that is behind catches up with an informer event, which brings the
+// container back at once anyway; a watch comes back within 30-60 s.
 type notYet struct{ why string }
 
 func (n notYet) Error() string { return n.why }

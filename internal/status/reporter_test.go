@@ -531,3 +531,19 @@ func TestReporterLogsAnOutageOnce(t *testing.T) {
 		t.Errorf("log lines by level %v: %v", logs.counts, logs.text)
 	}
 }
+
+// A container held back while the cache is behind is one log line, not one per look.
+func TestReporterLogsAHeldBackContainerOnce(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	logs := &lines{counts: map[slog.Level]int{}}
+	r.rep.log = slog.New(logs)
+	r.out.setAPI("a", liveSnap("a-1"))
+	r.src.set("a", container.Snapshot{Services: []*container.Service{svc("a-s")}})
+	want := []string{"apiserver differs a", "apiserver differs a", "apiserver differs a", "apiserver differs a"}
+	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if logs.counts[slog.LevelInfo] != 1 || logs.counts[slog.LevelWarn] != 0 {
+		t.Errorf("log lines by level %v: %v", logs.counts, logs.text)
+	}
+}

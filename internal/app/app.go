@@ -204,7 +204,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		MaxWait:      cfg.Monitor.DebounceMaxWait,
 		Resync:       cfg.Monitor.ResyncPeriod,
 		Settle:       2 * cfg.Kubernetes.CreateTimeout, // a create finishes or rolls back within one
-		DrainTimeout: statusStopBudget(cfg) / 2,        // the other half: the send in progress, the Lease's release
+		ResendAfter:  cfg.Monitor.StatusResendAfter,
+		DrainTimeout: statusStopBudget(cfg) / 2, // the other half: the send in progress, the Lease's release
 		Republish:    a.nats.republish,
 		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },
 		Failed:       a.metrics.EventFailed,

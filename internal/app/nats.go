@@ -80,10 +80,10 @@ var errNATSNotStarted = errors.New("the NATS connection is not started")
 
 // Publish sends one status event (status.Publisher). The reporter runs only after the
 // connection is started.
-func (n *natsLink) Publish(ctx context.Context, eventID, id string, st container.Status) error {
+func (n *natsLink) Publish(ctx context.Context, eventID, id string, st container.Status) (bool, error) {
 	pub := n.pub.Load()
 	if pub == nil {
-		return errNATSNotStarted
+		return false, errNATSNotStarted
 	}
 	return pub.Publish(ctx, eventID, id, st)
 }

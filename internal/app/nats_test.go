@@ -24,7 +24,7 @@ func TestNATSLinkStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNATSLink(tc.url, "test", "k8s-container-sp", quiet)
-			if err := n.Publish(context.Background(), "e1", "a", container.Status{Status: v1alpha1.RUNNING}); !errors.Is(err, errNATSNotStarted) {
+			if _, err := n.Publish(context.Background(), "e1", "a", container.Status{Status: v1alpha1.RUNNING}); !errors.Is(err, errNATSNotStarted) {
 				t.Errorf("publish before start: %v", err)
 			}
 			err := n.start(context.Background())

@@ -32,7 +32,8 @@ func TestDefaults(t *testing.T) {
 	if c.DisplayName != "k8s-container-sp" || c.Kubernetes.Namespace != "default" || c.Kubernetes.ExternalServiceType != "LoadBalancer" ||
 		c.Monitor.DebounceMS != 500 || c.Monitor.ResyncPeriod != 10*time.Minute || c.Server.Address != ":8080" ||
 		c.Server.ShutdownTimeout != 25*time.Second || c.Server.ReadTimeout != 15*time.Second || c.Server.WriteTimeout != 35*time.Second ||
-		c.Server.IdleTimeout != 60*time.Second || c.Server.RequestTimeout != 30*time.Second || c.Server.MaxInFlight != 64 {
+		c.Server.IdleTimeout != 60*time.Second || c.Server.RequestTimeout != 30*time.Second || c.Server.MaxInFlight != 64 ||
+		c.Monitor.StatusResendAfter != 15*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
 	if c.Monitor.LeaderLease != "k8s-container-sp-status" || c.Monitor.Identity == "" {
@@ -58,13 +59,14 @@ func TestLimitsDefaults(t *testing.T) {
 func TestOverrides(t *testing.T) {
 	c, err := Load(append(required, "SP_DISPLAY_NAME=K8s", "SP_REGION=eu-1", "SP_ZONE=eu-1a", "SP_K8S_NAMESPACE=dcm",
 		"SP_K8S_KUBECONFIG=/kc", "SP_K8S_EXTERNAL_SVC_TYPE=NodePort", "SP_MONITOR_DEBOUNCE_MS=0", "SP_MONITOR_RESYNC_PERIOD=1m",
-		"SP_SERVER_ADDRESS=127.0.0.1:9000", "SP_SERVER_REQUEST_TIMEOUT=5s", "SP_K8S_CREATE_TIMEOUT=5s"))
+		"SP_MONITOR_STATUS_RESEND_AFTER=0", "SP_SERVER_ADDRESS=127.0.0.1:9000", "SP_SERVER_REQUEST_TIMEOUT=5s", "SP_K8S_CREATE_TIMEOUT=5s"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.DisplayName != "K8s" || c.Region != "eu-1" || c.Zone != "eu-1a" || c.Kubernetes.Namespace != "dcm" ||
 		c.Kubernetes.Kubeconfig != "/kc" || c.Kubernetes.ExternalServiceType != "NodePort" || c.Monitor.DebounceMS != 0 ||
-		c.Monitor.ResyncPeriod != time.Minute || c.Server.Address != "127.0.0.1:9000" || c.Server.RequestTimeout != 5*time.Second {
+		c.Monitor.ResyncPeriod != time.Minute || c.Server.Address != "127.0.0.1:9000" || c.Server.RequestTimeout != 5*time.Second ||
+		c.Monitor.StatusResendAfter != 0 {
 		t.Errorf("overrides: %+v", c)
 	}
 }
@@ -77,8 +79,10 @@ func TestInvalid(t *testing.T) {
 	}{
 		{"nothing set", nil, []string{"SP_NAME", "SP_ENDPOINT", "DCM_REGISTRATION_URL", "SP_NATS_URL"}},
 		{"bad values", append(required[:1:1], "SP_ENDPOINT=k8s-container-sp:8080", "DCM_REGISTRATION_URL=http://r/api",
-			"SP_NATS_URL=http://nats:4222", "SP_K8S_NAMESPACE=Bad_NS", "SP_K8S_EXTERNAL_SVC_TYPE=ClusterIP", "SP_MONITOR_DEBOUNCE_MS=-1"),
-			[]string{"SP_ENDPOINT", "SP_NATS_URL", "SP_K8S_NAMESPACE", "SP_K8S_EXTERNAL_SVC_TYPE", "SP_MONITOR_DEBOUNCE_MS"}},
+			"SP_NATS_URL=http://nats:4222", "SP_K8S_NAMESPACE=Bad_NS", "SP_K8S_EXTERNAL_SVC_TYPE=ClusterIP", "SP_MONITOR_DEBOUNCE_MS=-1",
+			"SP_MONITOR_STATUS_RESEND_AFTER=-1s"),
+			[]string{"SP_ENDPOINT", "SP_NATS_URL", "SP_K8S_NAMESPACE", "SP_K8S_EXTERNAL_SVC_TYPE", "SP_MONITOR_DEBOUNCE_MS",
+				"SP_MONITOR_STATUS_RESEND_AFTER"}},
 		{"a missing variable does not hide bad values", []string{"SP_ENDPOINT=nope", "SP_NATS_URL=nats://n:4222",
 			"DCM_REGISTRATION_URL=http://r/api", "SP_K8S_NAMESPACE=Bad_NS", "SP_SERVER_IDLE_TIMEOUT=later"},
 			[]string{"SP_NAME", "SP_ENDPOINT", "SP_K8S_NAMESPACE", "SP_SERVER_IDLE_TIMEOUT"}},

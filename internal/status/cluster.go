@@ -13,12 +13,10 @@ type Cluster interface {
 	DeleteService(ctx context.Context, svc *container.Service) error
 	// DeleteRecord deletes a record whose DELETED has been delivered (this UID only).
 	DeleteRecord(ctx context.Context, rec container.Record) error
-	// Gone asks the apiserver, not the caches, whether the container of this record is
-	// gone: the record still exists as it is (same UID) and no Deployment of the id
-	// lives, whatever its incarnation. A cache can be behind by the length of a broken watch (an
-	// apiserver restart), and a DELETED sent from it could be for a container that was
-	// re-created since, or one that lives.
-	Gone(ctx context.Context, id string, rec container.Record) (bool, error)
+	// Confirmed is container id as the apiserver has it, not the caches: its record,
+	// Deployments and Services (no pods: see Plan.NeedsConfirmation). A plan that takes
+	// a destructive step is made again from it, and carried out only if both agree.
+	Confirmed(ctx context.Context, id string) (container.Snapshot, error)
 }
 
 // applyBefore carries out the cluster steps that come before a plan's Publish.

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -171,6 +172,97 @@ func TestPlan(t *testing.T) {
 			}
 			if p.Empty() != (tc.want == "") {
 				t.Errorf("Empty() = %v", p.Empty())
+			}
+		})
+	}
+}
+
+// Which plans the reporter confirms with the apiserver before carrying them out: every
+// one that writes or deletes a record, deletes a Service, or publishes DELETED.
+func TestNeedsConfirmation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Plan
+		want bool
+	}{
+		{"nothing", Plan{}, false},
+		{"a live status", Plan{Publish: running}, false},
+		{"a look again later", Plan{RecheckAfter: time.Second}, false},
+		{"a record restored", Plan{Record: &RecordWrite{Incarnation: "i1"}, Publish: running}, true},
+		{"a record marked owed", Plan{Record: &RecordWrite{Incarnation: "i1", Owed: true}}, true},
+		{"a Service deleted", Plan{DeleteServices: []*container.Service{svc("s")}}, true},
+		{"DELETED published", Plan{Publish: deleted}, true},
+		{"a record deleted", Plan{DeleteRecord: record(owed)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.p.NeedsConfirmation(); got != tc.want {
+				t.Errorf("NeedsConfirmation() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Whether the plan made from the cache may be carried out: the plan made from the
+// apiserver's objects (with the same last status, force, time, and the cache's pods)
+// takes the same destructive steps. One row per race of issue 23 item 1, and the
+// cases the DELETED's confirmation (Store.Gone) covered before.
+func TestAgree(t *testing.T) {
+	withUID := func(name string, uid types.UID) *container.Service {
+		s := svc(name)
+		s.UID = uid
+		return s
+	}
+	svcA := withUID("web-s", "s1")
+	liveA := container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}, Services: []*container.Service{svcA}}
+	other := func(rec *container.Record) { rec.UID, rec.Incarnation = "r2", "i2" }
+	old := created(time.Hour)
+	cases := []struct {
+		name             string
+		cache, apiserver container.Snapshot
+		last             *container.Status
+		want             bool
+	}{
+		{"(a) the cache shows a Service but no record and no Deployment; the apiserver has them: no Service deleted",
+			container.Snapshot{Services: []*container.Service{svcA}}, liveA, nil, false},
+		{"(a) same, RUNNING sent before: no DELETED either",
+			container.Snapshot{Services: []*container.Service{svcA}}, liveA, running, false},
+		{"a Service nobody owns, at the apiserver too: removed",
+			container.Snapshot{Services: []*container.Service{svcA}}, container.Snapshot{Services: []*container.Service{svcA}}, nil, true},
+		{"a Service nobody owns, but the apiserver's has another UID (made again since): not removed",
+			container.Snapshot{Services: []*container.Service{svcA}}, container.Snapshot{Services: []*container.Service{withUID("web-s", "s2")}}, nil, false},
+		{"(b) a new leader's cache shows a Deployment deleted at the apiserver, no record: not re-created",
+			container.Snapshot{Deployments: []*container.Deployment{live}}, container.Snapshot{}, nil, false},
+		{"(b) same, the Deployment being deleted at the apiserver: not re-created",
+			container.Snapshot{Deployments: []*container.Deployment{live}}, container.Snapshot{Deployments: []*container.Deployment{dep("web-1", deleting)}}, nil, false},
+		{"a record deleted by hand, the container live at the apiserver too: restored",
+			container.Snapshot{Deployments: []*container.Deployment{live}}, container.Snapshot{Deployments: []*container.Deployment{live}}, waiting, true},
+		{"a record deleted by hand, but the apiserver has a record again (restored already): the cache is behind",
+			container.Snapshot{Deployments: []*container.Deployment{live}}, container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}}, waiting, false},
+		{"(c) DELETED owed and the apiserver agrees: sent, record deleted",
+			container.Snapshot{Record: record(owed)}, container.Snapshot{Record: record(owed)}, running, true},
+		{"(c) the record is gone at the apiserver (its DELETED was delivered): not sent again",
+			container.Snapshot{Record: record(owed)}, container.Snapshot{}, running, false},
+		{"(c) another record of the id (reserved again): no DELETED",
+			container.Snapshot{Record: record(owed)}, container.Snapshot{Record: record(owed, other)}, running, false},
+		{"(c) the id reserved again and its Deployment made: no DELETED",
+			container.Snapshot{Record: record(owed)},
+			container.Snapshot{Record: record(other), Deployments: []*container.Deployment{dep("web-2", incarnation("i2"))}}, running, false},
+		{"(c) the cache shows an old record without Deployment; one lives at the apiserver: not marked owed",
+			container.Snapshot{Record: record(old)}, container.Snapshot{Record: record(old), Deployments: []*container.Deployment{live}}, nil, false},
+		{"(c) deleted by hand, and at the apiserver too: marked owed, Service removed, DELETED",
+			container.Snapshot{Record: record(), Services: []*container.Service{svcA}}, container.Snapshot{Record: record(), Services: []*container.Service{svcA}}, running, true},
+		{"a live container's status differs (pods from the cache in both): no destructive step differs",
+			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}, Pods: []*container.Pod{runningPod()}},
+			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}}, nil, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cached := plan(tc.cache, tc.last, false, t0, settle)
+			api := tc.apiserver
+			api.Pods = tc.cache.Pods
+			confirmed := plan(api, tc.last, false, t0, settle)
+			if got := agree(cached, confirmed); got != tc.want {
+				t.Errorf("agree(%q, %q) = %v, want %v", summary(cached), summary(confirmed), got, tc.want)
 			}
 		})
 	}

@@ -34,8 +34,11 @@ type Publisher interface {
 	// Publish sends st of container id as the event eventID. The reporter passes the
 	// same eventID to every retry of one status change, so a retry after a lost
 	// acknowledgement is stored once (JetStream de-duplicates on it) and a consumer that
-	// de-duplicates on the CloudEvent id sees it once.
-	Publish(ctx context.Context, eventID, id string, st container.Status) error
+	// de-duplicates on the CloudEvent id sees it once. stored says a stream stored the
+	// event (acknowledged it): only then may a DELETED release its record, since a
+	// plain NATS publish reaches only the subscribers connected at that moment, maybe
+	// none (issue 23).
+	Publish(ctx context.Context, eventID, id string, st container.Status) (stored bool, err error)
 }
 
 // NATSPublisher publishes CloudEvents 1.0 in structured JSON mode on subject
@@ -98,20 +101,22 @@ func (p *NATSPublisher) captured(ctx context.Context) bool {
 	return p.streamSeen
 }
 
-// Publish sends one status event and returns nil only when it was delivered.
-func (p *NATSPublisher) Publish(ctx context.Context, eventID, id string, st container.Status) error {
+// Publish sends one status event and returns nil only when it was delivered: stored by
+// the stream that captures the subject (stored true), or, with no such stream, flushed
+// to the NATS server (stored false).
+func (p *NATSPublisher) Publish(ctx context.Context, eventID, id string, st container.Status) (stored bool, err error) {
 	ev, err := NewEvent(p.source, eventID, id, st, time.Now().UTC())
 	if err != nil {
-		return err
+		return false, err
 	}
 	body, err := json.Marshal(ev)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !p.nc.IsConnected() {
-		return fmt.Errorf("NATS is not connected (%s)", p.nc.Status())
+		return false, fmt.Errorf("NATS is not connected (%s)", p.nc.Status())
 	}
-	if p.captured(ctx) {
+	if stored = p.captured(ctx); stored {
 		msg := &nats.Msg{Subject: Subject, Data: body, Header: nats.Header{}}
 		// The event id doubles as JetStream's de-duplication id (Nats-Msg-Id): a retry
 		// after a lost ack carries the same id and is stored once, within the stream's
@@ -127,7 +132,7 @@ func (p *NATSPublisher) Publish(ctx context.Context, eventID, id string, st cont
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("publishing %s for %s: %w", st.Status, id, err)
+		return false, fmt.Errorf("publishing %s for %s: %w", st.Status, id, err)
 	}
-	return nil
+	return stored, nil
 }

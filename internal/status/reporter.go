@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,10 @@ type Options struct {
 	// Settle is how old a record without a Deployment must be before its container
 	// counts as gone (a create may still be in progress before that).
 	Settle time.Duration
+	// ResendAfter: a new container's current status is sent once more this long after
+	// its first status was delivered (0: never), because DCM drops the events of an
+	// instance it has not stored yet (see resend.go).
+	ResendAfter time.Duration
 	// DrainTimeout bounds the flush of pending events on a graceful stop.
 	DrainTimeout time.Duration
 	Workers      int
@@ -69,10 +74,16 @@ type Reporter struct {
 	// minted: per id, the event id of the status being sent, kept until it is delivered
 	// so that the retries of one change carry one event id (see eventID).
 	minted map[string]mintedEvent
-	queue  workqueue.TypedRateLimitingInterface[string]
-	deb    *debouncer
-	active atomic.Bool
-	outage outage
+	// waiting: ids whose plan is held back (notYet) and why, so that each episode is
+	// logged once, not once per retry; waitBackoff spaces their looks (see notYet).
+	waiting     map[string]string
+	waitBackoff workqueue.TypedRateLimiter[string]
+	// resends: per id, the one pending resend of a new container's status (resend.go).
+	resends map[string]*resend
+	queue   workqueue.TypedRateLimitingInterface[string]
+	deb     *debouncer
+	active  atomic.Bool
+	outage  outage
 
 	undelivered undelivered // what Pending counts
 }
@@ -88,7 +99,7 @@ func NewReporter(src Source, pub Publisher, cl Cluster, opts Options, log *slog.
 	return &Reporter{
 		src: src, pub: pub, cl: cl, opts: opts, log: log,
 		sent: map[string]container.Status{}, sentFor: map[string]string{}, forced: map[string]bool{},
-		minted: map[string]mintedEvent{},
+		minted: map[string]mintedEvent{}, waiting: map[string]string{}, resends: map[string]*resend{},
 	}
 }
 
@@ -102,9 +113,14 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	deb := newDebouncer(r.opts.Clock, r.opts.Debounce, r.opts.MaxWait, queue.Add)
 	r.mu.Lock()
 	r.queue, r.deb = queue, deb
+	// Fresh for each leadership, like the queue: what was held back before is looked
+	// at anew (set before the workers start, which read it unlocked).
+	r.waitBackoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute)
+	clear(r.waiting)
 	r.mu.Unlock()
 
 	defer r.undelivered.reset() // last: once the workers and the watch are done
+	defer r.stopResends()
 	stopWatch, err := r.src.Watch(r.touch)
 	if err != nil {
 		r.log.Error("status: cannot watch", "err", err)
@@ -216,7 +232,20 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 	defer queue.Done(id)
 	r.undelivered.take(id)
 	recheck, err := r.process(ctx, id)
-	if err != nil {
+	var wait notYet
+	switch {
+	case errors.As(err, &wait):
+		// Held back, not failed: still owed (Pending counts it), looked at again with
+		// backoff, and no part of a delivery outage.
+		r.undelivered.failed(id)
+		if r.startWaiting(id, wait.why) {
+			r.log.Info("status: "+wait.why+"; looking again with backoff", "id", id)
+		}
+		if ctx.Err() == nil {
+			queue.AddAfter(id, r.waitBackoff.When(id))
+		}
+		return true
+	case err != nil:
 		r.undelivered.failed(id)
 		if ctx.Err() == nil {
 			if r.outage.failed(r.opts.Clock.Now(), id) {
@@ -232,12 +261,49 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 	if ended, lasted, failures, containers := r.outage.recovered(r.opts.Clock.Now()); ended {
 		r.log.Info("status: delivering again", "outage", lasted.Round(time.Millisecond), "failed_attempts", failures, "containers", containers)
 	}
+	r.stopWaiting(id)
 	r.undelivered.done(id)
 	queue.Forget(id)
+	r.waitBackoff.Forget(id)
 	if recheck > 0 {
 		queue.AddAfter(id, recheck)
 	}
 	return true
+}
+
+// notYet is a plan held back until the world settles: this replica's cache and the
+// apiserver disagree about a destructive step, or a DELETED reached no stream. It is
+// not a failed delivery (NATS and the apiserver answer), so it is kept out of the
+// outage log; the container stays owed and is looked at again with a backoff of its
+// own, from 100 ms up to a minute (the delivery retries' stops at 10 s): each look
+// costs three apiserver requests on the main client (and a DELETED published again),
+// and a cache that is behind catches up with an informer event, which brings the
+// container back at once anyway; a watch comes back within 30-60 s.
+type notYet struct{ why string }
+
+func (n notYet) Error() string { return n.why }
+
+const (
+	whyCacheBehind = "this replica's cache does not match the apiserver (it is behind); nothing done until they agree"
+	whyNotStored   = "DELETED sent on plain NATS, stored by no stream (none captures " + Subject + "); the record is kept until a stream stores it"
+)
+
+// startWaiting records that id is held back for why; true when this starts an episode
+// (or changes its reason), which is worth a log line.
+func (r *Reporter) startWaiting(id, why string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting[id] == why {
+		return false
+	}
+	r.waiting[id] = why
+	return true
+}
+
+func (r *Reporter) stopWaiting(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.waiting, id)
 }
 
 // process plans one container from what the caches show now and carries the plan out;
@@ -268,29 +334,34 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		}
 	}
 
-	p := plan(snap, last, forced, r.opts.Clock.Now(), r.opts.Settle)
-	if p.DeleteRecord != nil {
-		// A DELETED that deletes a record is the one step a stale cache must not take
-		// (the chaos run's seed 11: after an apiserver restart, a new leader re-sent an
-		// old DELETED after the id had been created again). Confirmed first; when the
-		// cache is behind, its catching up will bring the container back here.
-		gone, err := r.cl.Gone(ctx, id, *p.DeleteRecord)
+	now := r.opts.Clock.Now()
+	p := plan(snap, last, forced, now, r.opts.Settle)
+	if p.NeedsConfirmation() {
+		// No destructive step on a cache alone (issue 23): the plan is made again from
+		// the apiserver's objects and carried out only if both agree. When they do not,
+		// this replica's cache is behind (the chaos run's seed 11: after an apiserver
+		// restart a new leader re-sent an old DELETED after the id had been created
+		// again; and a cache showing a live container's Service without its record and
+		// Deployment would delete that Service and report the container DELETED).
+		apiSnap, err := r.cl.Confirmed(ctx, id)
 		if err != nil {
 			keepForce()
 			return 0, err
 		}
-		if !gone {
+		apiSnap.Pods = snap.Pods
+		if !agree(p, plan(apiSnap, last, forced, now, r.opts.Settle)) {
 			keepForce()
-			r.log.Info("status: the cache shows a container gone that the apiserver does not; waiting for the cache", "id", id)
-			return 0, nil
+			return 0, notYet{whyCacheBehind}
 		}
 	}
 	if err := applyBefore(ctx, r.cl, id, p); err != nil {
 		keepForce()
 		return 0, err
 	}
+	stored := false
 	if st := p.Publish; st != nil {
-		if err := r.publish(ctx, r.eventID(id, inc, *st), id, *st); err != nil {
+		var err error
+		if stored, err = r.publish(ctx, r.eventID(id, inc, *st), id, *st); err != nil {
 			if plantedBug(ctx, r.cl, p) { // false but in sp-chaos -inject builds: plantedbug.go
 				return 0, nil
 			}
@@ -298,8 +369,17 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 			return 0, err
 		}
 	}
+	if p.DeleteRecord != nil && p.Publish != nil && !stored {
+		// Only a stream's acknowledgement says DCM will read the DELETED; a plain
+		// publish reached whoever was subscribed then, maybe nobody. The record keeps
+		// the DELETED owed, the retries send it again (the same event id, so a consumer
+		// that saw it skips it), until a stream stores one.
+		keepForce()
+		return 0, notYet{whyNotStored}
+	}
 	r.mu.Lock()
 	if st := p.Publish; st != nil {
+		r.scheduleResend(id, inc, snap, *st, now)
 		r.sent[id], r.sentFor[id] = *st, inc
 	}
 	delete(r.minted, id) // delivered, or nothing to send: the next status sent is a new change
@@ -340,20 +420,21 @@ func (r *Reporter) eventID(id, inc string, st container.Status) string {
 	return m.eventID
 }
 
-func (r *Reporter) publish(ctx context.Context, eventID, id string, st container.Status) error {
+func (r *Reporter) publish(ctx context.Context, eventID, id string, st container.Status) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := r.pub.Publish(ctx, eventID, id, st); err != nil {
+	stored, err := r.pub.Publish(ctx, eventID, id, st)
+	if err != nil {
 		if r.opts.Failed != nil {
 			r.opts.Failed()
 		}
-		return err
+		return false, err
 	}
 	if r.opts.Published != nil {
 		r.opts.Published(st)
 	}
-	r.log.Debug("status: published", "id", id, "status", st.Status, "message", st.Message, "event", eventID)
-	return nil
+	r.log.Debug("status: published", "id", id, "status", st.Status, "message", st.Message, "event", eventID, "stored", stored)
+	return stored, nil
 }
 
 // prune forgets ids that are gone from the cluster and whose DELETED was delivered.
@@ -366,6 +447,7 @@ func (r *Reporter) prune() {
 		if st.Status == v1alpha1.DELETED && r.src.Snapshot(id).Empty() {
 			delete(r.sent, id)
 			delete(r.sentFor, id)
+			r.forgetResend(id)
 		}
 	}
 }

@@ -63,16 +63,19 @@ type journal struct {
 	mu        sync.Mutex
 	entries   []string
 	failFirst int // publishes to fail before one succeeds
-	// alive: records (by UID) whose container the apiserver still has, whatever the
-	// cache shows.
-	alive   map[string]bool
+	// unstored: publishes go out with no stream storing them (core NATS).
+	unstored bool
+	// src is what the caches show; api, per id, what the apiserver has when it differs
+	// (a cache that is behind). Confirmed answers api's, else the cache's.
+	src     *fakeSource
+	api     map[string]container.Snapshot
 	changed chan struct{}
 	// events: the event id of every publish attempt, failed or not, in order.
 	events []string
 }
 
 func newJournal() *journal {
-	return &journal{changed: make(chan struct{}, 100), alive: map[string]bool{}}
+	return &journal{changed: make(chan struct{}, 100), api: map[string]container.Snapshot{}}
 }
 
 func (j *journal) add(e string) {
@@ -82,20 +85,25 @@ func (j *journal) add(e string) {
 	j.changed <- struct{}{}
 }
 
-func (j *journal) Publish(_ context.Context, eventID, id string, st container.Status) error {
+func (j *journal) Publish(_ context.Context, eventID, id string, st container.Status) (bool, error) {
 	j.mu.Lock()
 	j.events = append(j.events, eventID)
 	fail := j.failFirst > 0
 	if fail {
 		j.failFirst--
 	}
+	stored := !j.unstored
 	j.mu.Unlock()
 	if fail {
 		j.add("publish failed " + id)
-		return errors.New("NATS is down")
+		return false, errors.New("NATS is down")
+	}
+	if !stored {
+		j.add("publish unstored " + id + " " + string(st.Status))
+		return false, nil
 	}
 	j.add("publish " + id + " " + string(st.Status))
-	return nil
+	return true, nil
 }
 func (j *journal) EnsureRecord(_ context.Context, id, inc string, owed bool) error {
 	j.add(fmt.Sprintf("record %s %q owed=%v", id, inc, owed))
@@ -109,14 +117,29 @@ func (j *journal) DeleteRecord(_ context.Context, r container.Record) error {
 	j.add("delete record " + string(r.UID))
 	return nil
 }
-func (j *journal) Gone(_ context.Context, _ string, r container.Record) (bool, error) {
+func (j *journal) Confirmed(_ context.Context, id string) (container.Snapshot, error) {
 	j.mu.Lock()
-	alive := j.alive[string(r.UID)]
+	snap, behind := j.api[id]
 	j.mu.Unlock()
-	if alive {
-		j.add("not gone " + string(r.UID))
+	if !behind {
+		return j.src.Snapshot(id), nil
 	}
-	return !alive, nil
+	j.add("apiserver differs " + id)
+	return snap, nil
+}
+
+// setAPI makes the apiserver have snap for id, whatever the cache shows.
+func (j *journal) setAPI(id string, snap container.Snapshot) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.api[id] = snap
+}
+
+// caughtUp makes the apiserver answer what the cache shows for id.
+func (j *journal) caughtUp(id string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.api, id)
 }
 
 // waitFor waits (real time, bounded) until the journal holds want.
@@ -160,14 +183,25 @@ type rig struct {
 
 func startReporter(t *testing.T, debounce time.Duration, failFirst int) *rig {
 	t.Helper()
+	return startReporterWith(t, debounce, failFirst, nil)
+}
+
+// startReporterWith is startReporter with options changed by opts.
+func startReporterWith(t *testing.T, debounce time.Duration, failFirst int, opts func(*Options)) *rig {
+	t.Helper()
 	r := &rig{
 		src: &fakeSource{snaps: map[string]container.Snapshot{}}, out: newJournal(),
 		clock: clocktesting.NewFakeClock(t0), drain: make(chan struct{}), done: make(chan struct{}),
 	}
 	r.out.failFirst = failFirst
-	r.rep = NewReporter(r.src, r.out, r.out, Options{
+	r.out.src = r.src
+	o := Options{
 		Debounce: debounce, MaxWait: 10 * debounce, DrainTimeout: time.Second, Workers: 1, Clock: r.clock, Settle: settle,
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
+	if opts != nil {
+		opts(&o)
+	}
+	r.rep = NewReporter(r.src, r.out, r.out, o, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(r.done)
@@ -272,21 +306,124 @@ func TestReporterDeletesTheRecordOnlyAfterDeletedIsDelivered(t *testing.T) {
 		[]string{"publish failed a", "publish a DELETED", "delete record r1"})
 }
 
-// Chaos seed 11: a leader whose watch was broken by an apiserver restart held a record
-// already deleted (and the id created again). It must not send DELETED from that.
-func TestReporterSendsNoDeletedTheApiserverDoesNotConfirm(t *testing.T) {
+// Issue 23 item 1: no destructive step on a cache alone. Each race is a cache that is
+// behind the apiserver; while it is, the reporter does nothing (and keeps the container
+// owed), and once the cache catches up it does what the apiserver's state asks for.
+// (Before the fix, only a record-deleting DELETED was confirmed: the first two rows
+// deleted the Service and published DELETED, and re-created the record and published
+// PENDING.)
+func TestReporterTakesNoDestructiveStepTheApiserverDoesNotConfirm(t *testing.T) {
+	svcUID := func(s *container.Service) *container.Service { s.UID = "s1"; return s }
+	liveWithService := container.Snapshot{Record: record(), Deployments: []*container.Deployment{dep("a-1")},
+		Services: []*container.Service{svcUID(svc("a-s"))}}
+	reserved := container.Snapshot{
+		Record:      record(func(rec *container.Record) { rec.UID, rec.Incarnation = "r2", "i2" }),
+		Deployments: []*container.Deployment{dep("a-2", incarnation("i2"))},
+	}
+	for _, tc := range []struct {
+		name string
+		// delivered: a status delivered before the race (nil: a new leader, nothing sent).
+		delivered *container.Snapshot
+		cache     container.Snapshot
+		apiserver container.Snapshot
+		// after: what the reporter does once the cache shows what the apiserver has.
+		after []string
+	}{
+		{"(a) the cache shows a live container's Service, not yet its record and Deployment: no Service deleted, no DELETED",
+			&liveWithService, container.Snapshot{Services: liveWithService.Services}, liveWithService, nil},
+		{"(a) same, nothing sent before: no Service deleted",
+			nil, container.Snapshot{Services: liveWithService.Services}, liveWithService, []string{"publish a PENDING"}},
+		{"(b) a new leader's cache still shows a Deployment deleted at the apiserver, its record gone: no record re-created, no PENDING",
+			nil, container.Snapshot{Deployments: []*container.Deployment{dep("a-1")}}, container.Snapshot{}, nil},
+		{"(c) the id was reserved again (another record): no DELETED, the old record not deleted",
+			nil, container.Snapshot{Record: record(owed)}, reserved, []string{"publish a PENDING"}},
+		{"(c) the record is gone (its DELETED was delivered): not sent again",
+			nil, container.Snapshot{Record: record(owed)}, container.Snapshot{}, nil},
+		{"(c) a Deployment of the id lives (the cache is behind): no DELETED",
+			nil, container.Snapshot{Record: record(created(time.Hour))},
+			container.Snapshot{Record: record(created(time.Hour)), Deployments: []*container.Deployment{live}},
+			[]string{"publish a PENDING"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startReporter(t, 0, 0)
+			var want []string
+			if tc.delivered != nil {
+				r.src.set("a", *tc.delivered)
+				want = append(want, "publish a PENDING")
+				r.out.waitFor(t, want...)
+			}
+			r.out.setAPI("a", tc.apiserver)
+			r.src.set("a", tc.cache)
+			want = append(want, "apiserver differs a")
+			r.out.waitFor(t, want...)
+			if n := r.rep.Pending(); n != 1 {
+				t.Errorf("pending %d while the cache is behind, want 1", n)
+			}
+			// Looked at again with backoff: still nothing done.
+			want = append(want, "apiserver differs a")
+			r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
+
+			// The cache catches up.
+			r.out.caughtUp("a")
+			r.src.set("a", tc.apiserver)
+			r.out.waitFor(t, append(want, tc.after...)...)
+			for r.rep.Pending() != 0 {
+				r.clock.Step(10 * time.Millisecond)
+				time.Sleep(time.Millisecond)
+			}
+			r.out.waitFor(t, append(want, tc.after...)...)
+		})
+	}
+}
+
+// The reporter's own state agrees with the apiserver once its cache catches up: with
+// the apiserver as the cache shows it, a DELETED is sent and the record deleted.
+func TestReporterActsOnAConfirmedPlan(t *testing.T) {
 	r := startReporter(t, 0, 0)
-	r.out.mu.Lock()
-	r.out.alive["r1"] = true
-	r.out.mu.Unlock()
+	r.src.set("a", container.Snapshot{Record: record(), Services: []*container.Service{svc("a-s")}, Deployments: []*container.Deployment{dep("a-1", deleting)}})
+	r.clock.Step(time.Hour)
+	r.out.await(t, func() { r.clock.Step(time.Second) },
+		[]string{`record a "i1" owed=true`, "delete service a-s", "publish a DELETED", "delete record r1"})
+}
+
+// Issue 23 item 6: with no stream capturing dcm.container a DELETED goes out on plain
+// NATS, where nobody may have read it: its record stays (DELETED still owed, retried
+// with backoff and counted as pending) until a stream stores one.
+func TestReporterKeepsTheRecordOfAnUnstoredDeleted(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.out.unstored = true
 	r.src.set("a", container.Snapshot{Record: record(owed)})
-	r.out.waitFor(t, "not gone r1")
-	// The cache catches up: now the apiserver agrees.
+	r.out.waitFor(t, "publish unstored a DELETED")
+	if n := r.rep.Pending(); n != 1 {
+		t.Errorf("pending %d, want the DELETED owed", n)
+	}
+	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
+		[]string{"publish unstored a DELETED", "publish unstored a DELETED"})
+	ev := r.out.eventIDs()
+	if ev[1] != ev[0] {
+		t.Errorf("event ids %q: a retry of one DELETED must keep its id", ev)
+	}
+	// A stream now captures the subject.
 	r.out.mu.Lock()
-	r.out.alive["r1"] = false
+	r.out.unstored = false
 	r.out.mu.Unlock()
-	r.src.set("a", container.Snapshot{Record: record(owed)})
-	r.out.waitFor(t, "not gone r1", "publish a DELETED", "delete record r1")
+	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
+		[]string{"publish unstored a DELETED", "publish unstored a DELETED", "publish a DELETED", "delete record r1"})
+	for r.rep.Pending() != 0 {
+		r.clock.Step(10 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A live status needs no stream: it is not retried when plain NATS carried it.
+func TestReporterSendsLiveStatusesOnPlainNATS(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.out.unstored = true
+	r.src.set("a", liveSnap("a-1"))
+	r.out.waitFor(t, "publish unstored a PENDING")
+	for r.rep.Pending() != 0 {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Chaos seed 14: an id re-created and deleted while the leader's cache was behind; the
@@ -391,6 +528,22 @@ func TestReporterLogsAnOutageOnce(t *testing.T) {
 	logs.mu.Lock()
 	defer logs.mu.Unlock()
 	if logs.counts[slog.LevelWarn] != 1 || logs.counts[slog.LevelInfo] < 1 {
+		t.Errorf("log lines by level %v: %v", logs.counts, logs.text)
+	}
+}
+
+// A container held back while the cache is behind is one log line, not one per look.
+func TestReporterLogsAHeldBackContainerOnce(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	logs := &lines{counts: map[slog.Level]int{}}
+	r.rep.log = slog.New(logs)
+	r.out.setAPI("a", liveSnap("a-1"))
+	r.src.set("a", container.Snapshot{Services: []*container.Service{svc("a-s")}})
+	want := []string{"apiserver differs a", "apiserver differs a", "apiserver differs a", "apiserver differs a"}
+	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if logs.counts[slog.LevelInfo] != 1 || logs.counts[slog.LevelWarn] != 0 {
 		t.Errorf("log lines by level %v: %v", logs.counts, logs.text)
 	}
 }

@@ -203,48 +203,6 @@ func answerMiss(m miss) missAnswer {
 	return missWaitForCache
 }
 
-// --- Before a DELETED is delivered and its record deleted ---
-
-// goneAnswer is what the reporter's confirmation (Store.Gone) does next.
-type goneAnswer int
-
-const (
-	goneReadRecord      goneAnswer = iota // read the record at the apiserver
-	goneNo                                // not gone (or not this container's to say)
-	goneListDeployments                   // the record is as it was: is a Deployment of the id live?
-	goneYes                               // gone: its DELETED may be sent
-)
-
-// goneFacts is what the apiserver said about a container the cache shows gone.
-type goneFacts struct {
-	// Want is the UID of the record the cache showed.
-	Want types.UID
-	// Record is how reading the record went (answered or absent); UID is its UID.
-	Record lookup
-	UID    types.UID
-	// Listed: the id's Deployments were listed; Live: one of them lives.
-	Listed bool
-	Live   bool
-}
-
-// answerGone decides whether the container of a record is gone: the record is still
-// there as it was (same UID; none means its record was deleted, so its DELETED was
-// delivered; another UID means the id was reserved again) and no Deployment of the id
-// lives.
-func answerGone(g goneFacts) goneAnswer {
-	switch {
-	case g.Record == notAsked:
-		return goneReadRecord
-	case g.Record != answered || g.UID != g.Want:
-		return goneNo
-	case !g.Listed:
-		return goneListDeployments
-	case g.Live:
-		return goneNo
-	}
-	return goneYes
-}
-
 // --- Writing a record (the reporter restores or marks one; DELETE marks one) ---
 
 // recordFix is what EnsureRecord does with the record it found (its create answered

@@ -167,36 +167,6 @@ func TestAnswerMiss(t *testing.T) {
 	}
 }
 
-// Whether the container of a record the cache shows gone is gone at the apiserver, so its
-// DELETED may be sent and its record deleted.
-func TestAnswerGone(t *testing.T) {
-	same := goneFacts{Want: "r1", Record: answered, UID: "r1"}
-	listed := func(live bool) goneFacts {
-		g := same
-		g.Listed, g.Live = true, live
-		return g
-	}
-	for _, tc := range []struct {
-		name string
-		g    goneFacts
-		want goneAnswer
-	}{
-		{"nothing read yet: read the record", goneFacts{Want: "r1"}, goneReadRecord},
-		{"no record: its DELETED was delivered already (it was deleted after): not ours to send",
-			goneFacts{Want: "r1", Record: absent}, goneNo},
-		{"another record (the id was reserved again): not gone", goneFacts{Want: "r1", Record: answered, UID: "r2"}, goneNo},
-		{"the record as it was: ask for a live Deployment of the id", same, goneListDeployments},
-		{"a live Deployment (the cache is behind): not gone", listed(true), goneNo},
-		{"no live Deployment: gone", listed(false), goneYes},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := answerGone(tc.g); got != tc.want {
-				t.Errorf("answerGone = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 // How EnsureRecord brings the Lease it found to say an incarnation and, when owed,
 // DELETED owed.
 func TestFixRecord(t *testing.T) {

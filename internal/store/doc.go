@@ -18,8 +18,9 @@
 //   - confirm.go: a GET that misses the cache asks the apiserver before answering 404
 //     (answerMiss: 404, 503, or wait for the cache).
 //   - record.go: every request that writes a record (reserve, EnsureRecord with
-//     fixRecord, DeleteRecord, and the uninstall's delete), and Gone (answerGone), the
-//     apiserver's word before the status reporter sends a DELETED.
+//     fixRecord, DeleteRecord, and the uninstall's delete).
+//   - apiserver_snapshot.go: Confirmed, a container as the apiserver has it, which the
+//     status reporter plans again from before any destructive step.
 //   - release.go: Release, the `release` command (uninstall): every record deleted,
 //     workloads left running.
 //   - store.go, ids.go, packed*.go, transform.go, intern.go: the informer caches, packed

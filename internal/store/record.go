@@ -124,36 +124,6 @@ func deleteLeaseOf(ctx context.Context, client kubernetes.Interface, ns, name st
 	return nil
 }
 
-// Gone asks the apiserver whether the container of record rec is gone (status.Cluster;
-// see answerGone).
-func (s *Store) Gone(ctx context.Context, id string, rec container.Record) (bool, error) {
-	g := goneFacts{Want: rec.UID}
-	for {
-		switch answerGone(g) {
-		case goneReadRecord:
-			cur, err := s.client.CoordinationV1().Leases(s.namespace).Get(ctx, rec.Name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-				g.Record = absent
-			case err != nil:
-				return false, classify("reading the container record", err)
-			default:
-				g.Record, g.UID = answered, cur.UID
-			}
-		case goneListDeployments:
-			live, err := s.liveAtAPIServer(ctx, s.client, id)
-			if err != nil {
-				return false, err
-			}
-			g.Listed, g.Live = true, live
-		case goneNo:
-			return false, nil
-		case goneYes:
-			return true, nil
-		}
-	}
-}
-
 // liveAtAPIServer asks the apiserver, not the cache, whether id has a live Deployment.
 // The caches can be behind by as long as a broken watch takes to come back: client-go's
 // reflector waits up to 30-60 s between attempts after an apiserver outage. Decisions a

@@ -74,7 +74,7 @@ func expectForeignUntouched(t *testing.T, ns, dep, svc string) {
 // DELETED (issue 23 item 3).
 func TestOtherProvidersObjectsAreNeverTouched(t *testing.T) {
 	ns := testenv.Namespace(t)
-	nats := testenv.NATS(t)
+	nats, _ := natsWithStream(t) // a DELETED releases its record only once a stream stored it
 	events := newSink(t, nats.URL)
 	p := startProvider(t, ns, withNATS(nats.URL))
 	p.waitSynced(t)

@@ -64,6 +64,7 @@ func withEnv(kv ...string) providerOpt {
 			"SP_NAME=" + c.Name, "SP_ENDPOINT=" + c.Endpoint, "DCM_REGISTRATION_URL=" + c.RegistrationURL,
 			"SP_NATS_URL=" + c.NATSURL, "SP_K8S_NAMESPACE=" + c.Kubernetes.Namespace,
 			"SP_K8S_KUBECONFIG=" + c.Kubernetes.Kubeconfig, "SP_SERVER_ADDRESS=" + c.Server.Address,
+			"SP_MONITOR_STATUS_RESEND_AFTER=" + c.Monitor.StatusResendAfter.String(),
 		}, kv...))
 		if err != nil {
 			panic(err)
@@ -81,6 +82,9 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 		"SP_NAME=k8s-container-sp", "SP_ENDPOINT=" + defaultEndpoint,
 		"DCM_REGISTRATION_URL=http://127.0.0.1:1/api/v1alpha1", "SP_NATS_URL=" + noNATS,
 		"SP_K8S_NAMESPACE=" + ns, "SP_K8S_KUBECONFIG=" + env.Kubeconfig,
+		// Off unless a test turns it on: the tests count a container's events, and a
+		// resend 15 s after its first status would land in the middle of some of them.
+		"SP_MONITOR_STATUS_RESEND_AFTER=0",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +99,10 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 		o(cfg, rc)
 	}
 	if cfg.NATSURL == noNATS {
-		cfg.NATSURL = testenv.NATS(t).URL
+		// With the registry's stream, as DCM runs: without one a DELETED is never
+		// taken as delivered, and its record stays.
+		srv, _ := natsWithStream(t)
+		cfg.NATSURL = srv.URL
 	}
 	logs := &testWriter{t: t}
 	// Listen where the configuration says when a test chose an address (a restarted

@@ -1,0 +1,92 @@
+package status
+
+import (
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// A new container's status is sent once more, Options.ResendAfter after its first one
+// was delivered. DCM's consumer acknowledges and skips the events of an instance it has
+// not stored yet (the registry release we test with and DCM's control plane alike), and
+// DCM stores an instance only once the create answered and its own commit is done: a
+// create through the registry that took it 3 s to commit under load lost PENDING and
+// RUNNING, and the registry showed PENDING until the next resync, 10 minutes later
+// (issue 23 item 7). The resend is a republish of one container: its current status, as
+// a new event (a new event id, so neither JetStream's de-duplication nor DCM drops it).
+//
+// Bounded: at most one pending resend per id (a map of timers), dropped when the id's
+// DELETED is delivered, when the id is pruned, and when the reporter stops.
+
+// resend is one pending resend: its timer, on the reporter's clock.
+type resend struct {
+	timer clock.Timer
+}
+
+// scheduleResend arranges the resend after st, just delivered for container id
+// (incarnation inc, as snap showed it at now), when st is the first status delivered for
+// that incarnation and the container is young: created less than ResendAfter ago. (An
+// older container is one DCM has stored long since; without that bound a new leader,
+// whose first delivery of every container is its start-up republish, would send every
+// status twice.) A DELETED drops a pending resend. r.mu is held.
+func (r *Reporter) scheduleResend(id, inc string, snap container.Snapshot, st container.Status, now time.Time) {
+	d := r.opts.ResendAfter
+	if st.Status == v1alpha1.DELETED {
+		r.forgetResend(id)
+		return
+	}
+	if d <= 0 {
+		return
+	}
+	if _, had := r.sent[id]; had && r.sentFor[id] == inc {
+		return // not the incarnation's first status
+	}
+	live := snap.Live()
+	if live == nil || live.Incarnation != inc || now.Sub(live.Created) >= d {
+		return
+	}
+	r.forgetResend(id) // an earlier incarnation's, if any
+	rs := &resend{}
+	// In its own goroutine: a fake clock runs the callback with its lock held, and
+	// fireResend takes r.mu, under which this very call takes the clock's lock.
+	rs.timer = r.opts.Clock.AfterFunc(d, func() { go r.fireResend(id, rs) })
+	r.resends[id] = rs
+}
+
+// fireResend queues container id's current status to be sent again as a new event,
+// unless the resend was dropped meanwhile.
+func (r *Reporter) fireResend(id string, rs *resend) {
+	r.mu.Lock()
+	if r.resends[id] != rs {
+		r.mu.Unlock()
+		return
+	}
+	delete(r.resends, id)
+	queue := r.queue
+	r.forced[id] = true
+	delete(r.minted, id) // a new event: see eventID
+	r.mu.Unlock()
+	r.undelivered.add(id)
+	queue.Add(id)
+}
+
+// forgetResend drops id's pending resend. r.mu is held.
+func (r *Reporter) forgetResend(id string) {
+	if rs, ok := r.resends[id]; ok {
+		rs.timer.Stop()
+		delete(r.resends, id)
+	}
+}
+
+// stopResends drops every pending resend: the reporter stops (the next leader republishes
+// every status anyway).
+func (r *Reporter) stopResends() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id := range r.resends {
+		r.forgetResend(id)
+	}
+}

@@ -1,0 +1,173 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/status"
+	"github.com/dcm-project/k8s-container-sp/internal/store"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
+)
+
+// Issue 23 item 1 against the real control plane: a status reporter whose caches are
+// behind takes no destructive step the apiserver does not confirm. The lag is made
+// deterministic: the reporter reads frozen snapshots (what a replica whose watches
+// broke would still hold) and confirms with the real Store against the real
+// apiserver. (a) The cache shows a live container's Service but not yet its record and
+// Deployment: its Service must not be deleted. (b) The cache still shows a Deployment
+// deleted through the API, whose DELETED was delivered and record deleted: the record
+// must not be re-created (a create of the id would then answer 409) and no status sent.
+func TestStaleCacheTakesNoDestructiveStep(t *testing.T) {
+	ns, _, events, p := withStream(t)
+	ctx := context.Background()
+	cs := testenv.Cluster(t).Client
+	create(t, p, "stale-a", spec("stale-a", "nginx", withPorts(port(80, "internal"))))
+	create(t, p, "stale-b", spec("stale-b", "nginx"))
+	events.waitStatus("stale-a", "RUNNING", "", 30*time.Second)
+	events.waitStatus("stale-b", "RUNNING", "", 30*time.Second)
+	p.waitIdle(t)
+	a, b := p.App.Store().Snapshot("stale-a"), p.App.Store().Snapshot("stale-b")
+	if len(a.Services) != 1 || a.Record == nil || b.Live() == nil {
+		t.Fatalf("snapshots: %+v %+v", a, b)
+	}
+	if r := do(t, http.MethodDelete, p.URL+containers+"/stale-b", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	events.waitStatus("stale-b", "DELETED", "", 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "stale-b's record deleted", func() error {
+		_, err := cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName("stale-b"), metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+	p.Stop() // its reporter is up to date; only the stale one runs from here
+
+	st, err := store.New(cs, ns, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := &frozenSource{snaps: map[string]container.Snapshot{
+		"stale-a": {Services: a.Services},
+		"stale-b": {Deployments: b.Deployments, Pods: b.Pods},
+	}}
+	cl := &watchedCluster{Store: st, confirmed: map[string]int{}}
+	pub := &watchedPublisher{}
+	rep := status.NewReporter(stale, pub, cl, status.Options{Workers: 1, Settle: 40 * time.Second, DrainTimeout: time.Second},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); rep.Run(runCtx, nil) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// Each looked at three times (the first, and two retries with backoff), unless it
+	// acted already (the bug: shown below).
+	testenv.Eventually(t, 30*time.Second, "both confirmed three times", func() error {
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		if len(cl.steps) == 0 && len(pub.sent()) == 0 && (cl.confirmed["stale-a"] < 3 || cl.confirmed["stale-b"] < 3) {
+			return fmt.Errorf("confirmations %v", cl.confirmed)
+		}
+		return nil
+	})
+	cl.mu.Lock()
+	steps := cl.steps
+	cl.mu.Unlock()
+	if len(steps) > 0 {
+		t.Errorf("the stale reporter changed the cluster: %q", steps)
+	}
+	if sent := pub.sent(); len(sent) > 0 {
+		t.Errorf("the stale reporter published %q", sent)
+	}
+	if n := rep.Pending(); n != 2 {
+		t.Errorf("pending %d, want both held back", n)
+	}
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, a.Services[0].Name, metav1.GetOptions{})
+	if err != nil || svc.UID != a.Services[0].UID || svc.DeletionTimestamp != nil {
+		t.Errorf("stale-a's Service %s was deleted or replaced: %v", a.Services[0].Name, err)
+	}
+	if _, err := cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName("stale-b"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("stale-b's record was re-created: %v", err)
+	}
+}
+
+// frozenSource is a cache that stopped following the cluster.
+type frozenSource struct{ snaps map[string]container.Snapshot }
+
+func (f *frozenSource) Watch(func(string)) (func(), error)    { return func() {}, nil }
+func (f *frozenSource) WaitForSync(context.Context) bool      { return true }
+func (f *frozenSource) Snapshot(id string) container.Snapshot { return f.snaps[id] }
+func (f *frozenSource) IDs() []string {
+	var ids []string
+	for id := range f.snaps {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// watchedCluster is the real Store, counting confirmations and noting every change
+// it is asked to make (then made, as the reporter asked).
+type watchedCluster struct {
+	*store.Store
+	mu        sync.Mutex
+	confirmed map[string]int
+	steps     []string
+}
+
+func (w *watchedCluster) note(s string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.steps = append(w.steps, s)
+}
+
+func (w *watchedCluster) Confirmed(ctx context.Context, id string) (container.Snapshot, error) {
+	snap, err := w.Store.Confirmed(ctx, id)
+	w.mu.Lock()
+	w.confirmed[id]++
+	w.mu.Unlock()
+	return snap, err
+}
+
+func (w *watchedCluster) EnsureRecord(ctx context.Context, id, inc string, owed bool) error {
+	w.note("record " + id)
+	return w.Store.EnsureRecord(ctx, id, inc, owed)
+}
+
+func (w *watchedCluster) DeleteService(ctx context.Context, s *container.Service) error {
+	w.note("delete service " + s.Name)
+	return w.Store.DeleteService(ctx, s)
+}
+
+func (w *watchedCluster) DeleteRecord(ctx context.Context, r container.Record) error {
+	w.note("delete record " + r.Name)
+	return w.Store.DeleteRecord(ctx, r)
+}
+
+// watchedPublisher notes what it is asked to publish (acknowledged as stored).
+type watchedPublisher struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *watchedPublisher) Publish(_ context.Context, _, id string, st container.Status) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, id+" "+string(st.Status))
+	return true, nil
+}
+
+func (w *watchedPublisher) sent() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.seen...)
+}

@@ -33,6 +33,9 @@ func TestDefaults(t *testing.T) {
 		c.Server.IdleTimeout != 60*time.Second || c.Server.RequestTimeout != 30*time.Second || c.Server.MaxInFlight != 64 {
 		t.Errorf("defaults: %+v", c)
 	}
+	if c.Kubernetes.MaxStaleness != 5*time.Second {
+		t.Errorf("SP_K8S_MAX_STALENESS default %s, want 5s", c.Kubernetes.MaxStaleness)
+	}
 	if c.Monitor.LeaderLease != "k8s-container-sp-status" || c.Monitor.Identity == "" {
 		t.Errorf("derived defaults: lease %q identity %q", c.Monitor.LeaderLease, c.Monitor.Identity)
 	}
@@ -78,6 +81,7 @@ func TestInvalid(t *testing.T) {
 		{"request timeout shorter than a create", append(required, "SP_SERVER_REQUEST_TIMEOUT=10s"),
 			[]string{"SP_SERVER_REQUEST_TIMEOUT (10s) must be at least SP_K8S_CREATE_TIMEOUT (20s)"}},
 		{"in-flight cap", append(required, "SP_SERVER_MAX_IN_FLIGHT=0"), []string{"SP_SERVER_MAX_IN_FLIGHT"}},
+		{"no staleness bound", append(required, "SP_K8S_MAX_STALENESS=0s"), []string{"SP_K8S_MAX_STALENESS: must be more than 0"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -238,6 +238,15 @@ func (s *Store) Lags() []Lag {
 	return out
 }
 
+// Lag reports one cache (a name of Caches).
+func (s *Store) Lag(cache string) Lag {
+	f, ok := s.fresh[cache]
+	if !ok {
+		return Lag{Cache: cache}
+	}
+	return f.lag(s.MaxStaleness, s.SilenceBound)
+}
+
 // Behind lists the caches that are behind (none when all are current).
 func (s *Store) Behind() []Lag {
 	return slices.DeleteFunc(s.Lags(), func(l Lag) bool { return !l.Behind })

@@ -255,4 +255,3 @@ func (l *scriptedLW) nextWatch(t *testing.T, ctx context.Context) *watch.FakeWat
 
 // The scripted client cannot stream a list: the reflector lists, then watches.
 func (*scriptedLW) IsWatchListSemanticsUnSupported() bool { return true }
-

@@ -200,6 +200,9 @@ func (f *freshness) nextID() uint64 {
 }
 
 func (f *freshness) lag(maxStaleness, silence time.Duration) Lag {
+	if f == nil { // a Store not made by New
+		return Lag{}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -180,10 +181,16 @@ func (c cacheState) lag(now time.Time, maxStaleness, silence time.Duration) (sin
 type freshness struct {
 	name string
 	now  func() time.Time
+	log  *slog.Logger // nil: no log
 
 	mu     sync.Mutex
 	state  cacheState
 	lastID uint64
+	// behind is what the last judgement said, so the log says once when the cache
+	// falls behind and once when it is current again (judged by every read, probe and
+	// scrape, so within seconds of the change).
+	behind      bool
+	behindSince time.Time
 }
 
 func (f *freshness) note(sig signal, id uint64) {
@@ -211,6 +218,15 @@ func (f *freshness) lag(maxStaleness, silence time.Duration) Lag {
 	if !since.IsZero() {
 		l.Since, l.For = since, now.Sub(since)
 	}
+	if behind != f.behind && f.log != nil {
+		if behind {
+			f.log.Warn("cache behind: reads that need it answer 503 and /readyz fails until its watch is back",
+				"cache", f.name, "since", since, "why", why)
+		} else {
+			f.log.Info("cache current again", "cache", f.name, "behind_since", f.behindSince)
+		}
+	}
+	f.behind, f.behindSince = behind, since
 	return l
 }
 

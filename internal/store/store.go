@@ -42,7 +42,8 @@ type Store struct {
 	idsSynced   func() bool
 	access      access
 
-	// Clock tells the age of records (the take-over rule).
+	// Clock tells the age of records (the take-over rule) and how long a cache has been
+	// out of date (freshness.go).
 	Clock clock.PassiveClock
 	// Confirm is the client that confirms cache misses (confirmMiss): its own rate
 	// limiter, so a flood of GETs for unknown ids never delays the provider's other
@@ -82,7 +83,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 	}
 	s.fresh = map[string]*freshness{}
 	for _, name := range Caches {
-		s.fresh[name] = &freshness{name: name, now: func() time.Time { return s.Clock.Now() }}
+		s.fresh[name] = &freshness{name: name, now: func() time.Time { return s.Clock.Now() }, log: log}
 	}
 	s.deployments = s.informer(&appsv1.Deployment{}, CacheDeployments, listWatch(client,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

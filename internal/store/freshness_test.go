@@ -255,3 +255,26 @@ func (l *scriptedLW) nextWatch(t *testing.T, ctx context.Context) *watch.FakeWat
 
 // The scripted client cannot stream a list: the reflector lists, then watches.
 func (*scriptedLW) IsWatchListSemanticsUnSupported() bool { return true }
+
+// What each watch event says about the cache.
+func TestSignalOf(t *testing.T) {
+	endOfInitial := pod("")
+	endOfInitial.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+	for _, tc := range []struct {
+		name string
+		ev   watch.Event
+		want signal
+	}{
+		{"added", watch.Event{Type: watch.Added, Object: pod("a")}, sigEvent},
+		{"modified", watch.Event{Type: watch.Modified, Object: pod("a")}, sigEvent},
+		{"deleted", watch.Event{Type: watch.Deleted, Object: pod("a")}, sigEvent},
+		{"bookmark", watch.Event{Type: watch.Bookmark, Object: pod("")}, sigBookmark},
+		{"end of a watch-list's initial events", watch.Event{Type: watch.Bookmark, Object: endOfInitial}, sigInitialEnd},
+		{"error (410 Gone, a broken stream): the reflector ends the watch",
+			watch.Event{Type: watch.Error, Object: &metav1.Status{Code: 410}}, sigWatchEnded},
+	} {
+		if got := signalOf(tc.ev); got != tc.want {
+			t.Errorf("%s: signal %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -100,6 +101,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		InformersSynced:   func() bool { return a.store.Synced() },
 		Leader:            a.Leading,
 		RegistrationState: func() string { return string(a.registrar.State().Phase) },
+		CacheStale:        func(cache string) float64 { return a.store.Lag(cache).For.Seconds() },
+		Caches:            store.Caches,
 	})
 	rc = rest.CopyConfig(rc)
 	// Per-call deadlines, not rc.Timeout: that one would cut every watch too.
@@ -116,6 +119,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		return nil, err
 	}
 	st.CreateTimeout = cfg.Kubernetes.CreateTimeout
+	st.MaxStaleness = cfg.Kubernetes.MaxStaleness
 	// Confirming cache misses (a GET of an id this replica's cache does not know) has
 	// its own client, so its own rate limiter: unknown ids cannot starve other calls.
 	confirmRC := rest.CopyConfig(rc)
@@ -186,7 +190,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 			if !st.Synced() {
 				return errorString("the informer caches are not synced yet")
 			}
-			return nil
+			return behind(st.Behind())
 		}},
 		httpapi.Check{Name: "permissions", Err: func() error {
 			if missing := st.MissingPermissions(); len(missing) > 0 {
@@ -225,6 +229,19 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return a, nil
+}
+
+// behind is the readiness failure of caches that are out of date past their bound:
+// which, since when, and why; nil when there are none.
+func behind(lags []store.Lag) error {
+	if len(lags) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(lags))
+	for i, l := range lags {
+		msgs[i] = l.String()
+	}
+	return errorString(strings.Join(msgs, "; "))
 }
 
 // Leading reports whether this replica currently runs the status reporter.

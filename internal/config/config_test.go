@@ -36,6 +36,9 @@ func TestDefaults(t *testing.T) {
 		c.Monitor.StatusResendAfter != 15*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
+	if c.Kubernetes.MaxStaleness != 5*time.Second {
+		t.Errorf("SP_K8S_MAX_STALENESS default %s, want 5s", c.Kubernetes.MaxStaleness)
+	}
 	if c.Monitor.LeaderLease != "k8s-container-sp-status" || c.Monitor.Identity == "" {
 		t.Errorf("derived defaults: lease %q identity %q", c.Monitor.LeaderLease, c.Monitor.Identity)
 	}
@@ -102,6 +105,7 @@ func TestInvalid(t *testing.T) {
 		{"container size limit below a minimal container", append(required, "SP_CONTAINER_MAX_BYTES=1000"),
 			[]string{"SP_CONTAINER_MAX_BYTES: must be at least 2048"}},
 		{"no containers", append(required, "SP_MAX_CONTAINERS=0"), []string{"SP_MAX_CONTAINERS: must be 1 or more"}},
+		{"no staleness bound", append(required, "SP_K8S_MAX_STALENESS=0s"), []string{"SP_K8S_MAX_STALENESS: must be more than 0"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

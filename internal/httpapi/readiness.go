@@ -12,10 +12,14 @@ type Check struct {
 }
 
 // Readiness answers a Kubernetes readiness probe (/readyz): 200 "ok" when every check
-// holds, else 503 naming each that fails. A replica is ready to take traffic once its
-// caches are synced (reads answer from them) and its permissions are complete; a
-// Kubernetes API outage does not make it unready (every replica would drop out of the
-// Service at once, and clients would get refused connections instead of 503s).
+// holds, else 503 naming each that fails, one line each ("name: why"). A replica is
+// ready to take traffic once its caches are synced (reads answer from them), while none
+// of them is behind (its watch broken for longer than SP_K8S_MAX_STALENESS, or silent
+// for longer than the silence bound: its reads answer 503 then, and another replica
+// may answer them), and while its permissions are complete. A Kubernetes API outage
+// shorter than the staleness bound does not make it unready; a longer one makes every
+// replica unready in turn, since none can answer reads (clients then get refused
+// connections instead of 503s, until the watches are back).
 func Readiness(checks ...Check) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var failed []string

@@ -30,6 +30,10 @@ type Gauges struct {
 	Leader          func() bool
 	// RegistrationState is pending, registered or rejected.
 	RegistrationState func() string
+	// CacheStale is how long a cache may have been out of date (0 when current), for
+	// each of Caches (a fixed set: the label's values).
+	CacheStale func(cache string) float64
+	Caches     []string
 }
 
 // New registers every collector, plus the Go and process collectors.
@@ -91,6 +95,17 @@ func New(g Gauges) *Metrics {
 				}
 				return 0
 			}))
+		}
+	}
+	if g.CacheStale != nil {
+		for _, cache := range g.Caches {
+			r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "sp_cache_stale_seconds",
+				Help: "Seconds this replica's cache may have been out of date: since its watch of the Kubernetes API broke (or its last list), " +
+					"or since a connected watch last sent anything; 0 while it is current. Past SP_K8S_MAX_STALENESS (broken watch) " +
+					"or the silence bound (silent watch), reads that need it answer 503 and /readyz fails.",
+				ConstLabels: prometheus.Labels{"cache": cache},
+			}, func() float64 { return g.CacheStale(cache) }))
 		}
 	}
 	return m

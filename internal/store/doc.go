@@ -25,6 +25,10 @@
 //     workloads left running.
 //   - store.go, ids.go, packed*.go, transform.go, intern.go: the informer caches, packed
 //     to what readers need, and the ordered id set that pages a LIST.
+//   - freshness.go: each cache knows whether its watch is healthy (cacheState, a pure
+//     function of what its ListerWatcher saw and when); GET and LIST answer 503 once a
+//     cache they read has been out of date past the bound (Store.MaxStaleness for a
+//     broken watch, SilenceBound for a silent one).
 //   - errors.go: client-go errors classified into what a client can act on.
 //   - permissions.go: the RBAC the service needs (Required, deploy/base/role.yaml).
 package store

@@ -9,7 +9,12 @@ import (
 	"strconv"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -37,7 +42,8 @@ type Store struct {
 	idsSynced   func() bool
 	access      access
 
-	// Clock tells the age of records (the take-over rule).
+	// Clock tells the age of records (the take-over rule) and how long a cache has been
+	// out of date (freshness.go).
 	Clock clock.PassiveClock
 	// Confirm is the client that confirms cache misses (confirmMiss): its own rate
 	// limiter, so a flood of GETs for unknown ids never delays the provider's other
@@ -46,14 +52,21 @@ type Store struct {
 	// CreateTimeout bounds one create, record to Service. A record older than twice
 	// this with no Deployment is abandoned (its creator died) and may be taken over.
 	CreateTimeout time.Duration
+	// MaxStaleness: a cache whose watch has been disconnected longer than this is
+	// behind, and reads that need it answer 503 (see freshness.go).
+	MaxStaleness time.Duration
+	// SilenceBound: a cache whose watch is connected but has sent nothing, not even a
+	// bookmark, for longer than this is behind. Default: the constant SilenceBound.
+	SilenceBound time.Duration
+	fresh        map[string]*freshness // by cache name
 }
 
 // New builds the store and its informers (not started). Every informer watches only
-// objects labelled as DCM containers, in the configured namespace.
+// objects labelled as DCM containers, in the configured namespace, and reports the
+// health of its watch (see freshness.go).
 func New(client kubernetes.Interface, namespace string, resync time.Duration, log *slog.Logger) (*Store, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
 		informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = container.Selector }),
 		// The caches hold every container's objects: only what the service reads.
 		informers.WithTransform(cacheObject),
 	)
@@ -62,14 +75,32 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		namespace:     namespace,
 		log:           log,
 		factory:       factory,
-		deployments:   factory.Apps().V1().Deployments().Informer(),
-		pods:          factory.Core().V1().Pods().Informer(),
-		services:      factory.Core().V1().Services().Informer(),
-		records:       factory.Coordination().V1().Leases().Informer(),
 		Clock:         clock.RealClock{},
 		Confirm:       client,
 		CreateTimeout: 20 * time.Second,
+		MaxStaleness:  DefaultMaxStaleness,
+		SilenceBound:  SilenceBound,
 	}
+	s.fresh = map[string]*freshness{}
+	for _, name := range Caches {
+		s.fresh[name] = &freshness{name: name, now: func() time.Time { return s.Clock.Now() }, log: log}
+	}
+	s.deployments = s.informer(&appsv1.Deployment{}, CacheDeployments, listWatch(client,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.AppsV1().Deployments(namespace).List(ctx, o)
+		}, client.AppsV1().Deployments(namespace).Watch))
+	s.pods = s.informer(&corev1.Pod{}, CachePods, listWatch(client,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Pods(namespace).List(ctx, o)
+		}, client.CoreV1().Pods(namespace).Watch))
+	s.services = s.informer(&corev1.Service{}, CacheServices, listWatch(client,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Services(namespace).List(ctx, o)
+		}, client.CoreV1().Services(namespace).Watch))
+	s.records = s.informer(&coordinationv1.Lease{}, CacheRecords, listWatch(client,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.CoordinationV1().Leases(namespace).List(ctx, o)
+		}, client.CoordinationV1().Leases(namespace).Watch))
 	byID := cache.Indexers{IndexByInstance: indexByInstance}
 	// Records need no index: a record's name is made from its id.
 	for _, inf := range []cache.SharedIndexInformer{s.deployments, s.pods, s.services} {
@@ -84,6 +115,37 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 	}
 	s.idsSynced = reg.HasSynced
 	return s, nil
+}
+
+// informer is the factory's informer of obj's type, built as the factory's own would be
+// (resync, namespace index, the transform the factory sets) but over a ListerWatcher
+// that reports the health of its watch to the cache's freshness.
+func (s *Store) informer(obj runtime.Object, name string, lw cache.ListerWatcher) cache.SharedIndexInformer {
+	return s.factory.InformerFor(obj, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return cache.NewSharedIndexInformerWithOptions(&trackedLW{lw: lw, f: s.fresh[name]}, obj,
+			cache.SharedIndexInformerOptions{
+				ResyncPeriod: resync,
+				Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			})
+	})
+}
+
+// listWatch lists and watches the objects labelled as DCM containers, as the informer
+// factory's informers do (and, like them, says whether the client can stream a list).
+func listWatch(client kubernetes.Interface,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = container.Selector
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = container.Selector
+			return watchFn(ctx, o)
+		},
+	}, client)
 }
 
 func (s *Store) informers() []cache.SharedIndexInformer {
@@ -155,6 +217,9 @@ func (s *Store) Get(ctx context.Context, id string) (container.Observed, error) 
 	if !s.Synced() {
 		return container.Observed{}, errNotSynced
 	}
+	if err := s.checkFresh(); err != nil {
+		return container.Observed{}, err
+	}
 	if o, ok := s.observed(id); ok {
 		return o, nil
 	}
@@ -214,6 +279,9 @@ func (s *Store) IDs() []string {
 func (s *Store) List(after string, limit int) ([]container.Observed, bool, error) {
 	if !s.Synced() {
 		return nil, false, errNotSynced
+	}
+	if err := s.checkFresh(); err != nil {
+		return nil, false, err
 	}
 	out, more := s.page(after, limit)
 	return out, more, nil

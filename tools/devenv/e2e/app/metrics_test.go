@@ -36,6 +36,7 @@ func TestMetrics(t *testing.T) {
 			"sp_status_events_failed_total 0",
 			"sp_status_events_pending 0",
 			"sp_informers_synced 1",
+			`sp_cache_stale_seconds{cache="pods"} 0`,
 			"sp_leader 1",
 			`sp_registration_state{state="pending"} 1`,
 			`sp_registration_attempts_total{code="error"}`,

@@ -152,11 +152,17 @@ func (s *Store) recentCheck() ([]Permission, bool) {
 	s.access.mu.Lock()
 	defer s.access.mu.Unlock()
 	now := s.Clock.Now()
-	if !s.access.checked.IsZero() && now.Sub(s.access.checked) < explainEvery {
+	if !checkDue(s.access.checked, now) {
 		return s.access.missing, true
 	}
 	s.access.checked = now // claimed; CheckPermissions sets it again when done
 	return nil, false
+}
+
+// checkDue decides whether a refusal asks the apiserver again: no check was made yet
+// (checked zero), or the last one is explainEvery old.
+func checkDue(checked, now time.Time) bool {
+	return checked.IsZero() || now.Sub(checked) >= explainEvery
 }
 
 // sortPermissions puts permissions in Required's order, so messages are stable.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,8 +95,17 @@ func TestClusterRefusalIsBadRequest(t *testing.T) {
 // lacks: a 503 naming them (never a bare "internal"), unhealthy health, an ERROR log.
 func TestRBACDenialNamesTheMissingPermissions(t *testing.T) {
 	ns := testenv.Namespace(t)
+	var reviews atomic.Int32 // SelfSubjectAccessReviews the provider made
 	p := startProvider(t, ns, func(_ *config.Config, rc *rest.Config) {
 		rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":nobody"}
+		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc{rt: rt, f: func(r *http.Request) (*http.Response, error) {
+				if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/selfsubjectaccessreviews") {
+					reviews.Add(1)
+				}
+				return rt.RoundTrip(r)
+			}}
+		})
 	})
 	r := do(t, http.MethodPost, p.URL+containers+"?id=denied", spec("web", "nginx"))
 	expectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
@@ -111,6 +121,19 @@ func TestRBACDenialNamesTheMissingPermissions(t *testing.T) {
 		}
 		return nil
 	})
+	// Refusals retried by a client reuse the last check's answer (explainEvery, 30 s):
+	// no more access reviews, the same explanation. (The periodic check runs again only
+	// a minute after the start-up one, which health has reported above.)
+	before := reviews.Load()
+	for i := range 5 {
+		r := do(t, http.MethodPost, p.URL+containers+"?id=denied", spec("web", "nginx"))
+		if d, _ := r.JSON["detail"].(string); !strings.Contains(d, "create coordination.k8s.io/leases") {
+			t.Errorf("refusal %d does not name the missing permission: %s", i+2, r.Body)
+		}
+	}
+	if n := reviews.Load() - before; n != 0 {
+		t.Errorf("five more refusals made %d access reviews; want 0 (the last check's answer is reused)", n)
+	}
 	if logs := p.Logs(); !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "missing Kubernetes permissions") {
 		t.Errorf("no ERROR log naming the missing permissions; logs:\n%s", logs)
 	}

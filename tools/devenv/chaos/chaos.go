@@ -19,10 +19,16 @@ type Options struct {
 	// Out is where reliability.md and reliability.json go (docs for the committed ones).
 	Out string
 	Log io.Writer
+	// MaxStaleness is given to the replicas (SP_K8S_MAX_STALENESS) and is the bound of
+	// the check "no 200 for a container deleted long ago"; 0 means 5 s (the default).
+	MaxStaleness time.Duration
 	// Inject names a bug to build into the service (inject.go), to show the checker
 	// catches it; empty for a real run.
 	Inject string
 }
+
+// DefaultMaxStaleness is the service's default SP_K8S_MAX_STALENESS.
+const DefaultMaxStaleness = 5 * time.Second
 
 // quiesceLimit bounds the wait for rest: long enough for an abandoned reservation
 // (twice SP_K8S_CREATE_TIMEOUT, 40 s) to be reported and a crashed leader's Lease (15 s)
@@ -37,6 +43,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	o.Dir = dir
+	if o.MaxStaleness <= 0 {
+		o.MaxStaleness = DefaultMaxStaleness
+	}
 	// Only a previous run's folder (or an empty one) is emptied: a mistyped -dir must
 	// not delete anything else.
 	if entries, err := os.ReadDir(o.Dir); err == nil && len(entries) > 0 {
@@ -62,14 +71,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	phases := map[string]time.Duration{}
 	t0 := time.Now()
 	fmt.Fprintf(o.Log, "chaos: setting up (run folder %s)\n", o.Dir)
-	w, err := Setup(ctx, o.Dir, o.Inject, hist, o.Log)
+	w, err := Setup(ctx, o.Dir, o.Inject, o.MaxStaleness, hist, o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	defer w.Close()
 	phases["setup"] = time.Since(t0)
 
-	run := RunInfo{Seed: o.Seed, Duration: o.Duration, Started: time.Now(), Dir: o.Dir, Phases: phases, Steps: len(steps), Inject: o.Inject}
+	run := RunInfo{Seed: o.Seed, Duration: o.Duration, Started: time.Now(), Dir: o.Dir, Phases: phases, Steps: len(steps), Inject: o.Inject, MaxStaleness: o.MaxStaleness}
 	fmt.Fprintf(o.Log, "chaos: world ready in %s; playing %d steps over %s\n", phases["setup"].Round(time.Second), len(steps), o.Duration)
 	sampling, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -58,6 +59,22 @@ const (
 	// minLife: shorter-lived processes are not judged.
 	warmAfter = 15 * time.Second
 	minLife   = 60 * time.Second
+	// proxyWatchGrace: after a replica's watches were blocked or broken, its reflectors
+	// reconnect on the same backoff as after an apiserver outage; proxyAPIGrace: after
+	// delayed or lost answers, a request begun in the fault may still fail a little
+	// after it.
+	proxyWatchGrace = apiserverGrace
+	proxyAPIGrace   = 10 * time.Second
+	// eventSlack: a status already on its way to the stream when a DELETE answered
+	// may land a moment after it.
+	eventSlack = 2 * time.Second
+	// arrivalSlack: a create sent less than this before a DELETE through the other
+	// replica may reach the service after the DELETE; the DELETE may then truly come
+	// first, and the create may make the container anew.
+	arrivalSlack = 5 * time.Millisecond
+	// stalenessSlack is added to the replicas' staleness bound: the answer's own
+	// time on the wire and the cache's notice of a failed watch.
+	stalenessSlack = 2 * time.Second
 )
 
 // Check runs every invariant.
@@ -79,6 +96,10 @@ func Check(in Input) []Result {
 		x.noGrowth(),
 		x.recovered(),
 		x.cameToRest(),
+		x.foreignUntouched(),
+		x.serviceWhenAsked(),
+		x.deletedStaysGone(),
+		x.noStaleOK(),
 	}
 }
 
@@ -503,6 +524,18 @@ func (x *indexed) unavailableAllowed(e Entry) bool {
 			return true
 		}
 	}
+	for _, f := range x.in.History {
+		if f.Type != "fault" || f.Via != e.Via || !slices.Contains(proxyFaults, f.Kind) {
+			continue
+		}
+		grace := proxyAPIGrace
+		if f.Kind == FaultWatchBlock || f.Kind == FaultWatchBreak {
+			grace = proxyWatchGrace
+		}
+		if e.Start.Before(f.End.Add(grace)) && e.End.After(f.Start) {
+			return true
+		}
+	}
 	var started time.Time
 	for _, p := range x.in.History {
 		if p.Type == "proc" && p.Proc == e.Proc {
@@ -521,7 +554,7 @@ func (x *indexed) unavailableAllowed(e Entry) bool {
 
 // 9. No 5xx but a 503 in an apiserver outage.
 func (x *indexed) noServerErrors() Result {
-	r := Result{Name: "no 5xx but 503 in an apiserver outage", What: "no answer of a replica is a 5xx, except 503 while the apiserver is down (and 60 s after: client-go's watch backoff) or while that replica's caches are still loading"}
+	r := Result{Name: "no 5xx but 503 in an apiserver outage", What: "no answer of a replica is a 5xx, except 503 while the apiserver is down (and 60 s after: client-go's watch backoff), while that replica's proxy blocks or breaks its watches (and 60 s after) or delays or loses its answers (and 10 s after), or while that replica's caches are still loading"}
 	for _, e := range x.in.History {
 		if e.Type != "op" || e.Via == "registry" || e.Via == "kubectl" {
 			continue
@@ -658,4 +691,173 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// 16. Other providers' objects are never touched.
+func (x *indexed) foreignUntouched() Result {
+	r := Result{Name: "other providers' objects untouched", What: "every Deployment and Service another DCM provider made with an id the run uses (its own service type) is there, not terminating, with the same generation, labels and no finalizer, whenever the run looked (every 10 s and after each one made) and at rest"}
+	type made struct {
+		o  Object
+		at time.Time
+		id string
+	}
+	var all []made
+	for _, e := range x.in.History {
+		if e.Type == "op" && e.Kind == OpForeign {
+			for _, o := range e.Foreign {
+				all = append(all, made{o, e.End, e.ID})
+			}
+		}
+	}
+	looks := []Entry{}
+	for _, e := range x.in.History {
+		if e.Type == "observe" && e.Kind == OpForeign && e.Err == "" {
+			looks = append(looks, e)
+		}
+	}
+	looks = append(looks, Entry{Start: x.in.Final.Time, Foreign: x.in.Final.Foreign, Note: "at rest"})
+	for _, m := range all {
+		r.Checked++
+		for _, l := range looks {
+			if !l.Start.After(m.at) {
+				continue
+			}
+			var seen *Object
+			for i := range l.Foreign {
+				if l.Foreign[i].UID == m.o.UID {
+					seen = &l.Foreign[i]
+				}
+			}
+			what := ""
+			switch {
+			case seen == nil:
+				what = "gone"
+			case seen.Deleting:
+				what = "terminating"
+			case len(seen.Finalizers) > 0:
+				what = fmt.Sprintf("holds finalizers %v", seen.Finalizers)
+			case seen.Generation != m.o.Generation:
+				what = fmt.Sprintf("generation %d, made with %d", seen.Generation, m.o.Generation)
+			case !maps.Equal(seen.Labels, m.o.Labels):
+				what = fmt.Sprintf("labels %v, made with %v", seen.Labels, m.o.Labels)
+			}
+			if what != "" {
+				when := "at " + x.at(l.Start)
+				if l.Note != "" {
+					when = l.Note
+				}
+				r.Violations = append(r.Violations, x.violation(m.id, fmt.Sprintf("the %s provider's %s %s (id %s): %s %s", m.o.ServiceType, m.o.Kind, m.o.Name, m.id, what, when), m.at, l.Start))
+				break
+			}
+		}
+	}
+	return r.done()
+}
+
+// 17. Every live container that asks for a Service has it.
+func (x *indexed) serviceWhenAsked() Result {
+	r := Result{Name: "a Service for every container that asks", What: "at rest, every live container whose Deployment opens a port (in the run every port is internal or external) has its Service, of the same incarnation and not terminating"}
+	svcs := map[string]bool{}
+	for _, s := range x.in.Final.Services {
+		if !s.Deleting {
+			svcs[s.ID+"/"+s.Incarnation] = true
+		}
+	}
+	for _, d := range x.in.Final.Deployments {
+		if d.Deleting || d.Ports == 0 {
+			continue
+		}
+		r.Checked++
+		if !svcs[d.ID+"/"+d.Incarnation] {
+			r.Violations = append(r.Violations, x.violation(d.ID, fmt.Sprintf("Deployment %s (incarnation %s) opens %d ports but has no Service", d.Name, d.Incarnation, d.Ports), time.Time{}, x.in.Final.Time))
+		}
+	}
+	return r.done()
+}
+
+// createdSince: a create of id that may have made a container was sent after (or
+// within arrivalSlack before) from, and before to: what runs after a DELETE sent at
+// from may be that create's.
+func (x *indexed) createdSince(id string, from, to time.Time) bool {
+	return slices.ContainsFunc(x.ops[id], func(c Entry) bool {
+		return isCreate(c) && opEffect(c) != no && c.Start.After(from.Add(-arrivalSlack)) && c.Start.Before(to)
+	})
+}
+
+// 18. A container whose DELETE answered 204 or 404 never runs afterwards.
+func (x *indexed) deletedStaysGone() Result {
+	r := Result{Name: "gone after DELETE answered", What: fmt.Sprintf("after a DELETE through a replica answered 204 or 404, the container does not run unless a create of the id was sent after that DELETE (or within %s before it): no GET answers 200, no RUNNING reaches the stream (%s after the answer, for one already on its way), no live Deployment at rest. A create still in flight when the DELETE was sent must be ordered before it: the DELETE waits for it and deletes it, or answers 409", arrivalSlack, eventSlack)}
+	for _, id := range x.ids {
+		for _, d := range x.ops[id] {
+			if d.Kind != OpDelete || d.Via == "registry" || (d.Code != 204 && d.Code != 404) {
+				continue
+			}
+			r.Checked++
+			what, at := "", time.Time{}
+			for _, g := range x.ops[id] {
+				if g.Kind == OpGet && g.Via != "registry" && g.Code == 200 && g.Start.After(d.End) && !x.createdSince(id, d.Start, g.End) {
+					what, at = fmt.Sprintf("GET #%d answered 200 %s", g.Seq, g.Status), g.End
+					break
+				}
+			}
+			if what == "" {
+				for _, e := range x.events[id] {
+					if e.Status == "RUNNING" && e.Time.After(d.End.Add(eventSlack)) && !x.createdSince(id, d.Start, e.Time) {
+						what, at = fmt.Sprintf("RUNNING reached the stream (event seq %d)", e.Seq), e.Time
+						break
+					}
+				}
+			}
+			if _, live := x.live[id]; what == "" && live && !x.createdSince(id, d.Start, x.in.Final.Time) {
+				what, at = "it is live at rest", x.in.Final.Time
+			}
+			if what != "" {
+				r.Violations = append(r.Violations, x.violation(id, fmt.Sprintf("DELETE #%d answered %d at %s, then %s with no create sent since", d.Seq, d.Code, x.at(d.End), what), d.Start.Add(-2*time.Second), at))
+				break // one per id: the rest of its story is in the excerpt
+			}
+		}
+	}
+	return r.done()
+}
+
+// staleness is the bound the replicas were given (the default for older run folders).
+func (x *indexed) staleness() time.Duration {
+	if x.in.Run.MaxStaleness > 0 {
+		return x.in.Run.MaxStaleness
+	}
+	return DefaultMaxStaleness
+}
+
+// 19. No 200 for a container deleted longer ago than the staleness bound.
+func (x *indexed) noStaleOK() Result {
+	bound := x.staleness() + stalenessSlack
+	r := Result{Name: "no stale 200", What: fmt.Sprintf("no GET through a replica answers 200 (with a status other than DELETED) for a container deleted more than %s before it was sent (SP_K8S_MAX_STALENESS %s + %s), unless a create of the id answered after the deletion and was sent before the GET answered; deleted means a DELETE answered 204, a hand delete removed its Deployment, or a DELETED of it reached the stream", bound, x.staleness(), stalenessSlack)}
+	for _, id := range x.ids {
+		var gone []time.Time
+		for _, e := range x.ops[id] {
+			if isDelete(e) && opEffect(e) == yes {
+				gone = append(gone, e.End)
+			}
+		}
+		gone = append(gone, x.deleted[id]...)
+		for _, g := range x.ops[id] {
+			if g.Kind != OpGet || g.Via == "registry" || g.Code != 200 || g.Status == "DELETED" {
+				continue
+			}
+			r.Checked++
+			for _, t := range gone {
+				if !g.Start.After(t.Add(bound)) {
+					continue
+				}
+				recreated := slices.ContainsFunc(x.ops[id], func(c Entry) bool {
+					return isCreate(c) && opEffect(c) != no && c.End.After(t) && c.Start.Before(g.End)
+				})
+				if !recreated {
+					r.Violations = append(r.Violations, x.violation(id, fmt.Sprintf("GET #%d via %s (%s) answered 200 %s at %s, %s after the container was deleted (at %s)", g.Seq, g.Via, g.Proc, g.Status, x.at(g.End), g.Start.Sub(t).Round(time.Millisecond), x.at(t)), t.Add(-time.Second), g.End))
+					break
+				}
+			}
+		}
+	}
+	return r.done()
 }

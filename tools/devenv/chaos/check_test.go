@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -407,4 +409,162 @@ func TestPlanIsSeeded(t *testing.T) {
 			end = s.At + s.Down
 		}
 	}
+}
+
+// The seeds logged before the issue-23 lanes still plan the same steps, with those lanes
+// on top (digest of every step but theirs, taken from the code before them).
+func TestPlanKeepsEarlierSteps(t *testing.T) {
+	for seed, want := range map[uint64]string{7: "83018d7ef609eb9f", 114630519: "a1c50e1391a6b970"} {
+		h := sha256.New()
+		steps := Plan(seed, 3*time.Minute)
+		kinds := map[string]int{}
+		for _, s := range steps {
+			kinds[s.Kind]++
+			if slices.Contains(proxyFaults, s.Kind) || s.Kind == OpForeign || s.Kind == OpCreateCleanup {
+				continue
+			}
+			fmt.Fprintf(h, "%d %s %s %v %d %s %s %d %s\n", s.At, s.Kind, s.ID, s.Via, s.Pick, s.Image, s.Ports, s.Down, s.Fate)
+		}
+		if got := fmt.Sprintf("%x", h.Sum(nil))[:16]; got != want {
+			t.Errorf("seed %d: the earlier steps changed (digest %s, want %s)", seed, got, want)
+		}
+		for _, k := range append(slices.Clone(proxyFaults), OpForeign, OpCreateCleanup) {
+			if kinds[k] == 0 {
+				t.Errorf("seed %d: a 3-minute plan lacks %s: %v", seed, k, kinds)
+			}
+		}
+	}
+	// A one-minute plan (chaos-ci) still has every proxy fault once, proxy faults
+	// never overlap, and every clean-up DELETE goes to the other replica 0-50 ms later.
+	var end time.Duration
+	for _, s := range Plan(7, time.Minute) {
+		switch {
+		case slices.Contains(proxyFaults, s.Kind):
+			if s.At < end {
+				t.Errorf("proxy fault %d starts at %s before the previous ends (%s)", s.N, s.At, end)
+			}
+			end = s.At + s.Down
+		case s.Kind == OpCreateCleanup:
+			if s.Via[0] == s.Via[1] || s.Lag < 0 || s.Lag > 50*time.Millisecond {
+				t.Errorf("clean-up %+v", s)
+			}
+		}
+	}
+}
+
+func TestForeignUntouched(t *testing.T) {
+	labels := map[string]string{"dcm.project/dcm-instance-id": "x", "dcm.project/dcm-service-type": "database"}
+	obj := func(kind, name, uid string) Object {
+		return Object{Kind: kind, Name: name, ID: "x", UID: uid, Generation: 1, ServiceType: "database", Labels: labels}
+	}
+	dep, svc := obj("Deployment", "database-1", "u1"), obj("Service", "database-2", "u2")
+	made := Entry{Type: "op", Kind: OpForeign, Via: "kubectl", ID: "x", Start: at(0), End: at(0.1), Foreign: []Object{dep, svc}}
+	look := func(s float64, objs ...Object) Entry {
+		return Entry{Type: "observe", Kind: OpForeign, Start: at(s), End: at(s), Foreign: objs}
+	}
+	changed := dep
+	changed.Generation = 2
+	deleting := svc
+	deleting.Deleting = true
+	runRows(t, "other providers' objects untouched", []row{
+		{name: "there all along", h: []Entry{made, look(10, dep, svc)}, final: func(f *Final) { f.Foreign = []Object{dep, svc} }},
+		{name: "gone at rest", h: []Entry{made, look(10, dep, svc)}, final: func(f *Final) { f.Foreign = []Object{dep} }, breach: true},
+		{name: "deleted and made again by someone (another uid)", h: []Entry{made},
+			final: func(f *Final) { again := svc; again.UID = "u3"; f.Foreign = []Object{dep, again} }, breach: true},
+		{name: "terminating when looked at, gone from the look", h: []Entry{made, look(10, dep, deleting)},
+			final: func(f *Final) { f.Foreign = []Object{dep, svc} }, breach: true},
+		{name: "its spec changed", h: []Entry{made, look(10, changed, svc)},
+			final: func(f *Final) { f.Foreign = []Object{dep, svc} }, breach: true},
+		{name: "a look that failed says nothing", h: []Entry{made, {Type: "observe", Kind: OpForeign, Start: at(10), Err: "connection refused"}},
+			final: func(f *Final) { f.Foreign = []Object{dep, svc} }},
+		{name: "a look before it was made says nothing", h: []Entry{look(-1), made},
+			final: func(f *Final) { f.Foreign = []Object{dep, svc} }},
+	})
+}
+
+func TestServiceWhenAsked(t *testing.T) {
+	withPorts := func(f *Final) { live(f, "x", "i1"); f.Deployments[0].Ports = 1 }
+	runRows(t, "a Service for every container that asks", []row{
+		{name: "ports and its Service", final: withPorts},
+		{name: "no ports, no Service", final: func(f *Final) { live(f, "x", "i1"); f.Services = nil }},
+		{name: "ports, no Service", final: func(f *Final) { withPorts(f); f.Services = nil }, breach: true},
+		{name: "ports, the Service of an earlier incarnation", final: func(f *Final) { withPorts(f); f.Services[0].Incarnation = "i0" }, breach: true},
+		{name: "ports, its Service terminating", final: func(f *Final) { withPorts(f); f.Services[0].Deleting = true }, breach: true},
+	})
+}
+
+func TestDeletedStaysGone(t *testing.T) {
+	create := func(via string, s, e float64, code int) Entry { return op(OpCreate, via, "x", s, e, code) }
+	get200 := func(s float64) Entry { g := op(OpGet, "b", "x", s, s+0.01, 200); g.Status = "RUNNING"; return g }
+	runRows(t, "gone after DELETE answered", []row{
+		{name: "DCM's clean-up: DELETE 204 while the create finished, still live",
+			h:      []Entry{create("a", 0, 0.5, 201), op(OpDelete, "b", "x", 0.03, 0.05, 204)},
+			final:  func(f *Final) { live(f, "x", "i1") },
+			breach: true},
+		{name: "DELETE 404 while the create held the id, then a GET 200",
+			h:      []Entry{create("a", 0, 0.5, 201), op(OpDelete, "b", "x", 0.03, 0.05, 404), get200(2)},
+			breach: true},
+		{name: "DELETE 204, then RUNNING on the stream",
+			h:      []Entry{create("a", 0, 0.5, 201), op(OpDelete, "b", "x", 0.03, 0.05, 204)},
+			evs:    []Event{ev("x", "RUNNING", 3), ev("x", "DELETED", 4)},
+			breach: true},
+		{name: "a RUNNING already on its way when the DELETE answered",
+			h:   []Entry{create("a", 0, 0.5, 201), op(OpDelete, "b", "x", 1, 1.05, 204)},
+			evs: []Event{ev("x", "RUNNING", 1.5), ev("x", "DELETED", 2)}},
+		{name: "the DELETE waited for the create and deleted it",
+			h:   []Entry{create("a", 0, 0.5, 201), op(OpDelete, "b", "x", 0.03, 0.6, 204)},
+			evs: []Event{ev("x", "PENDING", 0.4), ev("x", "DELETED", 0.7)}},
+		{name: "the DELETE answered 409 (a create in flight)",
+			h:     []Entry{create("a", 0, 0.5, 201), op(OpDelete, "b", "x", 0.03, 0.05, 409)},
+			final: func(f *Final) { live(f, "x", "i1") }},
+		{name: "created again after the DELETE",
+			h:     []Entry{create("a", 0, 0.5, 201), op(OpDelete, "b", "x", 1, 1.05, 204), create("a", 2, 2.5, 201), get200(3)},
+			final: func(f *Final) { live(f, "x", "i2") }},
+		{name: "a create sent with the DELETE (they may arrive the other way round)",
+			h:     []Entry{create("a", 0.999, 1.5, 201), op(OpDelete, "b", "x", 1, 1.05, 404)},
+			final: func(f *Final) { live(f, "x", "i1") }},
+		{name: "the registry's DELETE is not judged here",
+			h:     []Entry{create("a", 0, 0.5, 201), op(OpDelete, "registry", "x", 0.03, 0.05, 204)},
+			final: func(f *Final) { live(f, "x", "i1") }},
+	})
+}
+
+func TestNoStaleOK(t *testing.T) {
+	get := func(s float64, code int, status string) Entry {
+		g := op(OpGet, "b", "x", s, s+0.01, code)
+		g.Status = status
+		return g
+	}
+	created, deleted := op(OpCreate, "a", "x", 0, 1, 201), op(OpDelete, "a", "x", 2, 3, 204)
+	runRows(t, "no stale 200", []row{
+		{name: "200 within the bound", h: []Entry{created, deleted, get(9.9, 200, "RUNNING")}},
+		{name: "200 past the bound (5 s + 2 s)", h: []Entry{created, deleted, get(10.1, 200, "RUNNING")}, breach: true},
+		{name: "404 past the bound", h: []Entry{created, deleted, get(20, 404, "")}},
+		{name: "503 past the bound", h: []Entry{created, deleted, get(20, 503, "")}},
+		{name: "200 long after a hand delete",
+			h: []Entry{created, func() Entry { e := op(OpHandDelete, "kubectl", "x", 2, 2.1, 0); e.Count = 1; return e }(), get(30, 200, "RUNNING")}, breach: true},
+		{name: "200 long after a DELETED on the stream", h: []Entry{created, get(30, 200, "RUNNING")}, evs: []Event{ev("x", "DELETED", 5)}, breach: true},
+		{name: "created again since", h: []Entry{created, deleted, op(OpCreate, "b", "x", 20, 21, 201), get(30, 200, "RUNNING")}},
+		{name: "a create with no answer may have made it again", h: []Entry{created, deleted, op(OpCreate, "b", "x", 20, 21, 503), get(30, 200, "RUNNING")}},
+	})
+	// The bound is the replicas' setting, kept in the run.
+	in := build([]Entry{created, deleted, get(10.1, 200, "RUNNING")}, nil, Final{})
+	in.Run.MaxStaleness = 10 * time.Second
+	if vs := violationsOf(t, in, "no stale 200"); len(vs) != 0 {
+		t.Errorf("with a 10 s bound: %+v", vs)
+	}
+}
+
+// A replica whose proxy faults it may answer 503 during the fault and a grace after;
+// the other replica may not.
+func TestProxyFaultsAllow503(t *testing.T) {
+	fault := func(kind string) Entry {
+		return Entry{Type: "fault", Kind: kind, Via: "a", Start: at(0), End: at(10)}
+	}
+	runRows(t, "no 5xx but 503 in an apiserver outage", []row{
+		{name: "503 on the blocked replica, 30 s after", h: []Entry{fault(FaultWatchBlock), op(OpGet, "a", "x", 40, 41, 503)}},
+		{name: "503 on the other replica", h: []Entry{fault(FaultWatchBlock), op(OpGet, "b", "x", 5, 6, 503)}, breach: true},
+		{name: "503 while answers are lost", h: []Entry{fault(FaultAPIDrop), op(OpCreate, "a", "x", 5, 6, 503)}},
+		{name: "503 long after answers were delayed", h: []Entry{fault(FaultAPIDelay), op(OpCreate, "a", "x", 30, 31, 503)}, breach: true},
+	})
 }

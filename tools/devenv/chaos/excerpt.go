@@ -47,12 +47,21 @@ func (x *indexed) violation(id, what string, from, to time.Time) Violation {
 			if e.Kind == OpCreate {
 				l += " image " + e.Image
 			}
-			if e.Kind == OpHandDelete {
+			switch {
+			case e.Kind == OpForeign:
+				l += " " + e.Target + " provider's objects"
+				for _, o := range e.Foreign {
+					l += " " + o.Kind + "/" + o.Name
+				}
+				if e.Err != "" {
+					l += " err " + e.Err
+				}
+			case e.Kind == OpHandDelete:
 				l += fmt.Sprintf(" -> %d deleted", e.Count)
 				if e.Err != "" {
 					l += " err " + e.Err
 				}
-			} else {
+			default:
 				l += " -> " + answerText(e)
 			}
 			lines = append(lines, line{e.Start, l})
@@ -60,6 +69,9 @@ func (x *indexed) violation(id, what string, from, to time.Time) Violation {
 			l := fmt.Sprintf("%s..%s  #%d fault %s %s", x.at(e.Start), x.at(e.End), e.Seq, e.Kind, strings.TrimSpace(e.Proc+" "+e.Target))
 			if e.ID != "" {
 				l += " (container " + e.ID + ")"
+			}
+			if e.Detail != "" {
+				l += ": " + e.Detail
 			}
 			if e.Err != "" {
 				l += " err " + e.Err

@@ -57,6 +57,8 @@ func (w *World) fault(ctx context.Context, s Step) Entry {
 		w.Registry.Stop()
 		sleep(ctx, s.Down)
 		err = w.Registry.Start()
+	case FaultWatchBlock, FaultWatchBreak, FaultAPIDelay, FaultAPIDrop:
+		err = w.proxyFault(ctx, s, &e)
 	case FaultAPIServerRestart:
 		if err = w.Env.Cluster.StopComponent("kube-apiserver"); err == nil {
 			sleep(ctx, s.Down)
@@ -70,6 +72,26 @@ func (w *World) fault(ctx context.Context, s Step) Entry {
 	}
 	e.End = time.Now()
 	return w.Hist.Add(e)
+}
+
+// proxyFault switches the fault on in one replica's proxy for s.Down, then heals it.
+// The entry names the replica (Via), the process it served then (Proc), what was hit
+// (Target: the resource, the latency or the share of answers lost) and what the proxy
+// did (Note: watches held or cut, answers delayed or lost).
+func (w *World) proxyFault(ctx context.Context, s Step, e *Entry) error {
+	p := w.Proxies[s.Via[0]]
+	if p == nil {
+		return fmt.Errorf("no proxy for replica %q", s.Via[0])
+	}
+	f := ProxyFault{Kind: s.Kind, Resource: s.Resource, Latency: s.Latency, Percent: s.Percent, Seed: s.Pick}
+	e.Via, e.Target = s.Via[0], f.String()
+	e.Proc, _ = w.Replicas[s.Via[0]].Current()
+	p.Set(f)
+	sleep(ctx, s.Down)
+	held, broken, delayed, dropped := p.Set(ProxyFault{})
+	e.Count = held + broken + delayed + dropped
+	e.Detail = fmt.Sprintf("held %d, broken %d, delayed %d, lost %d", held, broken, delayed, dropped)
+	return nil
 }
 
 // busiestNode is the node running most of the containers' pods (ties broken by pick):

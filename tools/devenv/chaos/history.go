@@ -13,10 +13,12 @@ import (
 // nothing else of what happened, so everything an invariant needs is here.
 type Entry struct {
 	Seq  int    `json:"seq"`
-	Type string `json:"type"` // op, fault, proc, metrics, recovery, note
+	Type string `json:"type"` // op, fault, proc, metrics, recovery, observe, note
 	// Kind is the operation (create, delete, hand-delete, get, list), the fault
 	// (pod-delete, fate, node-loss, nats-restart, leader-kill, replica-stop,
-	// registry-restart, apiserver-restart), or for proc entries the event (started,
+	// registry-restart, apiserver-restart, watch-block, watch-break, api-delay, api-drop),
+	// foreign (another provider's objects made, as an op; seen, as an observe entry), or
+	// for proc entries the event (started,
 	// ready, stopped, killed, exited).
 	Kind string `json:"kind"`
 	// Step is the schedule step this belongs to; steps that race share it.
@@ -48,6 +50,10 @@ type Entry struct {
 	Leader     float64 `json:"leader,omitempty"`
 	Pending    float64 `json:"pending,omitempty"`
 	Note       string  `json:"note,omitempty"`
+	// Detail: what a proxy fault did (watches held or cut, answers delayed or lost).
+	Detail string `json:"detail,omitempty"`
+	// Foreign: another provider's objects, as made (op foreign) or as seen (observe).
+	Foreign []Object `json:"foreign,omitempty"`
 }
 
 // History collects entries and appends each, as it is recorded, to a JSONL file, so a

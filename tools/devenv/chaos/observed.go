@@ -25,9 +25,19 @@ type Object struct {
 	Incarnation string   `json:"incarnation,omitempty"`
 	Deleting    bool     `json:"deleting,omitempty"`
 	Finalizers  []string `json:"finalizers,omitempty"`
-	// Deployments: the pod template's image and the rollout revision.
+	// Deployments: the pod template's image and the rollout revision, and how many
+	// container ports it opens (in a chaos run every port is internal or external, so
+	// a Deployment with ports asked for a Service).
 	Image    string `json:"image,omitempty"`
 	Revision string `json:"revision,omitempty"`
+	Ports    int    `json:"ports,omitempty"`
+	// Another provider's objects: what kind, their service type, and what tells them
+	// unchanged (the same object, the same spec generation, the same labels).
+	Kind        string            `json:"kind,omitempty"`
+	ServiceType string            `json:"service_type,omitempty"`
+	UID         string            `json:"uid,omitempty"`
+	Generation  int64             `json:"generation,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
 	// Pods.
 	Phase   string `json:"phase,omitempty"`
 	Ready   bool   `json:"ready,omitempty"`
@@ -47,6 +57,9 @@ type Final struct {
 	Deployments []Object  `json:"deployments"`
 	Services    []Object  `json:"services"`
 	Pods        []Object  `json:"pods"`
+	// Foreign are other providers' Deployments and Services (managed-by dcm, another
+	// service type); they are no container's and appear in no other list.
+	Foreign []Object `json:"foreign,omitempty"`
 	// Records are the Leases named dcm-container-<id> (or labelled as records).
 	Records []Object `json:"records"`
 	// Registry is every instance the registry lists: id -> status.
@@ -75,6 +88,9 @@ type RunInfo struct {
 	// Timings of the phases (setup, schedule, quiesce, check).
 	Phases map[string]time.Duration `json:"phases"`
 	Steps  int                      `json:"steps"`
+	// MaxStaleness is the replicas' SP_K8S_MAX_STALENESS, the bound the staleness check
+	// holds them to.
+	MaxStaleness time.Duration `json:"max_staleness,omitempty"`
 	// Inject: the bug built into the service on purpose, if any.
 	Inject string `json:"inject,omitempty"`
 }

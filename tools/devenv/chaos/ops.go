@@ -8,10 +8,14 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"sync"
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -194,4 +198,67 @@ func (w *World) listViews(ctx context.Context, url string) (map[string]APIView, 
 		}
 		token = page.Next
 	}
+}
+
+// foreign makes what another DCM provider (database, network) leaves in the namespace: a
+// Deployment and a Service with DCM's managed-by and instance-id labels, an id this run
+// uses, and its own service type. The service must never touch them (check.go); the
+// entry keeps them as made.
+func (w *World) foreign(ctx context.Context, s Step) Entry {
+	e := Entry{Type: "op", Kind: OpForeign, Step: s.N, Via: "kubectl", ID: s.ID, Target: s.ServiceType, Start: time.Now()}
+	labels := map[string]string{
+		container.LabelManagedBy:   container.ManagedByValue,
+		container.LabelInstanceID:  s.ID,
+		container.LabelServiceType: s.ServiceType,
+	}
+	d, err := w.Env.Admin.AppsV1().Deployments(w.NS).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: s.ServiceType + "-", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "example.invalid/" + s.ServiceType + ":v1"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err == nil {
+		e.Foreign = append(e.Foreign, foreignOf("Deployment", &d.ObjectMeta))
+		var svc *corev1.Service
+		svc, err = w.Env.Admin.CoreV1().Services(w.NS).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: s.ServiceType + "-", Labels: labels},
+			Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 5432}}},
+		}, metav1.CreateOptions{})
+		if err == nil {
+			e.Foreign = append(e.Foreign, foreignOf("Service", &svc.ObjectMeta))
+		}
+	}
+	if err != nil {
+		e.Err = err.Error()
+		e.Refused = errors.Is(err, syscall.ECONNREFUSED)
+	}
+	e.End = time.Now()
+	return w.Hist.Add(e)
+}
+
+// observeForeign records every other provider's object as it is now, so the check sees
+// one touched during the run even if something put it back.
+func (w *World) observeForeign(ctx context.Context) {
+	e := Entry{Type: "observe", Kind: OpForeign, Start: time.Now()}
+	objs, err := w.foreignObjects(ctx)
+	if err != nil {
+		e.Err = err.Error()
+	}
+	e.Foreign, e.End = objs, time.Now()
+	w.Hist.Add(e)
+}
+
+// createCleanup is DCM's clean-up after its create timed out: the POST through one
+// replica, and s.Lag after it was sent, the DELETE through the other.
+func (w *World) createCleanup(ctx context.Context, s Step) {
+	var wg sync.WaitGroup
+	wg.Go(func() { w.create(ctx, s, s.Via[0]) })
+	sleep(ctx, s.Lag)
+	w.delete(ctx, s, s.Via[1])
+	wg.Wait()
 }

@@ -146,7 +146,9 @@ func podWhereImagePutsIt(p Object) bool {
 // objects reads the container objects of the namespace.
 func (w *World) objects(ctx context.Context) (Final, error) {
 	var f Final
-	sel := metav1.ListOptions{LabelSelector: container.LabelManagedBy + "=" + container.ManagedByValue}
+	// The containers' objects only: other providers' (same managed-by, another service
+	// type) are in Foreign.
+	sel := metav1.ListOptions{LabelSelector: container.Selector}
 	deps, err := w.Env.Admin.AppsV1().Deployments(w.NS).List(ctx, sel)
 	if err != nil {
 		return f, err
@@ -154,7 +156,7 @@ func (w *World) objects(ctx context.Context) (Final, error) {
 	for _, d := range deps.Items {
 		o := objectOf(&d.ObjectMeta)
 		if cs := d.Spec.Template.Spec.Containers; len(cs) > 0 {
-			o.Image = cs[0].Image
+			o.Image, o.Ports = cs[0].Image, len(cs[0].Ports)
 		}
 		o.Revision = d.Annotations["deployment.kubernetes.io/revision"]
 		f.Deployments = append(f.Deployments, o)
@@ -194,7 +196,38 @@ func (w *World) objects(ctx context.Context) (Final, error) {
 		}
 		f.Records = append(f.Records, objectOf(&l.ObjectMeta))
 	}
-	return f, nil
+	f.Foreign, err = w.foreignObjects(ctx)
+	return f, err
+}
+
+// foreignSelector selects other DCM providers' objects: DCM's, not containers.
+const foreignSelector = container.LabelManagedBy + "=" + container.ManagedByValue + "," + container.LabelServiceType + "!=" + container.ServiceTypeValue
+
+// foreignObjects lists other providers' Deployments and Services in the namespace.
+func (w *World) foreignObjects(ctx context.Context) ([]Object, error) {
+	sel := metav1.ListOptions{LabelSelector: foreignSelector}
+	var out []Object
+	deps, err := w.Env.Admin.AppsV1().Deployments(w.NS).List(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range deps.Items {
+		out = append(out, foreignOf("Deployment", &d.ObjectMeta))
+	}
+	svcs, err := w.Env.Admin.CoreV1().Services(w.NS).List(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range svcs.Items {
+		out = append(out, foreignOf("Service", &s.ObjectMeta))
+	}
+	return out, nil
+}
+
+func foreignOf(kind string, m *metav1.ObjectMeta) Object {
+	o := objectOf(m)
+	o.Kind, o.ServiceType, o.UID, o.Generation, o.Labels = kind, m.Labels[container.LabelServiceType], string(m.UID), m.Generation, m.Labels
+	return o
 }
 
 func objectOf(m *metav1.ObjectMeta) Object {

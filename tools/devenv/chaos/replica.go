@@ -40,7 +40,10 @@ func (r *Replica) Start(ctx context.Context) error {
 		// replicas, as it would through the provider's Kubernetes Service.
 		"SP_ENDPOINT="+w.Endpoint.URL,
 		"DCM_REGISTRATION_URL="+w.Registry.URL,
-		"SP_REGISTRATION_INTERVAL=1m")
+		"SP_REGISTRATION_INTERVAL=1m",
+		// Through its fault proxy (overrides the testbed's direct kubeconfig).
+		"SP_K8S_KUBECONFIG="+w.kubeconfig(r.Name),
+		"SP_K8S_MAX_STALENESS="+w.staleness.String())
 	if err != nil {
 		return err
 	}

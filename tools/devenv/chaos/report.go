@@ -89,6 +89,8 @@ func NewReport(in Input, results []Result) *Report {
 
 func shortAnswer(e Entry) string {
 	switch {
+	case e.Kind == OpForeign && e.Err == "":
+		return "made"
 	case e.Kind == OpHandDelete && e.Err == "":
 		return fmt.Sprintf("%d deleted", e.Count)
 	case e.Refused:

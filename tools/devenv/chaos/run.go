@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -12,7 +14,8 @@ const minFaultGap = 5 * time.Second
 
 // Execute runs the plan against the world: every step at its offset from now, each
 // operation in its own goroutine (so they overlap each other and the faults), window
-// faults one after the other (the plan spaces them), and after each fault a watcher that
+// faults one after the other (the plan spaces them), proxy faults one after the other in
+// a lane of their own, and after each fault a watcher that
 // measures the recovery. It returns once every step has finished and every fault is
 // healed; the recovery watchers go on (WaitRecoveries).
 func (w *World) Execute(ctx context.Context, steps []Step) {
@@ -20,21 +23,14 @@ func (w *World) Execute(ctx context.Context, steps []Step) {
 	var ops sync.WaitGroup
 	watchers := &w.watchers
 	faults := make(chan Step, len(steps))
+	proxied := make(chan Step, len(steps))
 	faultsDone := make(chan struct{})
-	go func() {
-		defer close(faultsDone)
-		var prevEnd time.Time
-		for s := range faults {
-			// A restart can take longer than planned (the apiserver needs seconds to be
-			// ready): keep a few seconds between faults, so each recovery is measured on
-			// its own and not folded into the next fault's.
-			sleep(ctx, time.Until(prevEnd.Add(minFaultGap)))
-			fmt.Fprintf(w.Log, "chaos: +%5.1fs fault %s\n", time.Since(start).Seconds(), s.Kind)
-			e := w.fault(ctx, s)
-			prevEnd = e.End
-			watchers.Go(func() { w.watchRecovery(ctx, e) })
-		}
-	}()
+	lanes := sync.WaitGroup{}
+	// Window faults one after the other; proxy faults the same, in a lane of their own.
+	for _, lane := range []chan Step{faults, proxied} {
+		lanes.Go(func() { w.faultLane(ctx, start, lane) })
+	}
+	go func() { lanes.Wait(); close(faultsDone) }()
 	for _, s := range steps {
 		select {
 		case <-ctx.Done():
@@ -50,6 +46,10 @@ func (w *World) Execute(ctx context.Context, steps []Step) {
 				watchers.Go(func() { w.watchRecovery(ctx, e) })
 			})
 		default:
+			if slices.Contains(proxyFaults, s.Kind) {
+				proxied <- s
+				continue
+			}
 			if IsFault(s.Kind) {
 				faults <- s
 				continue
@@ -58,8 +58,24 @@ func (w *World) Execute(ctx context.Context, steps []Step) {
 		}
 	}
 	close(faults)
+	close(proxied)
 	ops.Wait()
 	<-faultsDone
+}
+
+// faultLane runs the faults of one lane in turn, each followed by its recovery watcher.
+func (w *World) faultLane(ctx context.Context, start time.Time, lane <-chan Step) {
+	var prevEnd time.Time
+	for s := range lane {
+		// A restart can take longer than planned (the apiserver needs seconds to be
+		// ready): keep a few seconds between faults, so each recovery is measured on
+		// its own and not folded into the next fault's.
+		sleep(ctx, time.Until(prevEnd.Add(minFaultGap)))
+		fmt.Fprintf(w.Log, "chaos: +%5.1fs fault %s %s\n", time.Since(start).Seconds(), s.Kind, strings.Join(s.Via, ""))
+		e := w.fault(ctx, s)
+		prevEnd = e.End
+		w.watchers.Go(func() { w.watchRecovery(ctx, e) })
+	}
 }
 
 // WaitRecoveries waits until every recovery watcher has recorded its result.
@@ -81,6 +97,11 @@ func (w *World) operation(ctx context.Context, s Step) {
 		wg.Go(func() { w.create(ctx, s, s.Via[0]) })
 		wg.Go(func() { w.delete(ctx, s, s.Via[1]) })
 		wg.Wait()
+	case OpCreateCleanup:
+		w.createCleanup(ctx, s)
+	case OpForeign:
+		w.foreign(ctx, s)
+		w.observeForeign(ctx)
 	case OpDelete:
 		w.delete(ctx, s, s.Via[0])
 	case OpHandDelete:
@@ -99,6 +120,7 @@ func (w *World) SampleMetrics(ctx context.Context, period time.Duration) {
 	defer t.Stop()
 	for {
 		w.sample("sample")
+		w.observeForeign(ctx)
 		select {
 		case <-ctx.Done():
 			return

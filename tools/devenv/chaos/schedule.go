@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -29,6 +30,15 @@ type Step struct {
 	// node); Fate is the image a fate sets.
 	Pick uint64 `json:"pick,omitempty"`
 	Fate string `json:"fate,omitempty"`
+	// Proxy faults: the resource whose watches are hit, the latency added, the percent
+	// of mutating answers lost (Via[0] is the replica whose proxy does it).
+	Resource string        `json:"resource,omitempty"`
+	Latency  time.Duration `json:"latency,omitempty"`
+	Percent  int           `json:"percent,omitempty"`
+	// Lag: create-cleanup sends its DELETE this long after its POST.
+	Lag time.Duration `json:"lag,omitempty"`
+	// ServiceType of another provider's objects (foreign).
+	ServiceType string `json:"service_type,omitempty"`
 }
 
 // Operation and fault kinds.
@@ -40,6 +50,12 @@ const (
 	OpHandDelete   = "hand-delete"
 	OpGet          = "get"
 	OpList         = "list"
+	// DCM's habits: another provider's Deployment and Service carrying a container id
+	// (foreign), and a DELETE sent right after a create, as DCM's clean-up after its
+	// create timed out (create-cleanup: the POST through one replica, the DELETE Lag
+	// later through the other).
+	OpForeign       = "foreign"
+	OpCreateCleanup = "create-cleanup"
 
 	FaultPodDelete        = "pod-delete"
 	FaultFate             = "fate"
@@ -49,7 +65,23 @@ const (
 	FaultReplicaStop      = "replica-stop"
 	FaultRegistryRestart  = "registry-restart"
 	FaultAPIServerRestart = "apiserver-restart"
+
+	// Faults of one replica's proxy to the apiserver (proxy.go).
+	FaultWatchBlock = "watch-block" // its watches of one resource go silent, new ones hang
+	FaultWatchBreak = "watch-break" // its watches of one resource are cut, new ones refused
+	FaultAPIDelay   = "api-delay"   // every answer but a watch's comes Latency late
+	FaultAPIDrop    = "api-drop"    // Percent of its mutating requests act, their answer is lost
 )
+
+// proxyFaults run one at a time in their own lane, beside the window faults (a
+// replica's watch lagging during an apiserver restart is a case too).
+var proxyFaults = []string{FaultWatchBlock, FaultWatchBreak, FaultAPIDelay, FaultAPIDrop}
+
+// watchedResources are what the service watches, each a proxy fault's possible target.
+var watchedResources = []string{"deployments", "pods", "services", "leases"}
+
+// foreignTypes are DCM's other providers' service types.
+var foreignTypes = []string{"database", "network"}
 
 // windowFaults take something away for a while; they run one at a time, so each one's
 // effect (and its recovery) can be told apart, and never both replicas are down at once.
@@ -61,12 +93,7 @@ func IsFault(kind string) bool {
 	case FaultPodDelete, FaultFate:
 		return true
 	}
-	for _, k := range windowFaults {
-		if k == kind {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(windowFaults, kind) || slices.Contains(proxyFaults, kind)
 }
 
 // Images. The fate images make kwok play a crash loop, an OOM loop or an image that
@@ -157,6 +184,8 @@ func Plan(seed uint64, d time.Duration) []Step {
 	for t := 10 * time.Second; t < d; t += p.gap(20*time.Second, 3*time.Second, 40*time.Second) {
 		steps = append(steps, Step{At: t, Kind: FaultFate, Pick: r.Uint64(), Fate: fateImages[r.IntN(len(fateImages))]})
 	}
+
+	steps = append(steps, planHabits(seed, d, steps)...)
 
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At < steps[j].At })
 	for i := range steps {
@@ -304,4 +333,84 @@ func (p *planner) operation(t time.Duration) Step {
 		return Step{At: t, Kind: OpGet, ID: p.reused(), Via: []string{p.replica()}}
 	}
 	return Step{At: t, Kind: OpList, Via: []string{p.replica()}}
+}
+
+// planHabits adds the issue-23 lanes: proxy faults, other providers' objects and DCM's
+// clean-up deletes. They draw from their own random stream, so the steps a seed planned
+// before them are still the same steps (a seed logged as finding a bug replays the same
+// schedule, with these on top); their ids (d-NNN) are their own too.
+func planHabits(seed uint64, d time.Duration, planned []Step) []Step {
+	r := rand.New(rand.NewPCG(seed^0x6a09e667f3bcc908, seed+0xbb67ae8584caa73b))
+	p := &planner{r: r}
+	var steps []Step
+
+	// Proxy faults: every kind once (in a seeded order) before any repeats.
+	order := slices.Clone(proxyFaults)
+	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for t, i := 5*time.Second, 0; ; i++ {
+		kind := proxyFaults[r.IntN(len(proxyFaults))]
+		if i < len(order) {
+			kind = order[i]
+		}
+		s := Step{At: t, Kind: kind, Via: []string{p.replica()}, Down: p.between(3, 12), Pick: r.Uint64()}
+		switch kind {
+		case FaultWatchBlock, FaultWatchBreak:
+			s.Resource = watchedResources[r.IntN(len(watchedResources))]
+		case FaultAPIDelay:
+			s.Latency = time.Duration(100+r.IntN(1400)) * time.Millisecond
+		case FaultAPIDrop:
+			s.Percent = 10 + r.IntN(41)
+		}
+		if t+s.Down > d-3*time.Second {
+			break
+		}
+		steps = append(steps, s)
+		t += s.Down + p.between(2, 8)
+	}
+
+	// Ids the plan creates, by the time each is first created.
+	type planned1 struct {
+		id string
+		at time.Duration
+	}
+	var ids []planned1
+	seen := map[string]bool{}
+	sorted := slices.Clone(planned)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].At < sorted[j].At })
+	for _, s := range sorted {
+		if s.ID != "" && !seen[s.ID] && (s.Kind == OpCreate || s.Kind == OpCreateRace || s.Kind == OpCreateDelete) {
+			seen[s.ID] = true
+			ids = append(ids, planned1{s.ID, s.At})
+		}
+	}
+	// Another provider's objects with ids the run uses: two at the start (ids created
+	// in the first seconds), then one now and then, on an id created by then.
+	foreign := func(at time.Duration, id string) {
+		steps = append(steps, Step{At: at, Kind: OpForeign, ID: id, Via: []string{"kubectl"}, ServiceType: foreignTypes[r.IntN(len(foreignTypes))]})
+	}
+	for i := 0; i < 2 && i < len(ids); i++ {
+		foreign(100*time.Millisecond, ids[r.IntN(min(len(ids), 6))].id)
+	}
+	for t := 15 * time.Second; t < d; t += p.gap(25*time.Second, 10*time.Second, 45*time.Second) {
+		var known []string
+		for _, x := range ids {
+			if x.at < t {
+				known = append(known, x.id)
+			}
+		}
+		if len(known) > 0 {
+			foreign(t, known[r.IntN(len(known))])
+		}
+	}
+
+	// DCM's clean-up: a fresh id created through one replica and deleted through the
+	// other 0-50 ms after the POST was sent, every 8 s or so.
+	n := 0
+	for t := 3 * time.Second; t < d; t += p.gap(8*time.Second, 2*time.Second, 20*time.Second) {
+		n++
+		via := p.replica()
+		steps = append(steps, Step{At: t, Kind: OpCreateCleanup, ID: fmt.Sprintf("d-%03d", n), Via: []string{via, map[string]string{"a": "b", "b": "a"}[via]},
+			Image: normalImage, Ports: p.ports(), Lag: time.Duration(r.IntN(51)) * time.Millisecond})
+	}
+	return steps
 }

@@ -28,11 +28,16 @@ type World struct {
 	Endpoint *Endpoint
 	Rec      *Recorder
 	Replicas map[string]*Replica // "a" and "b"
-	Hist     *History
-	Log      io.Writer
+	// Proxies stand between each replica and the apiserver (proxy.go), by replica name;
+	// they outlive the replica's restarts.
+	Proxies map[string]*FaultProxy
+	Hist    *History
+	Log     io.Writer
 
 	// bin is the service binary the replicas run (the Env's, with a bug when one is injected).
-	bin       string
+	bin string
+	// staleness is the replicas' SP_K8S_MAX_STALENESS.
+	staleness time.Duration
 	http      *http.Client
 	closeOnce sync.Once
 	watchers  sync.WaitGroup // recovery watchers
@@ -51,8 +56,8 @@ const (
 
 // Setup starts the world. On error, what was started is stopped.
 // inject names a bug to build into the service (inject.go); empty: none.
-func Setup(ctx context.Context, dir, inject string, hist *History, log io.Writer) (_ *World, err error) {
-	w := &World{Dir: dir, NS: namespace, Hist: hist, Log: log, Replicas: map[string]*Replica{},
+func Setup(ctx context.Context, dir, inject string, staleness time.Duration, hist *History, log io.Writer) (_ *World, err error) {
+	w := &World{Dir: dir, NS: namespace, Hist: hist, Log: log, Replicas: map[string]*Replica{}, Proxies: map[string]*FaultProxy{}, staleness: staleness,
 		http: &http.Client{Timeout: 45 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}}
 	defer func() {
 		if err != nil {
@@ -89,6 +94,12 @@ func Setup(ctx context.Context, dir, inject string, hist *History, log io.Writer
 	}
 	for _, name := range []string{"a", "b"} {
 		w.Replicas[name] = &Replica{Name: name, w: w}
+		if w.Proxies[name], err = NewFaultProxy(w.Env.RC); err != nil {
+			return nil, err
+		}
+		if err := w.Proxies[name].WriteKubeconfig(w.kubeconfig(name)); err != nil {
+			return nil, err
+		}
 	}
 	for _, name := range []string{"a", "b"} {
 		if err := w.Replicas[name].Start(ctx); err != nil {
@@ -138,6 +149,9 @@ func (w *World) close() {
 			r.Stop(true)
 		}
 	}
+	for _, p := range w.Proxies {
+		p.Close()
+	}
 	if w.Endpoint != nil {
 		w.Endpoint.Close()
 	}
@@ -150,6 +164,11 @@ func (w *World) close() {
 	if w.Env != nil {
 		w.Env.Close()
 	}
+}
+
+// kubeconfig is replica name's kubeconfig: its proxy, no credentials (the proxy has them).
+func (w *World) kubeconfig(name string) string {
+	return filepath.Join(w.Dir, "kubeconfig-"+name)
 }
 
 // Leaders counts the replicas that say they publish.

@@ -25,6 +25,7 @@ func main() {
 	out := flag.String("out", "", "folder for reliability.md and reliability.json (default: report/ in the run folder; -out docs rewrites the committed report)")
 	dir := flag.String("dir", ".harness/chaos", "run folder: history.jsonl, events.jsonl, final.json, plan.json, every log (emptied first)")
 	recheck := flag.String("recheck", "", "only run the checks again on this finished run folder and rewrite the report")
+	staleness := flag.Duration("max-staleness", chaos.DefaultMaxStaleness, "SP_K8S_MAX_STALENESS given to the replicas, and the bound of the check \"no stale 200\"")
 	inject := flag.String("inject", "", "build the service with this bug, to show the checker catches it ("+chaos.Bugs()+")")
 	flag.Parse()
 	if *out == "" {
@@ -59,7 +60,7 @@ func main() {
 			<-sigs
 			os.Exit(2) // a second signal: leave now (child processes die with this one)
 		}()
-		rep, err = chaos.Run(ctx, chaos.Options{Seed: *seed, Duration: *duration, Dir: *dir, Out: *out, Log: os.Stderr, Inject: *inject})
+		rep, err = chaos.Run(ctx, chaos.Options{Seed: *seed, Duration: *duration, Dir: *dir, Out: *out, Log: os.Stderr, Inject: *inject, MaxStaleness: *staleness})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sp-chaos:", err)

@@ -392,13 +392,6 @@ type Internal = Problem
 // first, then label problems, then the rest in body order.
 type NotFound = Problem
 
-// RejectedByClusterPolicy RFC 9457 problem details, in the shape DCM's providers share. With exactly one
-// validation problem, `detail` is its message and `pointer` locates the offending
-// field; with two or more, `detail` is "multiple validation errors, see the errors
-// array for details" and `errors` lists them, resource bounds (cpu, then memory)
-// first, then label problems, then the rest in body order.
-type RejectedByClusterPolicy = Problem
-
 // TooLarge RFC 9457 problem details, in the shape DCM's providers share. With exactly one
 // validation problem, `detail` is its message and `pointer` locates the offending
 // field; with two or more, `detail` is "multiple validation errors, see the errors
@@ -831,8 +824,6 @@ type InternalApplicationProblemPlusJSONResponse Problem
 
 type NotFoundApplicationProblemPlusJSONResponse Problem
 
-type RejectedByClusterPolicyApplicationProblemPlusJSONResponse Problem
-
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
 type UnauthenticatedResponseHeaders struct {
@@ -1035,22 +1026,6 @@ func (response CreateContainer413ApplicationProblemPlusJSONResponse) VisitCreate
 	return err
 }
 
-type CreateContainer422ApplicationProblemPlusJSONResponse struct {
-	RejectedByClusterPolicyApplicationProblemPlusJSONResponse
-}
-
-func (response CreateContainer422ApplicationProblemPlusJSONResponse) VisitCreateContainerResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(422)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
 type CreateContainer500ApplicationProblemPlusJSONResponse struct {
 	InternalApplicationProblemPlusJSONResponse
 }
@@ -1186,22 +1161,6 @@ func (response DeleteContainer404ApplicationProblemPlusJSONResponse) VisitDelete
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type DeleteContainer422ApplicationProblemPlusJSONResponse struct {
-	RejectedByClusterPolicyApplicationProblemPlusJSONResponse
-}
-
-func (response DeleteContainer422ApplicationProblemPlusJSONResponse) VisitDeleteContainerResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1595,76 +1554,74 @@ func (sh *strictHandler) GetRootHealth(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Ft7c+M4jv8qLO5WjX0jv/Kabqe27pJ0usc3nccl6e27amcztATb3EikhqSSeLP57lcgKVmy5Uf2ejN1",
-	"+59NEyQIgMAPIPxMQ5mkUoAwmvafqQKdSqHBfjlm0RX8loE2+C2UwoCwH1maxjxkhkvRSZUcxZD8+Fct",
-	"Bf6mwykkDD/9UcGY9ukfOvMtOu5X3bl0VPTl5SWgEehQ8RSXo316MwWi3LaEa8LFA4t5dEiENFMuJuSR",
-	"aRJOmZhA1KYvAT2RYhzz8E15PCK4E+MCFHnkZkrMFFmNCIsVsGhG4Ilrow8JN5ZfIc0iz476M0+4uQIW",
-	"TiF6ayGnSj7wCBSZyjjS5Pry7uzov+9OLs5vjgbnp1fX8zNq0jCzFEi73e4Ug60YeW8px/whMVMgERjG",
-	"YzLhD6DtgMiSESjdXFCfAmYgapMPEIMBIgUERCoyZQ9gyWQKihmpiGJcuyG7mxXeQBhQgsVvKa8vAp5S",
-	"CA1ERIN6AEVAKancqUcymhEBOBoypTig1ToeteX4XJqPMhNvquFzWbLRKdO5iVqGruCv9jDHs5M40wbU",
-	"pYx5OHvTKyQIixKuNZeCPMJoKuU92kBqOSFybEUbOvaIgnGmIXLGMULmyzap/HFao1nLU7TcOhWz/C2T",
-	"BnVjNElAazaBZr1bIVdg1AxHkVqzpOKRcl7YhHFhxXkj5WemJvB7uUlrgFyTGJlQxEyZwOtcXGV7sY//",
-	"5+b0mvxIDvb3dw/IaIaiaPy0+9POu9yFoaDGLItN057qi2CZmYIweIbf0T3hKbkCTRgZAVN4QHkPgjSu",
-	"L++OLgd3Nxe/nJ7ffRx8Pm0SJpyN5JKZsogIKQAti5FHJcUEvc2KaBLQKbAIlI1+X79+bR2VBFA9GNoe",
-	"7VNtFBcTPIIT2APjMRvFb24Jv2QjUAJQp0eXA7SFTFjPjMzg4Q1PICIyM4GVTyHcmIX3KNnSAikofy+t",
-	"U06kKuSpCVNAuCDjmE+mxllaZT0WhpDiPEOkCMEq6fr06s/eCAfndx8/Dz79fBPktkYO9pqHROGFI2yM",
-	"d91evtaR/awhlCLSC6opzajVCnrfCSirlpfA/24pi8BrtRJFHGXI4kuFEcdwxD1jFmsIaFoaeqYuYt2h",
-	"FPHrWKqEGdqnETPQsqMBxch/IeIZ7RuVQbBoIgHlkYNYG6alzExxYlXL82DceebRyzb7YaTiIWwyrWs3",
-	"bSDG0lKlEG4iKcR4jZORyDCT6e3J3PSC8M774+Vj/5wlTCDIiKwlK2BaCjJGi0bXbKlJA9qTNhkkbAKX",
-	"WRwfs/D+YjxutrcRUpZG/1fNvuAM66Mi2v/mBHhbzHLhqoL6LKevtEAFY1AgwhoZXZwMSPFzn3xTMOHa",
-	"qFnnVkEqNTdSzb71DZvcfvuPiE9Am1sa0IQ9fQYxQVvb674/CGjCRT7Q23TGOTdrD/qZu9xh4TIVpozf",
-	"uIFke8vB5f1+TCk2w+8CnsxdyiZwZwPDsoCORhoEOiSHJJk2BKejfaw/ZonTtec8A8MiZtgrdRqzEcR6",
-	"NdFzWUkHuzXWm7CnMsHBXg2XgjnTXlirqu6UGUSstE//8o21/tZtvb9tfGv5T/+WDzX//Y+0hgvcQafM",
-	"2ebrLotlbq1sz8E8SnX/StHydNkMMFBeyogMLrfyDKlU5h+w0EupjFfNwBHu7iza7Mu6A9sFXhmectq7",
-	"1BMXfowLs7vjrjtPsoT2Ef/tW/W77/O7XoTNgD5wzUc85sbmBCBw4jeKSIoGNE9uaEDhyX+83foqORYr",
-	"W6zV/6WSIWj9SokwNanqrmT973rvd+rvklfYzv7BspcJZZIwl8N9v0VBPGxtYafi4c9MVRft7bx7lW1d",
-	"gZaZCuG14gzTbOMFSLMrxNGWQUikmm2iOLOzPNGiuaQZLdZZax/XHq+sPU3VERyD5pGvUKSgWmMOceQq",
-	"DNrh4xIcztPNUcZjQ8ZKJphBEIzypIFzP0Aay1mCESZPPzykCgjT5D+vL86bJGEzMgKExYnUZlV21shB",
-	"MVqTy9EOyV63S0YwkyJqBpgDyUxEeSzLcfcPmNKirNrkCD+NQNmiExcu73ciD3B/JmYkhgeIg3Iy28Bd",
-	"BEswJ+KmSRQz0zyV5BMhFUSHxW53Uy6MRnKZgkBnuuB8c3yzlcN0aMhazTyKbkVZhF0LAoowsRVtHlZe",
-	"LPO5h9nOw/v5jrQkkdVm6ELMAiqxqRJE1mq8jNvkyFvIwR65h5kOSO9g992ez9e9OVmKd06LmsgxEaAN",
-	"F5M23Q4RqLIX2OrIc78xzyvu3Lrz8FC4+M3RoLJESfOBt50yj+tvf5F45Fxcnp5/GJx/ogG9+nJ+7j59",
-	"PBp8Pv1AA/rl/Jfzi6/nNKAfTj+f3px+wNU3IoGTNPuvjAnjw2FVjSdSOc3gTXERlDSGWbe7C38ivWbg",
-	"Sg9uMdRVaOc3hnRnSJs2weZxzIvR/W43GdLmIYFwKiEiIxbe4+qIYFG/UsDFmPa/Pa+P4M8VRNdrvb/9",
-	"ZpFcUofgbt0ZnSd+XWBI2NMWgaGQ3osFHq+iWLAcJLdWXmsXPka+7gw1ANkG67UJUUAfWJwt0u3u/HTw",
-	"bivMm9PXneJnYLGrASwIe1WW/HU6q5ZhbAFoapeZBcSmxwthbV7l0YQbVwdq0zXlCHhiSRrjb27durk+",
-	"82SOrfVKvirNxVsM1TpCfp39IWhAiwPVuJd8oMzm/Tvdmr9WeI/TykXUjsKkzWVn9WGyNC8KVIV97WpS",
-	"RHMRQlXs2jBlXCWxDMAP9mgtyAalvaDWG4z3kl44XiVz+oLVOltyIGu1+zrmgqkZyYTFPkz78qlP70uF",
-	"PREReAA1I9Iigw8nZ+USLbPAJ+mT3tkx+RPZ+ctON68xl4xuSHtnfEibAel9ctN2u+j0ep/86I0b3XOj",
-	"NzjaptXsFN3Yj42z479/Ov77zXGzNiEtI8vv7s8WJLqdS1skepVXy4u/S8q7+nhC3u/t/0R8Udm/dOjA",
-	"AT8gespSQF39oAttaRxV0CZfuZkSeGKhiWeIaYfuqdXeyHzFgPzq1vzVPsbOn06sQfyaSpsM/kpiGTLj",
-	"IbUcj0FEXEyGwiLrQ//A8CjzenJ11SFNstjwNAZSYsA+sOmAaHCXzH0fCpvm2AqgP+yQOl7chF9JzLWx",
-	"jCQByVGEQ82aNMI0swhfeLzcRB6VNn7QVmTys2s/6G6EtmjaPrVIhQ5kKJaAr+Oo5kIH1HG3dbLnVX6K",
-	"VHU1Ly60Yb4aWFO5sFqpt5eD992eQ5GXbhoZKzax6QsXRlaeT/C0PnwM6R86mPN0CmDWCdOsk3AxpLVx",
-	"Y+7Klz2f4SauK2QKm48RJCi2HTirJExNMuRySAMypOfSkDHq1H09qry7u7H8ndhmY6CIleWQHpIhPQMz",
-	"lRHBRY7iWD5CNKSYAu0Hdm+S2N9bQpoWc7+7p6WhBZ4oqhspiX3zs4S9XU/o33xaRsqWfY1r1somD1bV",
-	"40+NSXW/04nCBMMU3v72hJtpNsJAlRtlx2LLMJQROJS5sYrpw4cTeqGYNY7GWV2teuSYaAwDLCbLzkK3",
-	"19yI2hc+52J83omW51JxLrzPiqTBDAmDqXMi6IEscNKFgYRp1k64II1et0mSTBub+cJTCBAR+yN7Io39",
-	"5go7/a6X5ZAwV2t+zB1H7pm56wJhI5kZW0CwnsQdt1EANB6R3zIMsilTLAEDqrm5Su1lXKfQZZBVgx1B",
-	"LcMYdJbFszDG+vxRYVnFMdPmDnKTWZZvniK75681fiKHfKmLHjTHk4DnxC/ulX+L7HK1hZcfu5YfJlzv",
-	"wJ0rHi+7cF/svKsrLn+WLDpmMfpkRbiYKNCaDC5JQyoyldog6G+6N1HX2CCziDCt+URAhAbRXlVZX+Hi",
-	"X1Oc9qfOS9OLwWQxkfdNIYNLGtBzGTm6oHLEVUqoZtI1WY93Ro7/NRrKq+ALqZqMoKhxLza8REDwp8CC",
-	"g5xv67cryvEb6EWUbsvky7FqZUW9ZqqSRoayHgAYDAfmbuvlFmzaV83Lq5Q2XBakrdOEmeJmdo1W4OTn",
-	"GiiOsroX5ovUYeQ+kSKeVTyYR/mZ8E5hqfOiTVzOaqWNVsAF2r9rihLoiLmtXliDRDYdI/NjY+xzzQ3c",
-	"X80qc+iCfAo3Z8hMmXFcaS4mMbRKXXlS3ceSRZpIUUp72+SUhdOhmE/k2nrjUhG3ocB2a2jSs1E/cKJg",
-	"1rgI0/faGhg3gaX05tQeChs2XYvEKmBOGqtaQZptcmrTq0+nN4TFWg4FE/oR4frPp0cf+vNWJP/ojZL2",
-	"PREBEdLGkza5mgcjDo4Xm5yh2obCgv2iPswSjKK4DsvH7CbWaZBIggtZtiuPa8JIpUY8FA1rJwtFYVwu",
-	"L+e13QMnMewebN35Hma66YCzh4C0lB0WRb1cpuQy1/TR5aCU8PbpQ4/F6ZT18GLJFARLOe3T3Xa3vevz",
-	"Y2vuHZbyTj63U313nkCNE/mYxXgkmWYxQ+BRaoHkAqOzhf6BawKM3GvAQh0+ZOHUORfXxcilGEQYILg2",
-	"J3MOkEsf4rUt51UZOXPPdb6B0tUNy6yg5aWYhjV6rV6325330+x3LWTAlJRaLEHzMIL5pXsn1/xvkN9G",
-	"5qRgiWl/vxuseTu0O60tPL4Ey26F/ZaB79myAmMkVfDAZabtEX5AP1F5wV/Ff+mNv8x8qf6231t+hHux",
-	"Jd5SX/NOt7umP+t1fVnVVoea7qyLXFEVFQYEWDgl46q52ba7Pcdd3abFKTql1mxL0ttMstjO9xLQ/W22",
-	"KtptLcHuVhsVbXA2DGVJwtTMX4GKELiwsnGFRzbRiz0XNvzqmnt6YvuxXum6+bwvl0hFcjhXdeNL99Zt",
-	"NW9A2XBxT2KOCWA4lRqsx2gcnV62ejs7TVdwQfjPjXO0Li+dgMD9bIPjly+DD+2hGPqy55C6Nzrnbpzj",
-	"rLsYPKpciNpmDvehdfvcDQ56L2s7OtyNseZ1LKPZ978s7qLM4Q2ixZelW9r7Z21cZ0vRYR5YuSb+Demt",
-	"7+Ne9/1muuL/DkjQ2+I+Ft3JSLCzs5lgVXf423gMpPlpKzHU/IWi6m+cZgmb+5yVjuYlWAkW8ieCVZjh",
-	"KH5kM012ut2yCRWvFXMgvdCkGzKB8GpkERpyv+x7PoH5OX+f+KeFML/DpjZsj0aLM2o89OMU7GsAN/4Q",
-	"ugy2F9ThUwTf2l8s3EhlHENERrOlYkOzrC+vhvW6ep73GfHoxSkrhrq6xxlT965eXZD8gL42lCoiw/x9",
-	"mLjioK8Eu7UcVTnscKNJKiNMDOJYPjYXG0Hydmj3d4R8aXhAYkeiXWkggpg/gKqzBfdfmXIcWrCIvZqs",
-	"ydJEb+/H9jbTFX+K+f/hliqW7P+3VHIszgbmNhE4e0A78DbQXANyav3KTdk059VPd/0C38lY3uEfSks+",
-	"gVljU923CcGVowa/Nyx+tfm+tfl9AldC3hzWlsCqRY/+/diDx7LHpIuo7PvCSvTcG6LpTV7mcPGGME2K",
-	"KGj712zJXUpf5kuVHK0w6ysp/5Wi57UViiYbYEp9xPRdW7kVZCqmfdqhCPT95Oclc9C2jciP+qVebl/+",
-	"NwAA//8=",
+	"3Hv7c9s4kv+/0oXdqpG+Q738mkSure/ZjpPoJn6c7WzuKvI6ENmSMCYBDgDa1nr1v1/hQYqUKFney2au",
+	"7jcJQgON7kb3pxutZxKKJBUcuVak/0wkqlRwhfbLMY2u8PcMlTbfQsE1cvuRpmnMQqqZ4J1UilGMyc+/",
+	"KcHNbyqcYkLNpz9LHJM++VNnsUXH/ao6l46KzOfzgESoQslSsxzpk5spgnTbAlPA+AONWXQIXOgp4xN4",
+	"pArCKeUTjNpkHpATwccxC38oj0dgdqKMo4RHpqegp4bVCGgskUYzwCemtDoEpi2/XOhlnh31J5YwfYU0",
+	"nGL0o4WcSvHAIpQwFXGk4Pry7uzoP+9OLs5vjgbnp1fXizMqaOhZitButzvFYCs2vLekY/4Q9BQhQk1Z",
+	"DBP2gMoO8CwZoVTNJfVJpBqjNrzDGDWC4BiAkDClD2jJRIqSaiFBUqbckN3NCm/ANUpO4x8pr88cn1IM",
+	"NUagUD6gBJRSSHfqkYhmwNGMhlRKhsZqHY/Kcnwu9HuR8R+q4XNRstEpVbmJWoZuhPhE5QT/qHttJcYU",
+	"xIYJCXpKubG/wvasJR7/183pNfwMB/v7uwcwmmlU0Phl95edN/mdMwY3plmsm/ZUnznN9BS5Nmf4A++T",
+	"OSWTqIDCCKk0BxT3yKFxfXl3dDm4u7n49fT87v3g02kTKI/sQXLJTGkEXHA014HCoxR8Yq7HGvcXkCnS",
+	"CKV111++fGkdlQRQPZi5wKRPlJaMT8wRnMAeKIvpKP7hlvBrNkLJ0ej06HJgbCHj1pUYZszhNUswApHp",
+	"wMqnEG5Mw3sj2dICKcqEKcUEt14kEbKQpwIqERiHccwmU+0srbIeDUNMzTwNgodolXR9evVXb4SD87v3",
+	"nwYfPt4Eua3BwV7zECRqOQM61ijhynxuHdnPCkPBI7WkmtKMWq0YdzFBadUyD/zvlrKIFFYrUcSMDGl8",
+	"KY2L1MwE6jGNFQYkLQ09E+di74wUzdexkAnVpE8iqrFlRwNiQtUFj2ekr2WGwbKJBIRFDhO8MC2lemom",
+	"VrW8iB6dZxbNt9nPuFYW4kumde2mDfhYWKoUw5dICjFem8mGSFOdqe3J3PSC8C5BpahzoNVjf8wSyk1U",
+	"jKwlS6RKcBgbi54iOGpoYHvShkFCJ3iZxfExDe8vxuNmexshZWn0P9Xs3MywPioi/a9OgLfFLDH6DUNd",
+	"gSmW01daoMQxSuRhjYwuTgZQ/NyHrxInTGk569xKTIViWsjZ176mk9uv/xaxCSp9SwKS0KdPyCfG1va6",
+	"bw8CkjCeD/ReOuOCm40H/cQc2F26TIUpm29MY7K95Zjl/X5USjoz3zk+6buUTvDOBoZVAR2NFHLjkBz0",
+	"oUqDmW7sY/MxS5xuPOcZahpRTV+p05iOMFbriZ7LSjrYrbHehD6VCQ72arjk1Jn20lpVdadUG4hF+uRv",
+	"X2nr793W29vG15b/9P/yoeb//zOp4cLsoFLqbPN1l8Uyt1G256gfhbx/pWhZumoGJlBeiggGl1t5hlRI",
+	"/U9Y6KWQ2qtm4Ah3d5Ztdr7pwHaBV4annPYu9cSFH2Nc7+64686SLCF9g//2rfrd98VdL8JmQB6YYiMW",
+	"Mz0ziyE3E78Sg6RIQHI0TgKCT/7j7dZXybFY2WKj/i+lCFGpV0qEyklVdyXrf9N7u1N/l7zCdvYPVr1M",
+	"KJKEuqTj+y2K/GFrCzvlD3+lsrpob+fNq2zrCpXIZIivFWeYZi9egDS7MjjaMoiJkLOXKM7sLE+0bC5p",
+	"Rop1NtrHtccrG09TdQTHqFjkU+oUZWvMMI5cSqwcPi7BYbelglHGYg1jKRKTQYCJ8tAwc99hGotZYiJM",
+	"nn54SBUAVfDv1xfnTUjoDEZoYHEilF6XnTVyUGysyeVoh7DX7cIIZ4JHzcDkQCb1zWNZjrt/UuBk1YYj",
+	"82mE0lZJGHeJqhN5YPanfAYxPmAcmDRB4jhTGEHD7MJpYnIippsgqZ7mqSSbcCExOix2u5syrpUhFyly",
+	"40yXnG+Ob7ZymA4NWatZRNGtKIuwa0FAESa2os3Dytwyn3uY7Ty8n+9ISxJZb4YuxCyhEpsqYWStxsu4",
+	"DUfeQg724B5nKoDewe6bPZ+ve3OyFG+cFhWIMXBUmvFJm2yHCGTZC2x15IXfWOQVd27dRXgoXPzL0aCy",
+	"REnzgbedMo+bb3+ReORcXJ6evxucfyABufp8fu4+vT8afDp9RwLy+fzX84sv5yQg704/nd6cvjOrv4gE",
+	"TtLsPzLKtQ+HVTWeCOk0Y26Ki6DQGGbd7i7+BXrNwJUe3GJGV6Gd3xiSnSFp2gSbxTErRve73WRImoeA",
+	"4VRgBCMa3pvVDYI1+hUcL8ak//V5cwR/riC6Xuvt7VeL5JI6BHfrzug88esCQ0KftggMhfTmFni8imLJ",
+	"cgy5tfJau/Ax8nVnqAHINlhvTIgC8kDjbJlud+eXgzdbYd6cvu4UH5HGrgawJOx1WfKX6axahrEFoKld",
+	"ZhaATY+XwtqiyqOAaVcHapMN5Qh8okkam9/cunVzfeZJHVublXxVmmtuMVbrCPl19ocgASkOVONe8oEy",
+	"m/dvVGtRXvcep5WLqB2FSZuJzvrDZGleFKgK+9rVpEAxHmJV7EpTqV0lsQzAD/ZILchGqbygNhuM95Je",
+	"OF4lC/qC1TpbciBrvfs6ZpzKGWTcYh+qfPnUp/elwh6PAB9QzkBYZPDu5KxcoqUW+CR96J0dw19g5287",
+	"3bzGXDK6IemdsSFpBtD74Kbtdo3T633wozdudM+N3pjRNqlmp8aN/dw4O/7Hh+N/3Bw3axPSMrL87v5s",
+	"SaLbubRlold5tbz4u6K8q/cn8HZv/xfwRWX/YqQCB/wQ1JSmaHT1kyq0pcyoxDZ8YXoK+ERDHc8Mph26",
+	"t0F7I/MVA/jm1vxmXw+1wZnWCVmD+JYKmwx+g1iEVHtILcZj5BHjkyG3yPrQPzA8iryeXF11SJIs1iyN",
+	"EUoM2BchFYBCd8nc9yG3aY6tAPrDDonjxU34BjFT2jKSBJCjCIeaFTTCNLMIn3u83DQ8SqX9oK3I5GdX",
+	"ftDdCGXRtH1qEdI4kCFfAb6Oo5oLHRDH3dbJnlf5qaGqq3kxrjT11cCayoXVSr29HLzt9hyKvHTTYCzp",
+	"xKYvjGtReT4xp/XhY0j+1DE5T6cAZp0wzToJ40NSGzcWrnzV82mm47pCJrf5GBiCYtuBs0qgcpIZLock",
+	"gCE5FxrGRqfu61HlodiN5Q+bNhtDCVaWQ3IIQ3KGeioiMIscxbF4xGhITAq0H9i9IbG/t7jQLep+d09L",
+	"Qws8jahuhAD75mcJe7ue0L/5tLQQLfsa16yVTR6sqsefap2qfqcThYkJU+b2tydMT7ORCVS5UXYstgxD",
+	"EaFDmS9WMX34cEIvFLPB0Tirq1WPGIMyYYDGsOosVHvDjah94XMuxuedxvJcKs6491mR0CZDMsHUORHj",
+	"gSxwUoWBhGnWThiHRq/bhCRT2ma++BQiRmB/pE/Q2G+usdPvelkOgbpa82PuOHLPzFzbAh2JTNsCgvUk",
+	"7riNAqCxCH7PTJBNqaQJapTNl6vUXsZ1Cl0FWTXYEeUqjDHOsngWNrE+f1RYVXFMlb7D3GRW5ZunyO75",
+	"a4OfyCFf6qIHyfEkmnOaL7/ZloEtssv1Fl5+7Fp9mIgzs9udKx6vunBf7LyrKy5/EjQ6prHxyRIYn0hU",
+	"CgaX0BASpkJpA/qb7k3UiDSMRRYBVYpNOEbGINrrKutrXPxritP+1HlpejmYLCfyJ04Og0sSkHMRObqg",
+	"csR1Sqhm0jVZj3dGjv8NGsqr4EupmoiwqHEvd2hECOanwIKDnG/rtyvK8RuoZZRuy+SrsWptRb1mqhRa",
+	"hKIeAGgTDvTd1sst2bSvmpdXKW24KkhbpwkzyfTs2liBk59roDjK6l6YL1KHkfsgeDyreDCP8jPuncJK",
+	"50UbXM5qpW2sgHFj/66LhxtHzGz1whqkYdMxsji2iX2uuYH5q1llzrggn8ItGNJTqh1XivFJjK1SG5mQ",
+	"97GgkQLBS2lvG05pOB3yxUSmrDcuFXEbEm23hoKejfqBEwW1xgVU3StrYEwHltKbU3vIbdh0LRLrgDk0",
+	"1rWCNNtwatOrD6c3QGMlhpxy9Wjg+sfTo3d9B+dpUjx6G0n7nogAuLDxpA1Xi2DE0PFikzOjtiG3YL+o",
+	"D9PERFGzDs3H7CbWaUAk0IUs20bGFFCo1IiHvGHtZKkobJbLy3lt98AJmt6jrTvf40w1HXD2EJCUssOi",
+	"qJfLFC5zTR9dDkoJb5889GicTmnPXCyRIqcpI32y2+62d31+bM29Q1PWyed2qu/OE6xxIu+z2BxJpFlM",
+	"DfAo9ewxbqKzhf6B61qL3GvAUh0+pOHUORfXdscEH0QmQDClTxYcGC59iFe2nFdl5Mw91/mOP1c3LLNi",
+	"LC81aVij1+p1u91FP81+10IGk5ISiyVIHkZMfuneyRX7O+a3kTopWGLS3+8GG94O7U4bC4/zYNWt0N8z",
+	"9D1bVmAUUokPTGTKHuEn4ycqL/jr+C+98ZeZL9Xf9nurj3BzW+ItNeLudLsb+rNe15dVbXWo6c66yBVV",
+	"UWEASMMpjKvmZtvu9hx3dZsWp+iUeoktSe9lkuV2vnlA9rfZqugPtQS7W21UtMHZMJQlCZUzfwUqQmDc",
+	"ysYVHulELfdc2PCrau7pie3HeqXrZotGUhAScjhXdeMr99ZttWhAeeHinsTMJIDhVCi0HqNxdHrZ6u3s",
+	"NF3BxcB/pp2jdXnpBLnZzzY4fv48eNce8qEvew6Je6Nz7sY5zrqLwaLKhaht5nAfWrfP3eCgN9/Y0eFu",
+	"jDWvYxHNvv9lcRdlAW8MWpyv3NLev2rjOluKDvPAyhT4N6QffR/3um9fpisa9A1Bb4v7WHQn/5gbb2h+",
+	"2eoYNT37VX/hNAN04TPWOop5sDbY5yX+dTH/KH6kMwU73W7ZBIrXhgUQXmqyDSk38GhkEZbhftV3fED9",
+	"MX9f+JeFIL/DS23UHk0WZ1Tm0I9TtNV8pv0hVBksL6nDQ3wxrqYFjVTEMUYwmq0UC5plfXk1bNbV86JP",
+	"iEVzp6wY6+oWZ1Teu3pzQfKT8ZWhkBEM8/ddcMU9X8l1azmqcthgWkEqIgPs41g8NpcbOfJ2ZvcHhXxp",
+	"fDDEjkS51D7CmD2grLMF9+eMchxZsoi9mqzH0kQ/3g/tvUxX/AvjDwAS/o8uJcfgdLjQaeD0afToddjc",
+	"ADJq/cJN2bQW1Ud3fQLfSVje4Z9KCz6g3mAT3R8TAitHDf5oWPq/3vw+oCvhvhyWVsCiRW/+/daDt7LH",
+	"I8uo6PvCOuN5X4iGN3mZwcULoAqKKGb7x2zJWwhfZkulGK0x6ysh/i9Fv2srFAUvwIz6iOe7pnIryGRM",
+	"+qRDDND2k59XzEHZNh4/6pea387/OwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

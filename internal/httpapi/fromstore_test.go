@@ -32,16 +32,3 @@ func TestFromStoreUnavailable(t *testing.T) {
 		})
 	}
 }
-
-// An admission policy's refusal is the client's to read (422, the policy's words), not
-// a 503 to retry.
-func TestFromStorePolicy(t *testing.T) {
-	msg := `the cluster's admission policy refused it: admission webhook "policy.example.com" denied the request: label team is required`
-	p := fromStore(&store.Error{Kind: store.KindPolicy, Message: msg}, "web")
-	if p.Status != http.StatusUnprocessableEntity || p.Code != "rejected-by-cluster-policy" || p.Detail != msg || p.RetryAfter != 0 {
-		t.Errorf("got %d %s %q retry after %d", p.Status, p.Code, p.Detail, p.RetryAfter)
-	}
-	if b := p.body("/x"); b.Type != ProblemTypeBase+"rejected-by-cluster-policy" || b.Title != "Rejected by cluster policy" {
-		t.Errorf("body %+v", b)
-	}
-}

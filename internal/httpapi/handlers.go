@@ -227,12 +227,6 @@ func fromStore(err error, id string) *Problem {
 		return invalid(se.Fields...)
 	case store.KindQuota:
 		return &Problem{Status: http.StatusForbidden, Code: "permission-denied", Violations: se.Fields}
-	case store.KindPolicy:
-		// The cluster's own rules (an admission webhook, a ValidatingAdmissionPolicy)
-		// refused the objects: the same request is refused again, so no 503, and the
-		// client reads the policy's words.
-		return &Problem{Status: http.StatusUnprocessableEntity, Code: "rejected-by-cluster-policy",
-			Detail: container.Clip(se.Message, maxDetail), Cause: err}
 	case store.KindPermission:
 		// The provider's set-up, not the client: say what is missing (the store names
 		// the permissions), and that it may work later, once the Role is fixed.

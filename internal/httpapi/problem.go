@@ -27,8 +27,7 @@ var titles = map[string]string{
 	"method-not-allowed": "Method Not Allowed",
 	"content-too-large":  "Content Too Large",
 	// The provider's own: what a client can act on that DCM's codes do not name.
-	"container-limit-reached":    "Container limit reached",    // 507: SP_MAX_CONTAINERS
-	"rejected-by-cluster-policy": "Rejected by cluster policy", // 422: an admission webhook or policy
+	"container-limit-reached": "Container limit reached", // 507: SP_MAX_CONTAINERS
 }
 
 // Fixed details of the contract.

@@ -26,7 +26,6 @@ const (
 	KindQuota                   // a ResourceQuota refused it
 	KindUnavailable             // the apiserver is unreachable, overloaded or timed out
 	KindPermission              // RBAC refused the provider (its Role lacks something)
-	KindPolicy                  // an admission webhook or policy of the cluster refused the objects
 )
 
 // Error is a classified failure. Message is safe to show a client; Err is for the log.
@@ -69,7 +68,12 @@ func classify(what string, err error) error {
 		// Before the status codes: a webhook chooses its own (403 by default, 400, 422),
 		// and a 403 from it is no RBAC refusal (asking the apiserver what the provider
 		// may do would find nothing missing, and a retry is refused again).
-		return wrap(KindPolicy, "the cluster's admission policy refused it: "+apiMessage(err))
+		// It is the client's to read, as DCM's invalid-argument (400) against spec: the
+		// same request is refused again.
+		e := wrap(KindInvalid, "the cluster's admission policy refused the container")
+		e.Fields = []container.Violation{{Pointer: container.Pointer("spec"),
+			Detail: "the cluster's admission policy refused it: " + apiMessage(err)}}
+		return e
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		e := wrap(KindInvalid, "the cluster refused the container")
 		e.Fields = fieldsFromStatus(err)

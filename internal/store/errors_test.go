@@ -48,13 +48,13 @@ func TestClassify(t *testing.T) {
 		// Admission refusals, as k8s.io/apiserver words them, whatever code the policy
 		// chose: the cluster's rules, not the provider's RBAC (issue 23: a webhook's 403
 		// became 21 access reviews and a 503, retried forever).
-		{"webhook denial, default 403", webhookDenial(403, "", "containers must not set env FOO"), KindPolicy, nil},
-		{"webhook denial, 403 Forbidden", webhookDenial(403, metav1.StatusReasonForbidden, "label team is required"), KindPolicy, nil},
-		{"webhook denial, 400", webhookDenial(400, metav1.StatusReasonBadRequest, "bad image registry"), KindPolicy, nil},
-		{"webhook denial, 422", webhookDenial(422, metav1.StatusReasonInvalid, "replicas must be 1"), KindPolicy, nil},
-		{"webhook denial without explanation", webhookDenial(403, "", ""), KindPolicy, nil},
+		{"webhook denial, default 403", webhookDenial(403, "", "containers must not set env FOO"), KindInvalid, []string{"#/spec"}},
+		{"webhook denial, 403 Forbidden", webhookDenial(403, metav1.StatusReasonForbidden, "label team is required"), KindInvalid, []string{"#/spec"}},
+		{"webhook denial, 400", webhookDenial(400, metav1.StatusReasonBadRequest, "bad image registry"), KindInvalid, []string{"#/spec"}},
+		{"webhook denial, 422", webhookDenial(422, metav1.StatusReasonInvalid, "replicas must be 1"), KindInvalid, []string{"#/spec"}},
+		{"webhook denial without explanation", webhookDenial(403, "", ""), KindInvalid, []string{"#/spec"}},
 		{"ValidatingAdmissionPolicy denial", apierrors.NewForbidden(dep, "web-x", errors.New(
-			"ValidatingAdmissionPolicy 'deny-label' with binding 'deny-label' denied request: failed expression: !has(object.metadata.labels.deny)")), KindPolicy, nil},
+			"ValidatingAdmissionPolicy 'deny-label' with binding 'deny-label' denied request: failed expression: !has(object.metadata.labels.deny)")), KindInvalid, []string{"#/spec"}},
 		// A webhook that failed (not a denial) is the cluster unavailable: 500s stay so.
 		{"webhook call failed", apierrors.NewInternalError(errors.New(`failed calling webhook "x.example.com": connection refused`)), KindUnavailable, nil},
 		{"server timeout", apierrors.NewServerTimeout(dep, "create", 1), KindUnavailable, nil},
@@ -89,8 +89,8 @@ func TestClassify(t *testing.T) {
 			if !errors.Is(se, tc.err) {
 				t.Error("the cause is not kept for the log")
 			}
-			if tc.kind == KindPolicy && !strings.Contains(se.Message, apiMessage(tc.err)) {
-				t.Errorf("message %q does not carry the policy's %q", se.Message, apiMessage(tc.err))
+			if strings.Contains(tc.name, "denial") && (len(se.Fields) != 1 || !strings.Contains(se.Fields[0].Detail, apiMessage(tc.err))) {
+				t.Errorf("fields %v do not carry the policy's %q", se.Fields, apiMessage(tc.err))
 			}
 		})
 	}

@@ -36,25 +36,43 @@ func (p *podSecurity) start(ctx context.Context) error {
 }
 
 func (p *podSecurity) decide(ctx context.Context) container.PodSecurity {
-	if p.configured != "auto" {
-		p.log.Info("pod security profile", "profile", p.configured, "why", "SP_K8S_POD_SECURITY")
-		return container.PodSecurity(p.configured)
-	}
-	ctx, cancel := context.WithTimeout(ctx, podSecurityReadTimeout)
-	defer cancel()
-	ns, err := p.client.CoreV1().Namespaces().Get(ctx, p.namespace, metav1.GetOptions{})
+	profile, why, err := podSecurityOf(p.configured, func() (map[string]string, error) {
+		ctx, cancel := context.WithTimeout(ctx, podSecurityReadTimeout)
+		defer cancel()
+		ns, err := p.client.CoreV1().Namespaces().Get(ctx, p.namespace, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return ns.Labels, nil
+	})
 	if err != nil {
 		p.log.Warn("pod security profile: cannot read the namespace's Pod Security labels; using baseline "+
-			"(set SP_K8S_POD_SECURITY, or grant get on the namespace)", "profile", "baseline", "err", err)
-		return container.Baseline
+			"(set SP_K8S_POD_SECURITY, or grant get on the namespace)", "profile", profile, "err", err)
+		return profile
 	}
-	const enforce = "pod-security.kubernetes.io/enforce"
-	if ns.Labels[enforce] == string(container.Restricted) {
-		p.log.Info("pod security profile", "profile", "restricted", "why", "the namespace enforces "+enforce+"=restricted")
-		return container.Restricted
+	p.log.Info("pod security profile", "profile", profile, "why", why)
+	return profile
+}
+
+// podSecurityEnforce is the namespace label of the Pod Security level it enforces.
+const podSecurityEnforce = "pod-security.kubernetes.io/enforce"
+
+// podSecurityOf decides the profile: the configured one, without reading anything; with
+// "auto", restricted when the namespace's labels (readLabels) enforce restricted, else
+// baseline, a failed read included (its error is returned for the log). why says what
+// decided it.
+func podSecurityOf(configured string, readLabels func() (map[string]string, error)) (profile container.PodSecurity, why string, err error) {
+	if configured != "auto" {
+		return container.PodSecurity(configured), "SP_K8S_POD_SECURITY", nil
 	}
-	p.log.Info("pod security profile", "profile", "baseline", "why", "the namespace does not enforce restricted")
-	return container.Baseline
+	labels, err := readLabels()
+	switch {
+	case err != nil:
+		return container.Baseline, "the namespace's labels cannot be read", err
+	case labels[podSecurityEnforce] == string(container.Restricted):
+		return container.Restricted, "the namespace enforces " + podSecurityEnforce + "=restricted", nil
+	}
+	return container.Baseline, "the namespace does not enforce restricted", nil
 }
 
 // profile is the decided profile; before start (never so for the HTTP API, which

@@ -9,10 +9,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	k8stesting "k8s.io/client-go/testing"
-
-	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
 // limiterRefusal is the error a client-go request returns when the Confirm client's
@@ -68,59 +64,5 @@ func TestUnconfirmed(t *testing.T) {
 				t.Error("the cause is not kept for the log")
 			}
 		})
-	}
-}
-
-// A GET miss whose container lives at the apiserver but is not in this replica's caches
-// yet: the Deployment appears in the main client (so in the caches) only after the
-// Confirm client answered. commit runs on the Confirm client's Deployments list; slow
-// makes that list take the whole ConfirmWait.
-func missOfALiveContainer(t *testing.T, record bool, slow time.Duration) (container.Observed, error) {
-	t.Helper()
-	var objs []runtime.Object
-	if record {
-		objs = append(objs, recordLease(time.Minute, false))
-	}
-	s, main, confirm := fakeStore(t, objs...)
-	startCaches(t, s)
-	// Confirm sees the record (if any) and the Deployment; the caches do not yet.
-	if err := confirm.Tracker().Add(deployment("web", "i1")); err != nil {
-		t.Fatal(err)
-	}
-	if record {
-		// The caches show the record: take it out of them by deleting it from main.
-		if err := main.Tracker().Delete(leasesGVR, ns, container.RecordName("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	confirm.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
-		time.Sleep(slow)
-		go func() {
-			time.Sleep(50 * time.Millisecond) // the watch is a moment behind
-			if err := main.Tracker().Add(deployment("web", "i1")); err != nil {
-				t.Error(err)
-			}
-		}()
-		return false, nil, nil
-	})
-	return s.Get(context.Background(), "x")
-}
-
-// Issue 23: a miss with no record answered 404 without asking for Deployments: a
-// container without a record (the reference provider's, or its record deleted by hand)
-// that this replica's cache did not show yet got a 404.
-func TestMissWithoutRecordAsksForTheDeployment(t *testing.T) {
-	o, err := missOfALiveContainer(t, false, 0)
-	if err != nil || o.Deployment == nil || o.Deployment.Name != "web" {
-		t.Fatalf("Get = %+v, %v; want the container", o, err)
-	}
-}
-
-// Issue 23: the limiter wait, the reads and the wait for the cache shared one ConfirmWait:
-// reads that took it all left the cache no time, and a live container got a 503.
-func TestMissWaitsForTheCacheOnItsOwnBound(t *testing.T) {
-	o, err := missOfALiveContainer(t, true, ConfirmWait+100*time.Millisecond)
-	if err != nil || o.Deployment == nil || o.Deployment.Name != "web" {
-		t.Fatalf("Get = %+v, %v; want the container", o, err)
 	}
 }

@@ -7,8 +7,9 @@
 //   - harness: a real control plane (etcd, kube-apiserver, controller-manager, scheduler,
 //     kwok; optionally a real node), NATS and the DCM registry on 127.0.0.1, built from
 //     the pinned tool modules in tools/; harness/testenv is what integration tests use.
-//   - e2e/app, e2e/binary: the service's integration tests that need the harness (of
-//     internal/app, and of the built binary).
+//   - e2e/app, e2e/store, e2e/binary: the service's integration tests that need the
+//     harness (of internal/app; of internal/store's methods called directly, with hooks
+//     at exact requests for the races; and of the built binary).
 //   - testbed: a control plane, NATS and the service binary run as processes: what
 //     bench (make bench) and chaos (make chaos, with its planted bugs) share.
 //   - localstack: the whole DCM loop on one machine (make run).

@@ -186,31 +186,52 @@ func TestDeleteOfACreatePastItsDeadlineIs409(t *testing.T) {
 	}
 }
 
-// A create whose Deployment the apiserver committed but whose answer was lost (here:
-// the RoundTripper sends the POST, then returns an error instead of the answer). The
-// rollback finds the Deployment (and the Service) by incarnation and deletes them, then
-// the record; before issue 23 the Deployment ran on, with no record.
+// A create whose Deployment (or Service) the apiserver committed but whose answer was
+// lost (here: the RoundTripper sends the POST, then returns an error instead of the
+// answer). The rollback finds what the create made by incarnation and deletes it, then
+// the record; before issue 23 the object ran on, with no record. A lost Service answer
+// also stops the create before its Deployment: the Deployment is made last.
 func TestLostCreateAnswerIsRolledBack(t *testing.T) {
-	ns := testenv.Namespace(t)
-	const id = "lost"
-	post := func(r *http.Request) bool {
-		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/deployments")
+	for _, lost := range []string{"deployments", "services"} {
+		t.Run(lost, func(t *testing.T) {
+			ns := testenv.Namespace(t)
+			const id = "lost"
+			post := func(resource string) func(*http.Request) bool {
+				return func(r *http.Request) bool {
+					return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/"+resource)
+				}
+			}
+			var deploymentPosts atomic.Int64
+			count := func(_ *config.Config, rc *rest.Config) {
+				rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+					return roundTripFunc{rt: rt, f: func(r *http.Request) (*http.Response, error) {
+						if post("deployments")(r) {
+							deploymentPosts.Add(1)
+						}
+						return rt.RoundTrip(r)
+					}}
+				})
+			}
+			p := startProvider(t, ns, count, interceptor(post(lost), func() error { return errors.New("the answer was lost on the way back") }))
+			p.waitSynced(t)
+			r := do(t, http.MethodPost, p.URL+containers+"?id="+id, spec("lost", "nginx", withPorts(port(80, "internal"))))
+			if r.Status < 500 {
+				t.Fatalf("create with a lost answer: %d %s, want a 5xx", r.Status, r.Body)
+			}
+			if deps, svcs := running(t, ns, id); len(deps)+len(svcs) > 0 {
+				t.Errorf("after the rollback, still running: Deployments %v, Services %v", deps, svcs)
+			}
+			_, err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				t.Errorf("the record after the rollback: %v, want none", err)
+			}
+			if lost == "services" && deploymentPosts.Load() > 0 {
+				t.Error("a Deployment was created after the Service's create failed: the Deployment must come last")
+			}
+			// The id is free again.
+			create(t, p, id, spec("lost", "nginx"))
+		})
 	}
-	p := startProvider(t, ns, interceptor(post, func() error { return errors.New("the answer was lost on the way back") }))
-	p.waitSynced(t)
-	r := do(t, http.MethodPost, p.URL+containers+"?id="+id, spec("lost", "nginx", withPorts(port(80, "internal"))))
-	if r.Status < 500 {
-		t.Fatalf("create with a lost answer: %d %s, want a 5xx", r.Status, r.Body)
-	}
-	if deps, svcs := running(t, ns, id); len(deps)+len(svcs) > 0 {
-		t.Errorf("after the rollback, still running: Deployments %v, Services %v", deps, svcs)
-	}
-	_, err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("the record after the rollback: %v, want none", err)
-	}
-	// The id is free again.
-	create(t, p, id, spec("lost", "nginx"))
 }
 
 // gate is a rate limiter for the provider's main client that lets nothing through while

@@ -1,0 +1,330 @@
+package store_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/store"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// fixture is a store.Store in a fresh namespace of the shared control plane, on clients
+// whose requests the test can hook (main: the store's client; confirm: its Confirm
+// client, rate limited as the provider's is).
+type fixture struct {
+	ns      string
+	s       *store.Store
+	client  kubernetes.Interface // the store's main client (hooked), for Release
+	main    *hooks
+	confirm *hooks
+	// deployments holds the store's watch of Deployments while closed: its cache sees
+	// no Deployment change until it is opened.
+	deployments *gate
+}
+
+// newFixture builds the store (its caches not started: see start).
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	env := testenv.Cluster(t)
+	f := &fixture{ns: testenv.Namespace(t), main: &hooks{}, confirm: &hooks{}, deployments: &gate{}}
+	mainRC := rest.CopyConfig(env.Config)
+	mainRC.Wrap(f.main.wrap(func(r *http.Request) *gate {
+		if isWatch(r) && strings.HasSuffix(r.URL.Path, "/deployments") {
+			return f.deployments
+		}
+		return nil
+	}))
+	confirmRC := rest.CopyConfig(env.Config)
+	confirmRC.RateLimiter = store.NewConfirmLimiter()
+	confirmRC.Wrap(f.confirm.wrap(nil))
+	var err error
+	if f.client, err = kubernetes.NewForConfig(mainRC); err != nil {
+		t.Fatal(err)
+	}
+	if f.s, err = store.New(f.client, f.ns, 0, slog.New(slog.NewTextHandler(testLog{t}, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if f.s.Confirm, err = kubernetes.NewForConfig(confirmRC); err != nil {
+		t.Fatal(err)
+	}
+	f.s.CreateTimeout = 10 * time.Second
+	return f
+}
+
+// start starts the store's informers and waits for them to sync; they stop when the
+// test ends.
+func (f *fixture) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { f.deployments.open(); cancel(); f.s.Shutdown() })
+	f.s.Start(ctx)
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if !f.s.WaitForSync(wctx) {
+		t.Fatal("the store's caches did not sync")
+	}
+}
+
+// hook runs at the first request that match accepts (after it was added): before,
+// ahead of sending it; after, once the apiserver answered it and before the store reads
+// the answer (it may replace resp.Body). A non-nil error from after replaces the answer
+// (lost on the way back).
+type hook struct {
+	match  func(*http.Request) bool
+	before func()
+	after  func(*http.Request, *http.Response) error
+	fired  bool
+}
+
+// hooks are the hooks of one client.
+type hooks struct {
+	mu   sync.Mutex
+	list []*hook
+}
+
+// on adds a hook; before and after may be nil.
+func (h *hooks) on(match func(*http.Request) bool, before func(), after func(*http.Request, *http.Response) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.list = append(h.list, &hook{match: match, before: before, after: after})
+}
+
+// take returns the hook for r, marked fired, or nil.
+func (h *hooks) take(r *http.Request) *hook {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, k := range h.list {
+		if !k.fired && k.match(r) {
+			k.fired = true
+			return k
+		}
+	}
+	return nil
+}
+
+// wrap is the client's transport wrapper: it runs the hooks, and puts the watch
+// responses that gateOf names behind their gate.
+func (h *hooks) wrap(gateOf func(*http.Request) *gate) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc{rt: rt, f: func(r *http.Request) (*http.Response, error) {
+			k := h.take(r)
+			if k != nil && k.before != nil {
+				k.before()
+			}
+			resp, err := rt.RoundTrip(r)
+			if err != nil {
+				return resp, err
+			}
+			if k != nil && k.after != nil {
+				if herr := k.after(r, resp); herr != nil {
+					resp.Body.Close()
+					return nil, herr
+				}
+			}
+			if gateOf != nil {
+				if g := gateOf(r); g != nil {
+					resp.Body = gatedBody{ReadCloser: resp.Body, g: g}
+				}
+			}
+			return resp, nil
+		}}
+	}
+}
+
+type roundTripFunc struct {
+	rt http.RoundTripper
+	f  func(*http.Request) (*http.Response, error)
+}
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f.f(r) }
+
+// WrappedRoundTripper lets client-go reach the transport underneath (to cancel requests).
+func (f roundTripFunc) WrappedRoundTripper() http.RoundTripper { return f.rt }
+
+// gate holds what a watch brings while closed: a read of the watch's body that got data
+// returns it only once the gate is open. (Held after the read, not before: the watch
+// is always in the middle of a read, waiting for the next event.)
+type gate struct {
+	mu     sync.Mutex
+	closed chan struct{} // nil: open
+}
+
+func (g *gate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed == nil {
+		g.closed = make(chan struct{})
+	}
+}
+
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed != nil {
+		close(g.closed)
+		g.closed = nil
+	}
+}
+
+func (g *gate) wait() {
+	g.mu.Lock()
+	ch := g.closed
+	g.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+type gatedBody struct {
+	io.ReadCloser
+	g *gate
+}
+
+func (b gatedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.g.wait()
+	return n, err
+}
+
+func isWatch(r *http.Request) bool { return r.URL.Query().Get("watch") == "true" }
+
+// request matches a request of method to resource in namespace ns, not a watch: a
+// collection (name "") or one object.
+func request(method, ns, resource, name string) func(*http.Request) bool {
+	path := "/namespaces/" + ns + "/" + resource
+	if name != "" {
+		path += "/" + name
+	}
+	return func(r *http.Request) bool {
+		return r.Method == method && strings.HasSuffix(r.URL.Path, path) && !isWatch(r)
+	}
+}
+
+// counter counts the requests match accepts on a client (a hook that never fires).
+func (h *hooks) counter(match func(*http.Request) bool) func() int {
+	var mu sync.Mutex
+	n := 0
+	h.on(func(r *http.Request) bool {
+		if match(r) {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}
+		return false
+	}, nil, nil)
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
+// objectsOf is what a create of container id makes: a Deployment and a Service, their
+// names generated.
+func objectsOf(id string) container.Objects {
+	l := container.SystemLabels(id)
+	return container.Objects{
+		Deployment: &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "web-", Labels: l},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: l},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: l},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+				},
+			},
+		},
+		Service: &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "web-", Labels: l},
+			Spec:       corev1.ServiceSpec{Selector: l, Ports: []corev1.ServicePort{{Port: 80}}},
+		},
+	}
+}
+
+// deploymentOf makes, with the test's client, a Deployment of container id (incarnation
+// inc) the way another replica or the reference provider would have.
+func deploymentOf(t *testing.T, ns, id, inc string) *appsv1.Deployment {
+	t.Helper()
+	d := objectsOf(id).ForIncarnation(inc).Deployment
+	d, err := testenv.Cluster(t).Client.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// what lists the names of id's Deployments (live or not), Services and record at the
+// apiserver.
+func what(t *testing.T, ns, id string) (deps, svcs []string, record bool) {
+	t.Helper()
+	cs := testenv.Cluster(t).Client
+	ctx := context.Background()
+	sel := metav1.ListOptions{LabelSelector: container.InstanceSelector(id)}
+	dl, err := cs.AppsV1().Deployments(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dl.Items {
+		deps = append(deps, d.Name)
+	}
+	sl, err := cs.CoreV1().Services(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sl.Items {
+		svcs = append(svcs, s.Name)
+	}
+	_, err = cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName(id), metav1.GetOptions{})
+	return deps, svcs, err == nil
+}
+
+// makeRecord writes id's record with the test's client (finalizers: extra ones), and
+// takes every finalizer off again when the test ends, so its namespace can go.
+func makeRecord(t *testing.T, ns, id, inc string, owed bool, finalizers ...string) {
+	t.Helper()
+	l := container.NewRecord(id, inc, owed)
+	l.Finalizers = append(l.Finalizers, finalizers...)
+	leases := testenv.Cluster(t).Client.CoordinationV1().Leases(ns)
+	if _, err := leases.Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dropFinalizers(t, ns, id) })
+}
+
+// dropFinalizers takes every finalizer off id's record, if it is there.
+func dropFinalizers(t *testing.T, ns, id string) {
+	t.Helper()
+	leases := testenv.Cluster(t).Client.CoordinationV1().Leases(ns)
+	_, err := leases.Patch(context.Background(), container.RecordName(id), types.MergePatchType,
+		[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("taking the finalizers off the record of %s: %v", id, err)
+	}
+}
+
+// testLog copies the store's log to the test's.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}

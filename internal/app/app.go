@@ -119,6 +119,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		return nil, err
 	}
 	st.CreateTimeout = cfg.Kubernetes.CreateTimeout
+	// A create needs the rest of its time after reserving its id.
+	st.ReserveWindow = min(cfg.Kubernetes.ReserveWindow, cfg.Kubernetes.CreateTimeout/2)
 	st.MaxStaleness = cfg.Kubernetes.MaxStaleness
 	// Confirming cache misses (a GET of an id this replica's cache does not know) has
 	// its own client, so its own rate limiter: unknown ids cannot starve other calls.

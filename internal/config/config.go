@@ -64,6 +64,9 @@ type Kubernetes struct {
 	// CreateTimeout bounds one create (record, Deployment, Service). A record older
 	// than twice this with no Deployment is an abandoned create (its creator died).
 	CreateTimeout time.Duration `env:"SP_K8S_CREATE_TIMEOUT" envDefault:"20s" help:"bound of one create; a record without a Deployment older than twice this is an abandoned create"`
+	// ReserveWindow orders a DELETE after a create that began before it on any replica
+	// (store.ReserveWindow explains how).
+	ReserveWindow time.Duration `env:"SP_K8S_RESERVE_WINDOW" envDefault:"5s" help:"a create must have reserved its id this long after it began, or it rolls back (503); a DELETE that finds nothing looks again this long after it began before answering 404, so it never answers 404 while a create that began before it will still finish; at most half of SP_K8S_CREATE_TIMEOUT is used"`
 	// MaxStaleness bounds how out of date a read may be: once a cache's watch has been
 	// disconnected this long, reads that need it answer 503 and /readyz fails.
 	MaxStaleness time.Duration `env:"SP_K8S_MAX_STALENESS" envDefault:"5s" help:"once a cache's watch of the Kubernetes API has been broken this long, GET and LIST answer 503 and /readyz fails, naming the cache (a watch the apiserver closes is replaced in milliseconds)"`
@@ -336,6 +339,9 @@ func (c *Config) validate(leaseDerived bool) []string {
 	}
 	if c.Limits.MaxContainers < 1 {
 		p = append(p, "SP_MAX_CONTAINERS: must be 1 or more")
+	}
+	if c.Kubernetes.ReserveWindow <= 0 {
+		p = append(p, "SP_K8S_RESERVE_WINDOW: must be more than 0")
 	}
 	if c.Kubernetes.MaxStaleness <= 0 {
 		p = append(p, "SP_K8S_MAX_STALENESS: must be more than 0")

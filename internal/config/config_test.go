@@ -105,6 +105,7 @@ func TestInvalid(t *testing.T) {
 		{"container size limit below a minimal container", append(required, "SP_CONTAINER_MAX_BYTES=1000"),
 			[]string{"SP_CONTAINER_MAX_BYTES: must be at least 2048"}},
 		{"no containers", append(required, "SP_MAX_CONTAINERS=0"), []string{"SP_MAX_CONTAINERS: must be 1 or more"}},
+		{"no reservation window", append(required, "SP_K8S_RESERVE_WINDOW=0s"), []string{"SP_K8S_RESERVE_WINDOW: must be more than 0"}},
 		{"no staleness bound", append(required, "SP_K8S_MAX_STALENESS=0s"), []string{"SP_K8S_MAX_STALENESS: must be more than 0"}},
 	}
 	for _, tc := range cases {

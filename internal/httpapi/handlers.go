@@ -233,12 +233,17 @@ func fromStore(err error, id string) *Problem {
 		return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
 			Detail: se.Message, RetryAfter: 30, Cause: err}
 	case store.KindUnavailable:
-		if se.RetryAfter > 0 { // the store says what happened and when to come back
-			return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
-				Detail: se.Message, RetryAfter: se.RetryAfter, Cause: err}
+		// The store says what happened (a cache behind, a miss it could not confirm, its
+		// own limiter) and, when it knows, when to come back; the Kubernetes API is
+		// blamed only when a call to it failed.
+		p := &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: se.Message, RetryAfter: se.RetryAfter, Cause: err}
+		if p.RetryAfter == 0 {
+			p.RetryAfter = 5
 		}
-		return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
-			Detail: "the Kubernetes API is unavailable; retry later", RetryAfter: 5, Cause: err}
+		if se.Message == "" || se.Message == store.UnavailableMessage {
+			p.Detail = "the Kubernetes API is unavailable; retry later"
+		}
+		return p
 	}
 	return internal(err)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -31,9 +32,14 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	// Every container gets its own incarnation, so its Service and reads never select
 	// the pods of an earlier container with the same id that is still terminating.
 	inc := uuid.NewString()
+	began := s.Clock.Now()
 	record, err := s.reserve(ctx, id, inc)
 	if err != nil {
 		return container.Observed{}, err
+	}
+	if !reservedInTime(began, s.Clock.Now(), s.ReserveWindow) {
+		s.rollback(id, inc, record, false)
+		return container.Observed{}, errReservedLate(s.ReserveWindow)
 	}
 	// Is the id free of a workload too? (see buildAfterReserving: one label-selected
 	// LIST at the apiserver per create.)
@@ -83,6 +89,14 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 			(out.Service == nil || cached(s.services, s.namespace+"/"+out.Service.Name))
 	})
 	return out.Observed(), nil
+}
+
+// errReservedLate answers a create that did not have its id reserved within the
+// reservation window (Store.ReserveWindow): the Kubernetes API was slow, and a DELETE
+// of the id may have answered 404 meanwhile; nothing was created.
+func errReservedLate(window time.Duration) error {
+	return &Error{Kind: KindUnavailable, RetryAfter: 1,
+		Message: fmt.Sprintf("reserving the container id took longer than %s (the Kubernetes API is slow); nothing was created; retry", window)}
 }
 
 // rollback deletes what a failed create made, detached from the request's context (a

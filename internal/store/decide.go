@@ -407,3 +407,20 @@ const ensureAttempts = 4
 // recreateRecord decides whether EnsureRecord creates the record again after attempt
 // (from 1) found it by its create and not by the read that followed.
 func recreateRecord(attempt int) bool { return attempt < ensureAttempts }
+
+// --- A DELETE after a create that began before it (Store.ReserveWindow) ---
+
+// reservedInTime decides whether a create that began at began may keep the reservation
+// it had at reserved (when the answer to its record's create came back): only within
+// window, so that a DELETE that found nothing and looked again window after it began
+// cannot be followed by this create's container.
+func reservedInTime(began, reserved time.Time, window time.Duration) bool {
+	return reserved.Sub(began) <= window
+}
+
+// lateCreateWait is how much longer a DELETE that began at began and found nothing of
+// its id waits before it looks again and answers 404: until window has passed, every
+// create that began before it has reserved its id or will roll back.
+func lateCreateWait(began, now time.Time, window time.Duration) time.Duration {
+	return max(0, began.Add(window).Sub(now))
+}

@@ -423,3 +423,34 @@ func TestRecreateRecord(t *testing.T) {
 		}
 	}
 }
+
+func TestReserveWindow(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	const w = 5 * time.Second
+	for _, tc := range []struct {
+		name     string
+		reserved time.Duration // after the create began
+		keep     bool
+	}{
+		{"reserved at once", 10 * time.Millisecond, true},
+		{"reserved at the window's end", w, true},
+		{"reserved after it: a DELETE may have answered 404 since", w + time.Millisecond, false},
+	} {
+		if got := reservedInTime(t0, t0.Add(tc.reserved), w); got != tc.keep {
+			t.Errorf("reservedInTime, %s: %v, want %v", tc.name, got, tc.keep)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		elapsed time.Duration // since the DELETE began
+		want    time.Duration
+	}{
+		{"found nothing at once: waits the rest of the window", 200 * time.Millisecond, w - 200*time.Millisecond},
+		{"the window has passed: answers now", w, 0},
+		{"long past it", time.Minute, 0},
+	} {
+		if got := lateCreateWait(t0, t0.Add(tc.elapsed), w); got != tc.want {
+			t.Errorf("lateCreateWait, %s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -40,6 +40,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 func (s *Store) delete(ctx context.Context, id string) error {
 	snap := s.Snapshot(id)
 	r := deleteReads{s: s, id: id, cacheShowsAny: snap.Record != nil || len(snap.Deployments) > 0 || len(snap.Services) > 0}
+	began, lookedAgain := s.Clock.Now(), false
 	var deadline time.Time // of waiting for a create in progress; zero: not waiting
 	retryAfter := 1
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: 1 << 30}
@@ -50,6 +51,19 @@ func (s *Store) delete(ctx context.Context, id string) error {
 		}
 		now := s.Clock.Now()
 		d := planDelete(f, now, s.CreateTimeout)
+		if d.NotFound {
+			// Nothing live: a create that began before this DELETE may still be
+			// reserving its id; look again once it must have (Store.ReserveWindow).
+			if w := lateCreateWait(began, now, s.ReserveWindow); w > 0 && !lookedAgain {
+				lookedAgain = true
+				select {
+				case <-ctx.Done():
+					return classify("waiting for creates that began before the DELETE", ctx.Err())
+				case <-time.After(w):
+				}
+				continue
+			}
+		}
 		if !d.InProgress {
 			return s.carryOut(ctx, id, d)
 		}

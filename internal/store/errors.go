@@ -93,7 +93,7 @@ func classify(what string, err error) error {
 		return e
 	case apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) || isNetworkError(err):
-		return wrap(KindUnavailable, "the Kubernetes API is unavailable")
+		return wrap(KindUnavailable, UnavailableMessage)
 	case apierrors.IsInternalError(err):
 		// The apiserver failed (e.g. right after a restart, its ClusterIP allocator not
 		// loaded yet answers "range is full"): a retry later is the client's way out.
@@ -103,6 +103,10 @@ func classify(what string, err error) error {
 	}
 	return wrap(KindInternal, "unexpected error from the Kubernetes API")
 }
+
+// UnavailableMessage is the message of a call to the Kubernetes API that failed (an
+// outage, a timeout, throttling): the HTTP layer words it for the client.
+const UnavailableMessage = "the Kubernetes API is unavailable"
 
 // isAdmissionDenial tells a refusal by an admission webhook or a
 // ValidatingAdmissionPolicy from any other: the apiserver words them so

@@ -52,6 +52,17 @@ type Store struct {
 	// CreateTimeout bounds one create, record to Service. A record older than twice
 	// this with no Deployment is abandoned (its creator died) and may be taken over.
 	CreateTimeout time.Duration
+	// ReserveWindow orders a DELETE after any create of its id that began before it, on
+	// any replica, with no shared lock: a create that began at C keeps its reservation
+	// (the record) only if it had it by C+ReserveWindow, else it rolls back; a DELETE that
+	// began at D and found nothing of the id looks again at D+ReserveWindow before its
+	// 404. A create that began before D either reserved by then (the DELETE finds its
+	// record and waits for it, planDelete) or rolls back, so the 404 is never followed
+	// by a container from a create that began before it (the chaos run's seed 7: a DELETE
+	// answered 404 while a create sent 32 ms earlier was still reserving its id through
+	// an apiserver restart). Both are intervals on one replica's clock: no two clocks are
+	// compared. Cost: a DELETE of an id that has nothing answers 404 after ReserveWindow.
+	ReserveWindow time.Duration
 	// MaxStaleness: a cache whose watch has been disconnected longer than this is
 	// behind, and reads that need it answer 503 (see freshness.go).
 	MaxStaleness time.Duration
@@ -78,6 +89,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		Clock:         clock.RealClock{},
 		Confirm:       client,
 		CreateTimeout: 20 * time.Second,
+		ReserveWindow: 5 * time.Second,
 		MaxStaleness:  DefaultMaxStaleness,
 		SilenceBound:  SilenceBound,
 	}

@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
 // Report is what a run found, as docs/reliability.json holds it.
@@ -140,6 +143,8 @@ func (rep *Report) Markdown() string {
 	p("| steps planned | %d |\n| container ids used | %d (%d live at rest) |\n| events on the stream | %d |\n", r.Steps, rep.IDs, rep.LiveAtRest, rep.Events)
 	p("| run folder (history.jsonl, events.jsonl, final.json, plan.json, logs) | `%s` |\n\n", r.Dir)
 
+	rep.bounds(p)
+
 	p("## Invariants\n\n| invariant | result | checked | what it checks |\n| --- | --- | --- | --- |\n")
 	for _, res := range rep.Results {
 		v := "pass"
@@ -187,6 +192,25 @@ func (rep *Report) Markdown() string {
 	}
 	return b.String()
 }
+
+// bounds states the two bounds the service promises and this run holds it to (issue 23):
+// how stale a 200 may be, and what memory the replicas' containers may take.
+func (rep *Report) bounds(p func(string, ...any)) {
+	stale := rep.Run.MaxStaleness
+	if stale <= 0 {
+		stale = DefaultMaxStaleness
+	}
+	p("## Bounds\n\n")
+	p("- **Staleness.** The replicas ran with `SP_K8S_MAX_STALENESS=%s`: once one of a replica's caches has lost its watch for longer than that (or a connected watch has sent nothing, not even a bookmark, for %s), its GET and LIST answer 503 and its /readyz fails, naming the cache. So a 200 describes the cluster as it was at most %s ago after a visible watch failure (%s for a stream that hangs while its connection lives). Checked here by *no stale 200* (the bound plus %s of slack for the answer in flight), under the proxy's blocked and broken watches.\n",
+		stale, store.SilenceBound, stale, store.SilenceBound, stalenessSlack)
+	p("- **Memory.** The replicas ran with the default limits: at most `SP_MAX_CONTAINERS=%d` containers of at most `SP_CONTAINER_MAX_BYTES=%d` bytes each (their Deployment and Service as JSON); a create past either is refused (507, 400). At those maxima the caches hold about %d MiB (BenchmarkCacheBytesPerMaxSizeContainer), within the default 256 MiB memory limit; `make bench` measures RSS at the limit (docs/benchmarks.md). This run's processes are in *Goroutines and memory* below.\n\n",
+		container.DefaultMaxContainers, container.DefaultMaxObjectBytes, container.DefaultMaxContainers*maxSizeCacheBytes>>20)
+}
+
+// maxSizeCacheBytes is what one container of DefaultMaxObjectBytes costs in the caches,
+// as BenchmarkCacheBytesPerMaxSizeContainer measured it (internal/container/limits.go
+// has the arithmetic).
+const maxSizeCacheBytes = 9614
 
 func answers(m map[string]int) string {
 	keys := sortedKeys(m)

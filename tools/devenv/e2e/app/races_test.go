@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -263,7 +264,8 @@ func (g *gate) Wait(ctx context.Context) error {
 func TestDeleteOfAnUnknownIDSparesTheMainClient(t *testing.T) {
 	ns := testenv.Namespace(t)
 	g := &gate{}
-	p := startProvider(t, ns, func(_ *config.Config, rc *rest.Config) { rc.RateLimiter = g })
+	// A short reservation window: a DELETE that finds nothing answers once it passed.
+	p := startProvider(t, ns, func(c *config.Config, rc *rest.Config) { rc.RateLimiter, c.Kubernetes.ReserveWindow = g, time.Second })
 	p.waitSynced(t)
 	g.closed.Store(true)
 	defer g.closed.Store(false)
@@ -280,4 +282,70 @@ func TestDeleteOfAnUnknownIDSparesTheMainClient(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("DELETE of an unknown id: %d, want 404", resp.StatusCode)
 	}
+}
+
+// A DELETE through one replica while a create of the same id, begun a moment before
+// through the other, is still reserving its id (its record's create is held on the way
+// to the apiserver, as a slow or restarting apiserver holds it): the DELETE finds
+// nothing. It answers 404 only once the reservation window has passed, and the create,
+// which reserved its id too late, rolls back (503): nothing of the id runs. On the code
+// before, the DELETE answered 404 at once and the create then made a running container
+// (the chaos run's seed 7: DCM's clean-up DELETE after its create timeout).
+func TestDeleteAfterACreateStillReservingItsID(t *testing.T) {
+	ns := testenv.Namespace(t)
+	const id = "slow-reserve"
+	window := func(c *config.Config, _ *rest.Config) { c.Kubernetes.ReserveWindow = time.Second }
+	var armed atomic.Bool
+	reached, deleted := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	holdRecord := func(_ *config.Config, rc *rest.Config) {
+		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc{rt: rt, f: func(r *http.Request) (*http.Response, error) {
+				if armed.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/leases") {
+					once.Do(func() {
+						close(reached)
+						select { // until the DELETE through the other replica has answered
+						case <-deleted:
+						case <-time.After(30 * time.Second):
+						}
+					})
+				}
+				return rt.RoundTrip(r)
+			}}
+		})
+	}
+	a := startProvider(t, ns, window)
+	b := startProvider(t, ns, window, holdRecord)
+	a.waitSynced(t)
+	b.waitSynced(t)
+
+	armed.Store(true)
+	created := make(chan response, 1)
+	go func() { created <- do(t, http.MethodPost, b.URL+containers+"?id="+id, spec("web", "nginx")) }()
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the create never sent its record")
+	}
+	start := time.Now()
+	del := do(t, http.MethodDelete, a.URL+containers+"/"+id, nil)
+	close(deleted)
+	if del.Status != http.StatusNotFound {
+		t.Fatalf("DELETE answered %d, want 404 (nothing of the id was at the apiserver): %s", del.Status, del.Body)
+	}
+	if took := time.Since(start); took < 900*time.Millisecond {
+		t.Errorf("DELETE answered 404 after %s, before the reservation window (1s) had passed", took)
+	}
+	c := <-created
+	if c.Status != http.StatusServiceUnavailable {
+		t.Errorf("the create answered %d, want 503 (reserved after the window; rolled back): %s", c.Status, c.Body)
+	}
+	testenv.Eventually(t, 20*time.Second, "nothing of the id at the apiserver", func() error {
+		deps, svcs := running(t, ns, id)
+		_, err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
+		if len(deps)+len(svcs) > 0 || !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deployments %v, services %v, record err %v", deps, svcs, err)
+		}
+		return nil
+	})
 }

@@ -228,7 +228,9 @@ func (e *Env) MemoryAtLimit(ctx context.Context, ns string) (LimitResult, error)
 	if err != nil {
 		return res, err
 	}
-	resp, err := s.Client().Post(s.URL+"/api/v1alpha1/containers?id=limit-one-more", "application/json", bytes.NewReader(body))
+	// An id as long as the others': the id is in the objects' names, labels and
+	// selectors, so a longer one would make the container larger than the limit (400).
+	resp, err := s.Client().Post(s.URL+"/api/v1alpha1/containers?id="+oneMoreID(prefix, res.Containers), "application/json", bytes.NewReader(body))
 	if err != nil {
 		return res, err
 	}
@@ -245,6 +247,11 @@ func (e *Env) MemoryAtLimit(ctx context.Context, ns string) (LimitResult, error)
 	fmt.Fprintf(e.Log, "bench: memory at the limit: one more create: %d %s\n", res.OneMoreStatus, res.OneMoreCode)
 	res.PhaseSeconds = time.Since(start).Seconds()
 	return res, nil
+}
+
+// oneMoreID is the id of the create past the limit: the next of the fill's ids.
+func oneMoreID(prefix string, containers int) string {
+	return fmt.Sprintf("%s%05d", prefix, containers)
 }
 
 // limitLists runs the LIST load of the phase and samples the memory meanwhile.

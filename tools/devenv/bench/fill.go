@@ -26,7 +26,13 @@ import (
 // containers take most of the run. A requested IP is allocated without that lock. The
 // Service object is the same either way.
 func (e *Env) CreateAsService(ctx context.Context, ns, id string, ipIndex int) error {
-	objs, err := rawObjects(ns, id)
+	return e.createAs(ctx, ns, id, ipIndex, rawObjects)
+}
+
+// createAs is CreateAsService for the objects build makes (the service's mapping of
+// some spec).
+func (e *Env) createAs(ctx context.Context, ns, id string, ipIndex int, build func(ns, id string) (container.Objects, error)) error {
+	objs, err := build(ns, id)
 	if err != nil {
 		return err
 	}
@@ -80,6 +86,17 @@ type FillResult struct {
 	CPU map[string]float64 `json:"cpu_percent"`
 }
 
+// filler is what a Populate makes: ids prefix%05d, their objects built by objects, and
+// the Services' cluster IPs from fillIP(ipBase+i) (populations of one run keep apart).
+type filler struct {
+	prefix  string
+	objects func(ns, id string) (container.Objects, error)
+	ipBase  int
+}
+
+// typicalFill is the bench's usual population: specJSON's container, fill-00000 on.
+var typicalFill = filler{prefix: "fill-", objects: rawObjects}
+
 // fillAhead bounds how far Populate's creates run ahead of the RUNNING events.
 const fillAhead = 400
 
@@ -87,10 +104,15 @@ const fillAhead = 400
 // with client-go, as the service would (CreateAsService), 16 clients, and waits until the
 // service has published RUNNING for every one: its caches hold them all, pods included.
 func (e *Env) Populate(ctx context.Context, s *Service, ns string, from, to int) (FillResult, error) {
+	return e.populate(ctx, s, ns, from, to, typicalFill)
+}
+
+// populate is Populate for any filler.
+func (e *Env) populate(ctx context.Context, s *Service, ns string, from, to int, f filler) (FillResult, error) {
 	res := FillResult{From: from, To: to}
 	want := map[string]bool{}
 	for i := from; i < to; i++ {
-		want[fmt.Sprintf("fill-%05d", i)] = true
+		want[fmt.Sprintf("%s%05d", f.prefix, i)] = true
 	}
 	events, err := e.watchRunningOf(func(id string) bool { return want[id] })
 	if err != nil {
@@ -124,7 +146,7 @@ func (e *Env) Populate(ctx context.Context, s *Service, ns string, from, to int)
 			}
 		}
 		defer made.Add(1)
-		return e.CreateAsService(ctx, ns, fmt.Sprintf("fill-%05d", i), i)
+		return e.createAs(ctx, ns, fmt.Sprintf("%s%05d", f.prefix, i), f.ipBase+i, f.objects)
 	}); err != nil {
 		return res, err
 	}

@@ -167,6 +167,7 @@ var reportTmpl = template.Must(template.New("benchmarks.md").Funcs(template.Func
 	"mbi":      func(b int64) float64 { return mb(float64(b)) },
 	"div":      func(a, b float64) float64 { return a / b },
 	"sub":      func(a, b int) int { return a - b },
+	"pct":      func(a, b float64) float64 { return 100 * a / b },
 }).Parse(reportTemplate))
 
 // reportView is what the template reads: the results, and what is computed from them
@@ -237,6 +238,16 @@ func Markdown(r *Results, analysis string) string {
 	var b strings.Builder
 	if err := reportTmpl.Execute(&b, newReportView(r, analysis)); err != nil {
 		// The template is fixed and its data typed: an error is a bug in this package.
+		panic(fmt.Sprintf("bench: rendering the report: %v", err))
+	}
+	return b.String()
+}
+
+// LimitMarkdown renders the section "memory at the limit" alone (sp-bench
+// -only=memory-limit).
+func LimitMarkdown(r *Results) string {
+	var b strings.Builder
+	if err := reportTmpl.ExecuteTemplate(&b, "limit", newReportView(r, "")); err != nil {
 		panic(fmt.Sprintf("bench: rendering the report: %v", err))
 	}
 	return b.String()

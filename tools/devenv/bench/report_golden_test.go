@@ -47,6 +47,7 @@ func sparse(r *Results) *Results {
 func TestMarkdownGolden(t *testing.T) {
 	full := loadResults(t)
 	full.ServiceEnv = []string{"GOMEMLIMIT=120MiB"}
+	full.Limit = limitSample()
 	cases := []struct {
 		name     string
 		r        *Results
@@ -72,6 +73,35 @@ func TestMarkdownGolden(t *testing.T) {
 				t.Errorf("Markdown differs from %s (go test -run TestMarkdownGolden -update to accept):\n%s", path, firstDiff(got, string(want)))
 			}
 		})
+	}
+}
+
+// limitSample is a phase "memory at the limit" (made up, not measured).
+func limitSample() *LimitResult {
+	return &LimitResult{Containers: 10000, ObjectBytes: 8192, MaxObjectBytes: 8192, MaxContainers: 10000,
+		MemoryLimitBytes: deployMemoryLimit, GoMemLimitBytes: deployGoMemLimit,
+		Fill:   FillResult{From: 0, To: 10000, Total: 10000, Seconds: 600, PerSecond: 16.7},
+		ReadyS: 4.2, SettleS: 30, RSSBytes: 180 << 20, HeapInuseBytes: 120 << 20, GoTotalBytes: 150 << 20,
+		StartPeakRSSBytes: 200 << 20, ListClients: 8, ListWalks: 3, ListPageSize: 1000, ListedPerWalk: 10000,
+		ListSeconds: 2.5, ListPeakRSSBytes: 210 << 20, ListPeakHeapBytes: 140 << 20, ListRSSAfterBytes: 205 << 20,
+		PeakRSSBytes: 210 << 20, OneMoreStatus: 507, OneMoreCode: "container-limit-reached",
+		OneMoreDetail: "the provider holds 10000 containers, its limit (SP_MAX_CONTAINERS) is 10000; delete one or raise the limit"}
+}
+
+// sp-bench -only=memory-limit prints the same section the full report has.
+func TestLimitMarkdown(t *testing.T) {
+	r := loadResults(t)
+	r.Limit = limitSample()
+	section := LimitMarkdown(r)
+	if !strings.HasPrefix(section, "## 9. Memory at the limit\n") || !strings.Contains(section, "**507 container-limit-reached**") {
+		t.Errorf("section:\n%s", section)
+	}
+	if full := Markdown(r, ""); !strings.Contains(full, section) {
+		t.Errorf("the full report does not hold the section")
+	}
+	r.Limit = nil
+	if s := LimitMarkdown(r); s != "" {
+		t.Errorf("no phase, yet: %q", s)
 	}
 }
 

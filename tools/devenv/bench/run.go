@@ -34,7 +34,9 @@ type Options struct {
 	// Command is how the run was asked for (the report's first line).
 	Command    string
 	ServiceEnv []string // extra environment for the service process
-	Log        io.Writer
+	// Only, when set, runs that phase alone (PhaseMemoryLimit).
+	Only string
+	Log  io.Writer
 }
 
 // Results of one run.
@@ -55,6 +57,7 @@ type Results struct {
 	Missing    *MissingResult     `json:"get_unknown_id,omitempty"`
 	Nodes      []NodeInfo         `json:"nodes"`
 	Fills      []FillResult       `json:"fills"`
+	Limit      *LimitResult       `json:"memory_at_the_limit,omitempty"`
 	Duration   float64            `json:"duration_s"`
 }
 
@@ -73,8 +76,11 @@ type Machine struct {
 	GoVersion string `json:"go"`
 }
 
-// Run performs every benchmark in one fresh environment.
+// Run performs every benchmark (or o.Only) in one fresh environment.
 func Run(ctx context.Context, o Options) (*Results, error) {
+	if o.Only != "" && o.Only != PhaseMemoryLimit {
+		return nil, fmt.Errorf("no phase %q (there is %q)", o.Only, PhaseMemoryLimit)
+	}
 	start := time.Now()
 	log := &stamped{w: o.Log, start: start}
 	e, err := Setup(ctx, o.Dir, o.Nodes, log)
@@ -82,25 +88,46 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return nil, err
 	}
 	defer e.Close()
-	for _, ns := range []string{"bench", "bench-raw", "bench-raw-bulk", "bench-lat0"} {
-		if err := harness.EnsureNamespace(ctx, e.Admin, ns); err != nil {
+	res := &Results{When: start.UTC(), Machine: machine(), Command: o.Command, Latency: map[string]Dist{},
+		Versions: map[string]string{"kubernetes": harness.KubernetesVersion, "etcd": harness.EtcdVersion, "kwok": harness.KwokVersion}}
+	if o.Only == "" {
+		if err := e.runAll(ctx, o, res, log); err != nil {
 			return nil, err
 		}
 	}
-	res := &Results{When: start.UTC(), Machine: machine(), Command: o.Command, Latency: map[string]Dist{},
-		Versions: map[string]string{"kubernetes": harness.KubernetesVersion, "etcd": harness.EtcdVersion, "kwok": harness.KwokVersion}}
+	// Last: its own namespace and services (the others' are stopped by now).
+	fmt.Fprintln(log, "bench: memory at the limit")
+	lr, err := e.MemoryAtLimit(ctx, "bench-limit")
+	if err != nil {
+		return nil, fmt.Errorf("memory at the limit: %w", err)
+	}
+	res.Limit = &lr
+	if res.Nodes, err = e.nodes(ctx); err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start).Seconds()
+	return res, nil
+}
 
+// runAll is every phase but the memory at the limit, in order; their services are
+// stopped when it returns.
+func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer) error {
+	for _, ns := range []string{"bench", "bench-raw", "bench-raw-bulk", "bench-lat0"} {
+		if err := harness.EnsureNamespace(ctx, e.Admin, ns); err != nil {
+			return err
+		}
+	}
 	res.ServiceEnv = o.ServiceEnv
 	svc, err := e.StartService(ctx, "bench", o.ServiceEnv...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer svc.Stop() // stopped earlier by the restart; a second Stop is harmless
 
 	bulkN := o.Sizes[0]
 	fmt.Fprintf(log, "bench: bulk: %d containers, %d clients, through the API and raw\n", bulkN, o.BulkClients)
 	if res.Bulk, err = e.Bulk(ctx, svc, "bench-raw-bulk", bulkN, o.BulkClients); err != nil {
-		return nil, fmt.Errorf("bulk: %w", err)
+		return fmt.Errorf("bulk: %w", err)
 	}
 	var ids []string
 	for i := range bulkN {
@@ -109,13 +136,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	fmt.Fprintf(log, "bench: reads at %d\n", len(ids))
 	r, err := e.Reads(ctx, svc, ids)
 	if err != nil {
-		return nil, fmt.Errorf("reads: %w", err)
+		return fmt.Errorf("reads: %w", err)
 	}
 	res.Reads = append(res.Reads, r)
 
 	fmt.Fprintf(log, "bench: create: %d POSTs interleaved with %d raw creates of each kind\n", o.CreateN, o.CreateN)
 	if res.Create, err = e.Create(ctx, svc, "bench-raw", o.CreateN); err != nil {
-		return nil, fmt.Errorf("create: %w", err)
+		return fmt.Errorf("create: %w", err)
 	}
 	for i := range o.CreateN {
 		ids = append(ids, fmt.Sprintf("create-%04d", i))
@@ -129,7 +156,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		fmt.Fprintf(log, "bench: filling up to %d containers (client-go, as the service creates them)\n", size)
 		fr, err := e.Populate(ctx, svc, "bench", filled, filled+need)
 		if err != nil {
-			return nil, fmt.Errorf("populate: %w", err)
+			return fmt.Errorf("populate: %w", err)
 		}
 		fr.Total = size
 		res.Fills = append(res.Fills, fr)
@@ -141,25 +168,25 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		fmt.Fprintf(log, "bench: reads at %d\n", len(ids))
 		r, err := e.Reads(ctx, svc, ids)
 		if err != nil {
-			return nil, fmt.Errorf("reads: %w", err)
+			return fmt.Errorf("reads: %w", err)
 		}
 		res.Reads = append(res.Reads, r)
 	}
 
 	fmt.Fprintln(log, "bench: status latency, debounce 500 ms (default)")
 	if res.Latency["debounce_500ms"], err = e.StatusLatency(ctx, svc, "bench", o.LatencyRuns); err != nil {
-		return nil, fmt.Errorf("latency: %w", err)
+		return fmt.Errorf("latency: %w", err)
 	}
 	ids = append(ids, "latency")
 	svc0, err := e.StartService(ctx, "bench-lat0", append([]string{"SP_MONITOR_DEBOUNCE_MS=0"}, o.ServiceEnv...)...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	fmt.Fprintln(log, "bench: status latency, debounce 0")
 	res.Latency["debounce_0"], err = e.StatusLatency(ctx, svc0, "bench-lat0", o.LatencyRuns)
 	svc0.Stop()
 	if err != nil {
-		return nil, fmt.Errorf("latency: %w", err)
+		return fmt.Errorf("latency: %w", err)
 	}
 
 	bin := e.ProfBin
@@ -169,7 +196,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	fmt.Fprintf(log, "bench: restart with %d containers, then a second replica\n", len(ids))
 	restarted, second, st, err := e.Restart(ctx, svc, "bench", bin, ids, o.ServiceEnv)
 	if err != nil {
-		return nil, fmt.Errorf("restart: %w", err)
+		return fmt.Errorf("restart: %w", err)
 	}
 	defer restarted.Stop()
 	defer second.Stop()
@@ -187,7 +214,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	fmt.Fprintf(log, "bench: staleness between two replicas, %d creates and deletes\n", o.ReplicaTries)
 	rr, err := e.Replicas(ctx, restarted, second, "bench", o.ReplicaTries)
 	if err != nil {
-		return nil, fmt.Errorf("replicas: %w", err)
+		return fmt.Errorf("replicas: %w", err)
 	}
 	res.Replicas = &rr
 	second.Stop()
@@ -195,7 +222,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	fmt.Fprintf(log, "bench: GETs of unknown ids at %d (the 404 confirmation)\n", len(ids))
 	mr, err := e.Missing(ctx, restarted, ids)
 	if err != nil {
-		return nil, fmt.Errorf("unknown ids: %w", err)
+		return fmt.Errorf("unknown ids: %w", err)
 	}
 	res.Missing = &mr
 
@@ -207,14 +234,10 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 		fmt.Fprintf(log, "bench: status throughput, %d containers changing at once\n", n)
 		if res.Throughput, err = e.Throughput(ctx, "bench", tids); err != nil {
-			return nil, fmt.Errorf("throughput: %w", err)
+			return fmt.Errorf("throughput: %w", err)
 		}
 	}
-	if res.Nodes, err = e.nodes(ctx); err != nil {
-		return nil, err
-	}
-	res.Duration = time.Since(start).Seconds()
-	return res, nil
+	return nil
 }
 
 func machine() Machine {

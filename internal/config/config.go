@@ -75,11 +75,11 @@ type Kubernetes struct {
 // Limits bound the provider's memory: the worst case is SP_MAX_CONTAINERS containers of
 // SP_CONTAINER_MAX_BYTES each, and the defaults fit the default memory limit (256 MiB;
 // the arithmetic is beside container.DefaultMaxObjectBytes). Raising either means
-// raising the memory limit: about SP_MAX_CONTAINERS × SP_CONTAINER_MAX_BYTES × 1.2 for
+// raising the memory limit: about SP_MAX_CONTAINERS × SP_CONTAINER_MAX_BYTES × 1.8 for
 // the caches.
 type Limits struct {
 	ContainerMaxBytes int `env:"SP_CONTAINER_MAX_BYTES" envDefault:"8192" unit:"bytes" help:"largest container: its Kubernetes objects (Deployment and Service) as JSON; a larger create is refused (400), and the request body limit is this + 65536"`
-	MaxContainers     int `env:"SP_MAX_CONTAINERS" envDefault:"10000" unit:"containers" help:"containers the provider holds at most; a create beyond answers 507 (replicas creating at once may overshoot by their creates in flight)"`
+	MaxContainers     int `env:"SP_MAX_CONTAINERS" envDefault:"5000" unit:"containers" help:"containers the provider holds at most; a create beyond answers 507 (replicas creating at once may overshoot by their creates in flight)"`
 }
 
 // Monitor settings (status reporting).

@@ -29,24 +29,18 @@ const (
 // The worst case of the provider's memory is every container at the largest size a
 // create accepts, SP_MAX_CONTAINERS of them. The two defaults below fit the default
 // memory limit (deploy/base/deployment.yaml: 256 MiB; the service sets the Go memory
-// limit to 90% of it, 230 MiB) with room to spare:
-//
-//	containers in the caches, at most   10,000 × 9.6 KB  =  92 MiB
-//	  (BenchmarkCacheBytesPerMaxSizeContainer/8KiB: a container whose objects are
-//	  8 KiB as JSON costs 9,614 bytes in the caches: its env, command, args and labels
-//	  as strings, plus ~1.4 KB of views and indexes; at 256 KiB, 265,810 bytes)
-//	the rest of the heap at 10,000 containers (bench: 58 MB of Go heap at 10,000
-//	  typical containers, 27 MB of them the caches)                    ~ 30 MiB
-//	requests in flight: 64 (SP_SERVER_MAX_IN_FLIGHT) × ~0.5 MiB (a create: its body,
-//	  decoded spec and objects, a few × 72 KiB; a LIST page of 1,000 views, written
-//	  one container at a time), plus 64 bodies being read × 72 KiB     ~ 37 MiB
-//	total live                                                         ~160 MiB
-//
-// which leaves the garbage collector ~70 MiB below the Go memory limit, and the
-// binary, stacks and runtime their ~25 MiB below the container's. Before these limits
-// a container could be 256 KiB: 1,000 of them alone took 260 MiB, and every replica
-// crash-looped on its initial list. Raising one default means raising the memory limit
-// with it (about SP_MAX_CONTAINERS × (SP_CONTAINER_MAX_BYTES × 1.2) more).
+// limit to 90% of it, 230 MiB). Measured, not estimated: make bench's "memory at the
+// limit" fills the namespace with SP_MAX_CONTAINERS containers of exactly
+// SP_CONTAINER_MAX_BYTES, starts the service with its defaults and lists everything
+// with 8 clients at once. At 10,000 containers of 8 KiB (the first defaults) that took
+// RSS to 230 MiB idle (Go heap 169 MiB) and 254 MiB at the LISTs' peak: 1.6 MiB from
+// the limit, so the count was halved; docs/benchmarks.md section 9 has the run at
+// 5,000. A container whose objects are 8 KiB costs ~9.6 KB in the caches
+// (BenchmarkCacheBytesPerMaxSizeContainer; ~14 KB of heap in the bench, indexes and
+// the informers' bookkeeping included; at 256 KiB, the size allowed before these
+// limits, 265,810 bytes: 1,000 of them took 260 MiB and every replica crash-looped on
+// its initial list). Raising one default means raising the memory limit with it, by
+// about SP_MAX_CONTAINERS × SP_CONTAINER_MAX_BYTES × 1.8.
 const (
 	// DefaultMaxObjectBytes is SP_CONTAINER_MAX_BYTES's default: a container's
 	// Kubernetes objects (the Deployment and the Service, as JSON) may be this large.
@@ -54,8 +48,8 @@ const (
 	// and labels.
 	DefaultMaxObjectBytes = 8 << 10
 	// DefaultMaxContainers is SP_MAX_CONTAINERS's default: the containers one provider
-	// (namespace) holds at most. The bench measures 10,000.
-	DefaultMaxContainers = 10000
+	// (namespace) holds at most, each as large as DefaultMaxObjectBytes allows.
+	DefaultMaxContainers = 5000
 )
 
 // tooMany is the one violation for a list longer than its limit.

@@ -424,3 +424,11 @@ func reservedInTime(began, reserved time.Time, window time.Duration) bool {
 func lateCreateWait(began, now time.Time, window time.Duration) time.Duration {
 	return max(0, began.Add(window).Sub(now))
 }
+
+// unmarkAfterFailedDelete decides whether a DELETE that failed after marking record rec
+// owed for incarnation inc takes the mark off again: only its own mark (that
+// incarnation, not being deleted) on a container whose Deployment still lives. A
+// container gone meanwhile keeps it: its DELETED is due.
+func unmarkAfterFailedDelete(rec container.Record, inc string, live bool) bool {
+	return rec.Owed && !rec.Terminating && rec.Incarnation == inc && live
+}

@@ -454,3 +454,24 @@ func TestReserveWindow(t *testing.T) {
 		}
 	}
 }
+
+func TestUnmarkAfterFailedDelete(t *testing.T) {
+	owed := container.Record{Incarnation: "i1", Owed: true}
+	for _, tc := range []struct {
+		name string
+		rec  container.Record
+		inc  string
+		live bool
+		want bool
+	}{
+		{"its mark on a container still running: undone", owed, "i1", true, true},
+		{"the container is gone meanwhile: its DELETED is due", owed, "i1", false, false},
+		{"the mark was never written", container.Record{Incarnation: "i1"}, "i1", true, false},
+		{"another incarnation's record", owed, "i2", true, false},
+		{"being deleted", container.Record{Incarnation: "i1", Owed: true, Terminating: true}, "i1", true, false},
+	} {
+		if got := unmarkAfterFailedDelete(tc.rec, tc.inc, tc.live); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

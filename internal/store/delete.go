@@ -185,6 +185,7 @@ func objectOf(m *metav1.ObjectMeta) object {
 func (s *Store) carryOut(ctx context.Context, id string, d deletion) error {
 	if d.MarkOwed {
 		if err := s.markOwed(ctx, id, d.Incarnation); err != nil {
+			s.unmarkOwed(id, d.Incarnation) // the mark may have been written, its answer lost
 			return err
 		}
 	}
@@ -195,6 +196,9 @@ func (s *Store) carryOut(ctx context.Context, id string, d deletion) error {
 	gone := func(err error) bool { return err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) }
 	for _, o := range d.Deployments {
 		if err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, o.Name, opts(o.UID)); !gone(err) {
+			if d.MarkOwed {
+				s.unmarkOwed(id, d.Incarnation)
+			}
 			return classify("deleting Deployment", err)
 		}
 	}

@@ -237,3 +237,34 @@ func (s *Store) DeleteService(ctx context.Context, svc *container.Service) error
 	}
 	return nil
 }
+
+// unmarkOwed undoes a DELETE's mark when the DELETE failed before its Deployment was
+// deleted (the client is told to retry): a container that still runs must not hold a
+// record that owes its DELETED, as if it were gone (the chaos run, seed 7: a DELETE
+// whose mark's answer was lost left a running container's record owing a DELETED for
+// good). Best effort, detached from the request, UID- and resourceVersion-guarded (an
+// Update): a record changed meanwhile is left as it is. Should it fail, a retried
+// DELETE completes the deletion; should the container be gone meanwhile, the reporter
+// reports it whatever the mark says.
+func (s *Store) unmarkOwed(id, inc string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	leases := s.client.CoordinationV1().Leases(s.namespace)
+	cur, err := leases.Get(ctx, container.RecordName(id), metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	rec, ours := container.RecordOf(cur, id)
+	if !ours {
+		return
+	}
+	live, err := s.liveAtAPIServer(ctx, s.client, id)
+	if err != nil || !unmarkAfterFailedDelete(rec, inc, live) {
+		return
+	}
+	w := cur.DeepCopy()
+	w.Finalizers = withoutRecordFinalizer(w.Finalizers)
+	if _, err := leases.Update(ctx, w, metav1.UpdateOptions{}); err != nil {
+		s.log.Warn("DELETE failed and its mark could not be undone; a retried DELETE completes it", "id", id, "err", err)
+	}
+}

@@ -349,3 +349,39 @@ func TestDeleteAfterACreateStillReservingItsID(t *testing.T) {
 		return nil
 	})
 }
+
+// A DELETE whose mark (the record's DELETED owed) reached the apiserver but whose answer
+// was lost answers 503, and takes the mark off again: the container still runs, so its
+// record must not owe a DELETED as if it were gone (the chaos run, seed 7, with lost
+// answers: a running container's record owed its DELETED for good). A retried DELETE
+// then deletes it.
+func TestFailedDeleteLeavesTheContainerAsItWas(t *testing.T) {
+	ns := testenv.Namespace(t)
+	const id = "half-deleted"
+	var armed atomic.Bool
+	lose := interceptor(func(r *http.Request) bool {
+		return armed.Load() && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/leases/"+container.RecordName(id))
+	}, func() error { return errors.New("connection reset (the test lost the answer)") })
+	p := startProvider(t, ns, lose)
+	p.waitSynced(t)
+	if r := do(t, http.MethodPost, p.URL+containers+"?id="+id, spec("web", "nginx")); r.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	armed.Store(true)
+	if r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("DELETE with its mark's answer lost answered %d, want 503: %s", r.Status, r.Body)
+	}
+	rec, err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := container.RecordOf(rec, id); got.Owed {
+		t.Errorf("the record of a container still running owes a DELETED: finalizers %v", rec.Finalizers)
+	}
+	if deps, _ := running(t, ns, id); len(deps) != 1 {
+		t.Errorf("live Deployments %v, want the container's one", deps)
+	}
+	if r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil); r.Status != http.StatusNoContent {
+		t.Errorf("the retried DELETE answered %d, want 204: %s", r.Status, r.Body)
+	}
+}

@@ -27,7 +27,7 @@ const (
 const Selector = LabelManagedBy + "=" + ManagedByValue + "," + LabelServiceType + "=" + ServiceTypeValue
 
 // InstanceSelector selects the objects of one container: every lookup by id (deletes,
-// the record take-over check, the confirmations at the apiserver, tests) uses it, so
+// the create's checks, the confirmations at the apiserver, tests) uses it, so
 // they all agree on what "the container's objects" are. It names the service type:
 // DCM's other providers (database, network…) label their objects with the same
 // managed-by and instance-id labels, and a DELETE of a container must never select them.

@@ -23,7 +23,7 @@ import (
 const (
 	// LabelRecord marks a Lease as a container record, for people and tools listing
 	// Leases. RecordOf does not require it: a record is recognised by its name and the
-	// id's labels (managed-by, instance id) before it is taken over or deleted.
+	// id's labels (managed-by, instance id) before it is relabelled or deleted.
 	LabelRecord = "dcm.project/record"
 	RecordValue = "container"
 

@@ -42,7 +42,6 @@ const (
 	claimTaken                         // 409: the id is another container's
 	claimRetry                         // the Lease went meanwhile: create the record again
 	claimListDeployments               // it may be abandoned: is there a Deployment of the id?
-	claimTakeOver                      // abandoned: delete it (UID precondition), create again
 	claimPreviousDeleting              // 409 with Retry-After: the previous container's DELETED is not delivered yet
 	claimWaitDeleted                   // someone is deleting the record: wait briefly, read it again
 	claimBusy                          // it is still being deleted after the waits: 503 (errRecordBusy)
@@ -55,8 +54,8 @@ const claimWaits = 5
 
 // holder is what a create knows about the Lease holding its id.
 type holder struct {
-	// Retried: this was the create's second try (after the Lease went, or after a
-	// take-over). Another AlreadyExists means another create got there first.
+	// Retried: this was the create's second try (after the Lease went). Another
+	// AlreadyExists means another create got there first.
 	Retried bool
 	// Lease is how reading the Lease went: answered or absent.
 	Lease lookup
@@ -74,7 +73,7 @@ type holder struct {
 
 // claimID decides what a create does about the Lease holding its id. The id is taken,
 // unless the record is abandoned: recognisably this id's record (by label, not only by
-// name), no DELETED owed on it, old enough (takeOverAllowed), and no Deployment carries
+// name), no DELETED owed on it, old enough (abandonedByAge), and no Deployment carries
 // the id. An abandoned record is replaced, guarded by a UID precondition so that only
 // one of several concurrent takers succeeds; a second try never takes over again.
 //
@@ -99,20 +98,26 @@ func claimID(h holder, now time.Time, createTimeout time.Duration) claim {
 		return claimWaitDeleted
 	case h.Record.Terminating:
 		return claimBusy
-	case h.Record.Owed || !takeOverAllowed(h.Record.Created, now, createTimeout):
+	case h.Record.Owed || !abandonedByAge(h.Record.Created, now, createTimeout):
 		return claimTaken
 	case !h.Listed:
 		return claimListDeployments
 	case h.Deployments > 0:
 		return claimTaken
 	}
-	return claimTakeOver
+	// Old, and no Deployment: an abandoned create, or a container whose Deployment was
+	// deleted by hand while no reporter knew it ran. Never taken over: a new container
+	// of the id must come after the old one's DELETED (the chaos run, seed 114630519: a
+	// take-over of a hand-deleted container's record made a second container with no
+	// DELETED between). The status reporter reports it DELETED and deletes the record
+	// (status.plan, settle = twice the create timeout); until then, 409 with Retry-After.
+	return claimPreviousDeleting
 }
 
-// takeOverAllowed is the age rule of a record that has no Deployment: only a provider
+// abandonedByAge is the age rule of a record that has no Deployment: only a provider
 // that died mid-create leaves one, and a live create finishes (or rolls back) within
 // createTimeout, so one older than twice that is abandoned.
-func takeOverAllowed(created, now time.Time, createTimeout time.Duration) bool {
+func abandonedByAge(created, now time.Time, createTimeout time.Duration) bool {
 	return now.Sub(created) >= 2*createTimeout
 }
 
@@ -322,7 +327,7 @@ type deletion struct {
 // thing a create makes (create.go), so once one exists no create of the id makes
 // anything more. Without one, a live record (not owed, not being deleted) with no
 // Deployment of its incarnation is a create that has not made its Deployment yet: while
-// it is younger than an abandoned create (takeOverAllowed), the DELETE waits for it
+// it is younger than an abandoned create (abandonedByAge), the DELETE waits for it
 // (InProgress), and never answers while the create may still finish; once older, it was
 // abandoned by a replica that died mid-create: its record and any Service are deleted,
 // 204 when there was a Service, else 404 (no container was ever there for DCM to know
@@ -344,7 +349,7 @@ func planDelete(f deleteFacts, now time.Time, createTimeout time.Duration) delet
 		return d
 	case f.Record == answered && f.Ours && !f.Rec.Owed && !f.Rec.Terminating &&
 		!slices.ContainsFunc(f.Deployments, func(o object) bool { return o.Incarnation == f.Rec.Incarnation }):
-		if !takeOverAllowed(f.Rec.Created, now, createTimeout) {
+		if !abandonedByAge(f.Rec.Created, now, createTimeout) {
 			return deletion{InProgress: true}
 		}
 		d.DeleteRecord, d.RecordUID = true, f.Rec.UID

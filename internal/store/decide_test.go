@@ -18,7 +18,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const createTimeout = 20 * time.Second
 
-func TestTakeOverAllowed(t *testing.T) {
+func TestAbandonedByAge(t *testing.T) {
 	for _, tc := range []struct {
 		age  time.Duration
 		want bool
@@ -26,7 +26,7 @@ func TestTakeOverAllowed(t *testing.T) {
 		{0, false}, {20 * time.Second, false}, {39 * time.Second, false}, {40 * time.Second, true}, {time.Hour, true},
 		{-time.Second, false}, // clock skew: a reservation "from the future" is young
 	} {
-		if got := takeOverAllowed(t0, t0.Add(tc.age), createTimeout); got != tc.want {
+		if got := abandonedByAge(t0, t0.Add(tc.age), createTimeout); got != tc.want {
 			t.Errorf("age %s: take over %v, want %v", tc.age, got, tc.want)
 		}
 	}
@@ -60,7 +60,7 @@ func TestClaimID(t *testing.T) {
 		want claim
 	}{
 		{"first AlreadyExists: read what holds the id", holder{}, claimRead},
-		{"second AlreadyExists (after a retry or a take-over): another create got there first",
+		{"second AlreadyExists (after a retry): another create got there first",
 			holder{Retried: true}, claimTaken},
 		{"the Lease went before it could be read (free): create again", holder{Lease: absent}, claimRetry},
 		{"someone else's Lease with the record's name: taken, never touched, however old",
@@ -72,17 +72,17 @@ func TestClaimID(t *testing.T) {
 		{"an old record of ours owing nothing: ask whether a Deployment carries the id",
 			read(rec(old)), claimListDeployments},
 		{"old, but a Deployment carries the id (live, or being deleted): taken", listed(rec(old), 1), claimTaken},
-		{"old, no Deployment: abandoned by a provider that died mid-create, taken over",
-			listed(rec(old), 0), claimTakeOver},
-		{"old, of another incarnation, no Deployment: abandoned like any (the incarnation is not looked at)",
-			listed(rec(old, func(r *container.Record) { r.Incarnation = "i0" }), 0), claimTakeOver},
+		{"old, no Deployment: an abandoned create or a hand-deleted container, never taken over: 409 until the reporter has sent its DELETED",
+			listed(rec(old), 0), claimPreviousDeleting},
+		{"old, of another incarnation, no Deployment: the same (the incarnation is not looked at)",
+			listed(rec(old, func(r *container.Record) { r.Incarnation = "i0" }), 0), claimPreviousDeleting},
 		// Issue 23: a record being deleted is not a container any more.
 		{"being deleted and owed: the previous container's DELETED is not delivered yet: 409 with Retry-After",
 			read(rec(young, owedRec, terminatingRec)), claimPreviousDeleting},
 		{"being deleted and owed, old: the same", read(rec(old, owedRec, terminatingRec)), claimPreviousDeleting},
 		{"being deleted, owing nothing (a clean-up of Leases, a rollback): wait for it to go",
 			read(rec(young, terminatingRec)), claimWaitDeleted},
-		{"being deleted, owing nothing, old: wait too (not a take-over)", read(rec(old, terminatingRec)), claimWaitDeleted},
+		{"being deleted, owing nothing, old: wait too (never taken over)", read(rec(old, terminatingRec)), claimWaitDeleted},
 		{"still being deleted after the last wait: 503, retry", func() holder {
 			h := read(rec(young, terminatingRec))
 			h.Waited = claimWaits

@@ -32,8 +32,8 @@ var errRecordBusy = &Error{Kind: KindUnavailable, RetryAfter: 2,
 	Message: "the container's record is being deleted by someone; retry after 2 s"}
 
 // errPreviousDeleting answers a create whose id's previous container is deleted but its
-// DELETED not delivered yet (its record, owed, is being deleted: see claimID). The
-// status reporter delivers it within seconds while NATS is up.
+// DELETED not delivered yet (its record owes it, or is an old one without a Deployment:
+// see claimID). The status reporter delivers it within seconds while NATS is up.
 var errPreviousDeleting = &Error{Kind: KindConflict, RetryAfter: 5,
 	Message: "the previous container with this id is still being deleted (its DELETED event is not delivered yet); retry after 5 s"}
 
@@ -91,13 +91,6 @@ create:
 				return nil, errTaken
 			case claimRetry:
 				continue create // the record went meanwhile: try once more
-			case claimTakeOver:
-				s.log.Warn("taking over an abandoned id reservation", "id", id, "lease", existing.Name,
-					"created", existing.CreationTimestamp.Time)
-				if err := s.deleteLease(ctx, existing.Name, existing.UID); err != nil {
-					return nil, err
-				}
-				continue create
 			}
 		}
 	}

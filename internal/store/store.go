@@ -42,7 +42,7 @@ type Store struct {
 	idsSynced   func() bool
 	access      access
 
-	// Clock tells the age of records (the take-over rule) and how long a cache has been
+	// Clock tells the age of records (the abandoned-create rule) and how long a cache has been
 	// out of date (freshness.go).
 	Clock clock.PassiveClock
 	// Confirm is the client that confirms cache misses (confirmMiss): its own rate
@@ -50,7 +50,7 @@ type Store struct {
 	// Kubernetes calls (leader renewal included). Default: the main client.
 	Confirm kubernetes.Interface
 	// CreateTimeout bounds one create, record to Service. A record older than twice
-	// this with no Deployment is abandoned (its creator died) and may be taken over.
+	// this with no Deployment is abandoned (its creator died): reported DELETED and deleted.
 	CreateTimeout time.Duration
 	// ReserveWindow orders a DELETE after any create of its id that began before it, on
 	// any replica, with no shared lock: a create that began at C keeps its reservation

@@ -420,24 +420,26 @@ func TestReadsServedFromCache(t *testing.T) {
 func resourceZero() resource.Quantity { return resource.MustParse("0") }
 
 // A replica that died between reserving an id and creating the Deployment leaves a bare
-// reservation: once it is older than twice the create timeout, a create takes it over;
-// before that, and whenever a Deployment exists, the id stays taken.
-func TestAbandonedReservationIsTakenOver(t *testing.T) {
+// reservation: it is never taken over (it could be a container deleted by hand whose
+// DELETED is not sent yet); once it is older than twice the create timeout, the status
+// reporter reports it DELETED and deletes it, and a create of the id then succeeds.
+// Before that, and whenever a Deployment exists, the id stays taken.
+func TestAbandonedReservationIsCleanedUp(t *testing.T) {
 	ns := testenv.Namespace(t)
 	p := startProvider(t, ns, withEnv("SP_K8S_CREATE_TIMEOUT=1s"))
 	p.waitSynced(t)
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
-	_, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Name: container.RecordName("orphan"), Labels: map[string]string{container.LabelManagedBy: "dcm", container.LabelInstanceID: "orphan"},
-	}}, metav1.CreateOptions{})
+	// The record a create writes first (container.NewRecord), left without a Deployment.
+	_, err := cs.CoordinationV1().Leases(ns).Create(ctx, container.NewRecord("orphan", "abandoned", false), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Young: another create may still be in flight.
 	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx")), http.StatusConflict, "already-exists")
-	// Old (twice the create timeout, by the apiserver's timestamps): taken over.
-	testenv.Eventually(t, 30*time.Second, "abandoned reservation taken over", func() error {
+	// Old (twice the create timeout, by the apiserver's timestamps): cleaned up by the
+	// reporter (409 with Retry-After until then), then free.
+	testenv.Eventually(t, 30*time.Second, "abandoned reservation cleaned up", func() error {
 		r := do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx"))
 		if r.Status != http.StatusCreated {
 			return fmt.Errorf("%d %s", r.Status, r.Body)
@@ -452,7 +454,7 @@ func TestAbandonedReservationIsTakenOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, "the new reservation old enough to be taken over", func() error {
+	testenv.Eventually(t, 30*time.Second, "the new reservation old enough to count as abandoned", func() error {
 		if age := time.Since(lease.CreationTimestamp.Time); age < 2*time.Second+time.Second {
 			return fmt.Errorf("%s old", age)
 		}
@@ -475,7 +477,7 @@ func TestForeignLeaseWithARecordNameIsNeverTouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2500 * time.Millisecond) // older than the take-over age (2 × 1 s)
+	time.Sleep(2500 * time.Millisecond) // older than an abandoned create (2 × 1 s)
 	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=theirs", spec("web", "nginx")), http.StatusConflict, "already-exists")
 	if r := do(t, http.MethodDelete, p.URL+containers+"/theirs", nil); r.Status != http.StatusNotFound {
 		t.Errorf("delete: %d %s", r.Status, r.Body)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"k8s.io/client-go/util/retry"
 	"net/http"
 	"testing"
 	"time"
@@ -131,12 +132,16 @@ func TestContractScaleToZeroIsFailed(t *testing.T) {
 		t.Helper()
 		deps := testenv.Cluster(t).Client.AppsV1().Deployments(ns)
 		name := deploymentOf(t, ns, "scaled").Name
-		s, err := deps.GetScale(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Spec.Replicas = n
-		if _, err := deps.UpdateScale(context.Background(), name, s, metav1.UpdateOptions{}); err != nil {
+		// The Deployment controller writes the object too: a conflict is retried.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := deps.GetScale(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Replicas = n
+			_, err = deps.UpdateScale(context.Background(), name, s, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}

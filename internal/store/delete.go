@@ -207,12 +207,6 @@ func (s *Store) carryOut(ctx context.Context, id string, d deletion) error {
 			return classify("deleting Service", err)
 		}
 	}
-	if d.DeleteRecord {
-		s.log.Warn("DELETE removes the record of an abandoned create", "id", id)
-		if err := s.deleteLease(ctx, container.RecordName(id), d.RecordUID); err != nil {
-			return err
-		}
-	}
 	if d.NotFound {
 		return ErrNotFound
 	}

@@ -130,14 +130,17 @@ chaos: $(HARNESS)
 # CI's chaos gate: fixed seeds only, so a submission never lands or fails by chance. Each
 # seed that ever found a bug joins CHAOS_CI_SEEDS once the bug is fixed (see
 # docs/reliability-runs.md). Reports go to a temporary folder.
-CHAOS_CI_SEEDS ?= 7
+# A seed is SEED or SEED:DURATION (a schedule depends on its duration: a seed found with
+# 3m is replayed with 3m); CHAOS_CI_DURATION is the duration of a bare SEED.
+CHAOS_CI_SEEDS ?= 7 1475124511 114630519:3m
 CHAOS_CI_DURATION ?= 1m
 chaos-ci: $(HARNESS)
 	$(HARNESS) build
 	go build -o $(BIN)/sp-chaos $(DEVENV)/cmd/sp-chaos
-	out=$$(mktemp -d) && for seed in $(CHAOS_CI_SEEDS); do \
-	  echo "chaos-ci: seed $$seed for $(CHAOS_CI_DURATION)"; mkdir -p $$out/$$seed && \
-	  $(BIN)/sp-chaos -seed $$seed -duration $(CHAOS_CI_DURATION) -dir .harness/chaos-ci -out $$out/$$seed > $$out/$$seed.md || exit 1; \
+	out=$$(mktemp -d) && for s in $(CHAOS_CI_SEEDS); do \
+	  seed=$${s%%:*}; dur=$${s#*:}; [ "$$dur" = "$$s" ] && dur=$(CHAOS_CI_DURATION); \
+	  echo "chaos-ci: seed $$seed for $$dur"; mkdir -p $$out/$$seed && \
+	  $(BIN)/sp-chaos -seed $$seed -duration $$dur -dir .harness/chaos-ci -out $$out/$$seed > $$out/$$seed.md || exit 1; \
 	done && echo "chaos-ci: seeds $(CHAOS_CI_SEEDS) passed; reports in $$out"
 
 # Exploration, by hand, never in CI: CHAOS_RUNS runs of CHAOS_DURATION each with a random

@@ -81,12 +81,16 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	}
 	created := out.Deployment
 	// Read-your-writes on this replica: bounded, and harmless if it times out (the
-	// objects exist; the cache is only late).
+	// objects exist; the cache is only late). It ends too once a DELETE has marked this
+	// container's record (deletingNow): waiting for objects a DELETE is removing would
+	// answer the 201 seconds late, after the DELETE's 204 and its DELETED, and after
+	// a create of the id that came next (the chaos run, seed 2303).
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
 	_ = waitCached(wctx, func() bool {
 		return cached(s.deployments, s.namespace+"/"+created.Name) && s.ids.contains(id) &&
-			(out.Service == nil || cached(s.services, s.namespace+"/"+out.Service.Name))
+			(out.Service == nil || cached(s.services, s.namespace+"/"+out.Service.Name)) ||
+			s.deletingNow(id, record.UID)
 	})
 	return out.Observed(), nil
 }
@@ -158,4 +162,15 @@ func (s *Store) rollback(id, inc string, record *coordinationv1.Lease, made bool
 // incarnationSelector selects the objects of one incarnation of container id.
 func incarnationSelector(id, inc string) string {
 	return k8slabels.SelectorFromSet(labels(id, inc)).String()
+}
+
+// deletingNow reports whether this replica's cache shows the record uid of container id
+// marked DELETED owed, or being deleted: a DELETE has taken the container.
+func (s *Store) deletingNow(id string, uid types.UID) bool {
+	obj, ok, _ := s.records.GetStore().GetByKey(s.namespace + "/" + container.RecordName(id))
+	if !ok {
+		return false
+	}
+	rec, ok := recordOf(obj, id)
+	return ok && rec.UID == uid && (rec.Owed || rec.Terminating)
 }

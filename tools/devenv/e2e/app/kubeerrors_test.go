@@ -99,7 +99,7 @@ func TestRBACDenialNamesTheMissingPermissions(t *testing.T) {
 	p := startProvider(t, ns, func(_ *config.Config, rc *rest.Config) {
 		rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":nobody"}
 		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc{rt: rt, f: func(r *http.Request) (*http.Response, error) {
+			return testenv.RoundTripFunc{RT: rt, F: func(r *http.Request) (*http.Response, error) {
 				if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/selfsubjectaccessreviews") {
 					reviews.Add(1)
 				}

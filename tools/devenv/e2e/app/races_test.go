@@ -35,7 +35,7 @@ func interceptor(match func(*http.Request) bool, hook func() error) providerOpt 
 	var once sync.Once
 	return func(_ *config.Config, rc *rest.Config) {
 		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc{rt: rt, f: func(r *http.Request) (*http.Response, error) {
+			return testenv.RoundTripFunc{RT: rt, F: func(r *http.Request) (*http.Response, error) {
 				resp, err := rt.RoundTrip(r)
 				if err != nil || !match(r) {
 					return resp, err
@@ -52,14 +52,6 @@ func interceptor(match func(*http.Request) bool, hook func() error) providerOpt 
 		})
 	}
 }
-
-type roundTripFunc struct {
-	rt http.RoundTripper
-	f  func(*http.Request) (*http.Response, error)
-}
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f.f(r) }
-func (f roundTripFunc) WrappedRoundTripper() http.RoundTripper            { return f.rt }
 
 // listOf matches a LIST (not a watch) of resource selecting container id.
 func listOf(resource, id string) func(*http.Request) bool {
@@ -205,7 +197,7 @@ func TestLostCreateAnswerIsRolledBack(t *testing.T) {
 			var deploymentPosts atomic.Int64
 			count := func(_ *config.Config, rc *rest.Config) {
 				rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-					return roundTripFunc{rt: rt, f: func(r *http.Request) (*http.Response, error) {
+					return testenv.RoundTripFunc{RT: rt, F: func(r *http.Request) (*http.Response, error) {
 						if post("deployments")(r) {
 							deploymentPosts.Add(1)
 						}
@@ -300,7 +292,7 @@ func TestDeleteAfterACreateStillReservingItsID(t *testing.T) {
 	var once sync.Once
 	holdRecord := func(_ *config.Config, rc *rest.Config) {
 		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc{rt: rt, f: func(r *http.Request) (*http.Response, error) {
+			return testenv.RoundTripFunc{RT: rt, F: func(r *http.Request) (*http.Response, error) {
 				if armed.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/leases") {
 					once.Do(func() {
 						close(reached)

@@ -124,7 +124,7 @@ func (h *hooks) take(r *http.Request) *hook {
 // responses that gateOf names behind their gate.
 func (h *hooks) wrap(gateOf func(*http.Request) *gate) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc{rt: rt, f: func(r *http.Request) (*http.Response, error) {
+		return testenv.RoundTripFunc{RT: rt, F: func(r *http.Request) (*http.Response, error) {
 			k := h.take(r)
 			if k != nil && k.before != nil {
 				k.before()
@@ -148,16 +148,6 @@ func (h *hooks) wrap(gateOf func(*http.Request) *gate) func(http.RoundTripper) h
 		}}
 	}
 }
-
-type roundTripFunc struct {
-	rt http.RoundTripper
-	f  func(*http.Request) (*http.Response, error)
-}
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f.f(r) }
-
-// WrappedRoundTripper lets client-go reach the transport underneath (to cancel requests).
-func (f roundTripFunc) WrappedRoundTripper() http.RoundTripper { return f.rt }
 
 // gate holds what a watch brings while closed: a read of the watch's body that got data
 // returns it only once the gate is open. (Held after the read, not before: the watch

@@ -94,8 +94,9 @@ harness-build: $(HARNESS)
 
 # Starts a control plane, NATS with JetStream and the DCM registry in the background; prints
 # KUBECONFIG, SP_K8S_KUBECONFIG, SP_NATS_URL and DCM_REGISTRATION_URL (export $(make
-# cluster-up)). REAL_NODE=1 adds the real node (bin/sp-harness import-image IMAGE.tar
-# loads your own images into it).
+# cluster-up)). REAL_NODE=1 adds the real node and its image registry, printed as
+# REGISTRY=127.0.0.1:PORT (bin/sp-harness push-image IMAGE.tar NAME puts your own image
+# there; the node pulls every name from it and from nowhere else).
 cluster-up: $(HARNESS)
 	@$(HARNESS) up -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
 

@@ -93,7 +93,7 @@ func cleanupRealNode(ctx context.Context, out io.Writer) error {
 	rec, _ := loadRecord()
 	var errs []error
 	if rec != nil {
-		for _, p := range []*process{rec.Kubelet, rec.Containerd} {
+		for _, p := range []*process{rec.Kubelet, rec.Containerd, rec.ImageRegistry} {
 			if p != nil {
 				p.stop(5 * time.Second)
 			}

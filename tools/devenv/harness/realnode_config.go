@@ -36,6 +36,7 @@ var (
 	containerdSocket = filepath.Join(realNodeRun, "containerd.sock")
 	runcRoot         = filepath.Join(realNodeRun, "runc")
 	cniConfDir       = filepath.Join(realNodeRun, "net.d")
+	registryHostsDir = filepath.Join(realNodeRun, "certs.d") // containerd's registry config_path
 	recordFile       = filepath.Join(realNodeRun, "node.json")
 )
 
@@ -52,7 +53,7 @@ state = %[2]q
   address = %[4]q
 [plugins]
   [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = %[5]q   # imported before the kubelet starts, never pulled
+    sandbox_image = %[5]q   # pulled from the node's registry like every image
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
     # Root here may lack CAP_SYS_RESOURCE: writing a sandbox's oom_score_adj (-998) then
@@ -69,13 +70,35 @@ state = %[2]q
         [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
           SystemdCgroup = false   # cgroupfs, as the kubelet (containerd 1.6 cannot tell it)
           Root = %[6]q
+    # Where containerd finds how to reach each registry host: only _default/hosts.toml
+    # is there, and it sends every host to the node's registry (see hostsTOML).
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = %[9]q
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"   # Debian's containernetworking-plugins
       conf_dir = %[7]q         # our own: never /etc/cni/net.d, which a system runtime reads
   [plugins."io.containerd.internal.v1.opt"]
     path = %[8]q
 `, containerdRoot, containerdState, realNodeCgroup+"/runtime", containerdSocket, SandboxImage, runcRoot,
-		cniConfDir, filepath.Join(containerdRoot, "opt"))
+		cniConfDir, filepath.Join(containerdRoot, "opt"), registryHostsDir)
+}
+
+// hostsTOML is containerd's _default/hosts.toml: used for every registry host that has
+// no folder of its own (none has), it makes the node's registry the server of every
+// host. A server replaces the host's own address (there is no fallback to it), so a pull
+// of docker.io/library/nginx, quay.io/... or 127.0.0.1:1/... goes to 127.0.0.1:PORT as a
+// mirror request (?ns=docker.io) and never resolves or dials anything else.
+//
+// The [host] table is there for containerd 1.6: its parser refuses a file without one
+// ("invalid `host` tree") and then falls back to the host's own address, which would
+// leave the machine. A failed pull therefore asks the registry twice.
+func hostsTOML(registry string) string {
+	return fmt.Sprintf(`# Every registry host is this machine's image registry: no pull leaves the machine.
+server = "http://%[1]s"
+
+[host."http://%[1]s"]
+  capabilities = ["pull", "resolve"]
+`, registry)
 }
 
 // cniConflist is a bridge network: cni0 is the gateway (10.88.0.1) so the kubelet's probes

@@ -37,7 +37,7 @@ func webDeployment(name string) *appsv1.Deployment {
 
 // A pod in a RealNodeNamespace runs on the real kubelet: Running and Ready (its readiness
 // probe answered by the web image) with an address from the node's bridge; an image that
-// was never imported stays Pending in ErrImagePull / ImagePullBackOff.
+// was never pushed to the node's registry stays Pending in ErrImagePull / ImagePullBackOff.
 func TestRealNodeRunsPods(t *testing.T) {
 	n, ns := testenv.RealNodeNamespace(t)
 	e := testenv.Cluster(t)

@@ -227,18 +227,12 @@ var errMoving = &Error{Kind: KindUnavailable, RetryAfter: 1,
 	Message: "the provider is starting (moving its container records from Leases to ConfigMaps); retry"}
 
 // moveLeases runs the move until it succeeds or ctx ends, retrying an unreachable or
-// refusing apiserver with a backoff (a warning each time), then opens the store
-// (moved). It runs once, from Start.
+// refusing apiserver with a backoff (a warning each time). Start runs it.
 func (s *Store) moveLeases(ctx context.Context) {
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 10 * time.Second, Steps: 1 << 30}
 	for {
-		m, err := MoveLeaseRecords(ctx, s.client, s.namespace)
-		if err == nil {
-			s.leaseMove = m
-			close(s.moved)
-			return
-		}
-		if ctx.Err() != nil {
+		err := s.MoveLeases(ctx)
+		if err == nil || ctx.Err() != nil {
 			return
 		}
 		s.log.Warn("cannot move the container records of an earlier version from Leases to ConfigMaps yet; creates and DELETEs wait", "err", err)
@@ -248,6 +242,22 @@ func (s *Store) moveLeases(ctx context.Context) {
 		case <-time.After(backoff.Step()):
 		}
 	}
+}
+
+// MoveLeases moves the Lease records of an earlier version once (MoveLeaseRecords) and,
+// when that succeeded, opens the store: until then it is not synced, and creates and
+// DELETEs answer 503. Start runs it (retrying); a store whose caches are never started
+// (a test of creates alone) calls it itself.
+func (s *Store) MoveLeases(ctx context.Context) error {
+	m, err := MoveLeaseRecords(ctx, s.client, s.namespace)
+	if err != nil {
+		return err
+	}
+	s.moveOnce.Do(func() {
+		s.leaseMove = m
+		close(s.moved)
+	})
+	return nil
 }
 
 // movedYet is nil once the move is done, errMoving before.

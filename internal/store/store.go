@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,6 +44,7 @@ type Store struct {
 	// moved is closed once the Lease records of an earlier version are moved
 	// (migrate.go); leaseMove is what that did.
 	moved     chan struct{}
+	moveOnce  sync.Once
 	leaseMove LeaseMove
 
 	// Clock tells the age of records (the abandoned-create rule) and how long a cache has been

@@ -17,7 +17,7 @@ import (
 )
 
 // The container record (internal/container/record.go) against the real control plane
-// and its garbage collector: deleting Leases never deletes containers, DELETE removes
+// and its garbage collector: deleting records (ConfigMaps) never deletes containers, DELETE removes
 // the workload at once whatever NATS does, and a re-used id never mixes containers.
 
 // uids are the UIDs of the Deployments and Services of ids, read from the apiserver.
@@ -54,7 +54,7 @@ func waitRecords(t *testing.T, ns string, ids ...string) {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, "records restored", func() error {
 		for _, id := range ids {
-			l, err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
+			l, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -66,9 +66,9 @@ func waitRecords(t *testing.T, ns string, ids ...string) {
 	})
 }
 
-func TestDeletingLeasesNeverDeletesContainers(t *testing.T) {
+func TestDeletingRecordsNeverDeletesContainers(t *testing.T) {
 	ns, _, events, p := withStream(t)
-	ids := []string{"lease-a", "lease-b", "lease-c"}
+	ids := []string{"rec-a", "rec-b", "rec-c"}
 	for _, id := range ids {
 		create(t, p, id, spec(id, "nginx", withPorts(port(80, "internal"))))
 	}
@@ -78,8 +78,8 @@ func TestDeletingLeasesNeverDeletesContainers(t *testing.T) {
 	before := uids(t, ns, ids...)
 	cs := testenv.Cluster(t).Client
 	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground} {
-		// kubectl delete lease --all [--cascade=foreground]: the leader Lease goes too.
-		err := cs.CoordinationV1().Leases(ns).DeleteCollection(context.Background(),
+		// kubectl delete configmap --all [--cascade=foreground]: the leader's lock goes too.
+		err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(context.Background(),
 			metav1.DeleteOptions{PropagationPolicy: &policy}, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -106,10 +106,10 @@ func TestDeletingLeasesNeverDeletesContainers(t *testing.T) {
 		}
 	}
 	// The restored records are real ones: deleting a container still works and is reported.
-	if r := do(t, http.MethodDelete, p.URL+containers+"/lease-a", nil); r.Status != http.StatusNoContent {
+	if r := do(t, http.MethodDelete, p.URL+containers+"/rec-a", nil); r.Status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
-	events.waitStatus("lease-a", "DELETED", "", 30*time.Second)
+	events.waitStatus("rec-a", "DELETED", "", 30*time.Second)
 }
 
 // podsOf lists the pods of a container id, terminating ones included.
@@ -154,13 +154,13 @@ func TestDeleteRemovesTheWorkloadAtOnceWhileNATSIsDown(t *testing.T) {
 	}
 	// The record remembers the DELETED owed (finalizer on) and keeps the id: re-using
 	// it now would let the new container's events race the old one's DELETED.
-	l, err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Get(context.Background(), container.RecordName("quick"), metav1.GetOptions{})
+	l, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName("quick"), metav1.GetOptions{})
 	if err != nil || !slices.Contains(l.Finalizers, container.RecordFinalizer) {
 		t.Fatalf("record while DELETED is owed: %v %v", l, err)
 	}
 	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=quick", spec("quick", "nginx")), http.StatusConflict, "already-exists")
-	// Someone clears Leases meanwhile: the owed record stays.
-	if err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Delete(context.Background(), container.RecordName("quick"), metav1.DeleteOptions{}); err != nil {
+	// Someone clears ConfigMaps meanwhile: the owed record stays.
+	if err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Delete(context.Background(), container.RecordName("quick"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A restart during the outage: the record is all that remembers.

@@ -38,7 +38,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 }
 
 func (s *Store) delete(ctx context.Context, id string) error {
-	if err := s.movedYet(); err != nil {
+	if err := s.waitMoved(ctx); err != nil {
 		return err
 	}
 	snap := s.Snapshot(id)

@@ -221,8 +221,8 @@ type leaseClient interface {
 	Delete(context.Context, string, metav1.DeleteOptions) error
 }
 
-// errMoving answers a create or DELETE while the Lease records of an earlier version
-// are being moved (at start, once).
+// errMoving answers a create or DELETE whose time ran out while the Lease records of
+// an earlier version were being moved (at start, once: the apiserver did not answer).
 var errMoving = &Error{Kind: KindUnavailable, RetryAfter: 1,
 	Message: "the provider is starting (moving its container records from Leases to ConfigMaps); retry"}
 
@@ -258,6 +258,18 @@ func (s *Store) MoveLeases(ctx context.Context) error {
 		close(s.moved)
 	})
 	return nil
+}
+
+// waitMoved waits (bounded by ctx) until the move is done: a create or DELETE that
+// arrives at start waits the few milliseconds it takes (one LIST when there is nothing
+// to move), rather than being refused.
+func (s *Store) waitMoved(ctx context.Context) error {
+	select {
+	case <-s.moved:
+		return nil
+	case <-ctx.Done():
+		return errMoving
+	}
 }
 
 // movedYet is nil once the move is done, errMoving before.

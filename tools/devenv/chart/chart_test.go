@@ -152,22 +152,32 @@ func grants(rules []rbacv1.PolicyRule) []string {
 }
 
 // The chart's Role grants exactly what deploy/base/role.yaml grants (which grants exactly
-// what the service uses: store.Required), in the namespace the containers go to, to the
-// chart's service account; the optional ClusterRole is deploy/base/clusterrole.yaml's,
-// for the containers' namespace only.
+// what the service uses: store.Required, plus the optional Lease rule that moves an
+// earlier version's Lease records, which the chart grants only with
+// rbac.moveLeaseRecords), in the namespace the containers go to, to the chart's service
+// account; the optional ClusterRole is deploy/base/clusterrole.yaml's, for the
+// containers' namespace only.
 func TestRoleRulesMatchKustomize(t *testing.T) {
-	want := grants(base[rbacv1.Role](t, "role.yaml").Rules)
+	all := base[rbacv1.Role](t, "role.yaml").Rules
+	var withoutLeases []rbacv1.PolicyRule
+	for _, r := range all {
+		if !slices.Contains(r.APIGroups, "coordination.k8s.io") {
+			withoutLeases = append(withoutLeases, r)
+		}
+	}
 	for _, tc := range []struct {
 		name, values, namespace string
+		want                    []rbacv1.PolicyRule
 	}{
-		{"defaults", "", "dcm"},
-		{"containers elsewhere", "namespace: tenants\nnamespaceReader: {enabled: true}", "tenants"},
-		{"DCM-like", string(testdata(t, "dcm-values.yaml")), "dcm-containers"},
+		{"defaults", "", "dcm", withoutLeases},
+		{"moving Lease records", "rbac: {moveLeaseRecords: true}", "dcm", all},
+		{"containers elsewhere", "namespace: tenants\nnamespaceReader: {enabled: true}", "tenants", withoutLeases},
+		{"DCM-like", string(testdata(t, "dcm-values.yaml")), "dcm-containers", withoutLeases},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := render(t, tc.values)
 			role := must[rbacv1.Role](t, objs, "Role")
-			if got := grants(role.Rules); !slices.Equal(got, want) {
+			if got, want := grants(role.Rules), grants(tc.want); !slices.Equal(got, want) {
 				t.Errorf("the chart's Role grants\n  %s\ndeploy/base/role.yaml grants\n  %s",
 					strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 			}
@@ -657,5 +667,41 @@ func TestMakefileHelmIsTheLibrarysVersion(t *testing.T) {
 	}
 	if string(lib[1]) != string(m[1]) {
 		t.Errorf("the Makefile builds helm %s, tools/devenv/go.mod requires %s: keep them equal", m[1], lib[1])
+	}
+}
+
+// dcmRole is the Role DCM's own chart (deploy/helm/dcm, block k8sContainerServiceProvider)
+// gives the container provider, verbatim: no Leases, nothing cluster-wide.
+const dcmRole = `
+rules:
+  - apiGroups: [""]
+    resources: ["pods", "services", "configmaps", "secrets", "persistentvolumeclaims"]
+    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  - apiGroups: ["apps"]
+    resources: ["deployments", "statefulsets", "replicasets"]
+    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  - apiGroups: [""]
+    resources: ["events"]
+    verbs: ["get", "list", "watch"]
+`
+
+// The chart's default Role asks for nothing DCM's Role does not grant: the provider works
+// where DCM deploys it, with DCM's Role.
+func TestRoleIsWithinDCMs(t *testing.T) {
+	var dcm rbacv1.Role
+	if err := yaml.UnmarshalStrict([]byte(dcmRole), &dcm); err != nil {
+		t.Fatal(err)
+	}
+	granted := grants(dcm.Rules)
+	for _, tc := range []struct{ name, values string }{
+		{"defaults", ""},
+		{"testdata/dcm-values.yaml", string(testdata(t, "dcm-values.yaml"))},
+	} {
+		role := must[rbacv1.Role](t, render(t, tc.values), "Role")
+		for _, g := range grants(role.Rules) {
+			if !slices.Contains(granted, g) {
+				t.Errorf("%s: the chart's Role grants %s, which DCM's Role does not", tc.name, g)
+			}
+		}
 	}
 }

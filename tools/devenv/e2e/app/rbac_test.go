@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -348,15 +350,23 @@ func TestDeployManifestsAreValid(t *testing.T) {
 	if _, err := cs.CoreV1().Services(ns).Create(ctx, manifest[*corev1.Service](t, "service.yaml"), dry); err != nil {
 		t.Errorf("service.yaml: %v", err)
 	}
-	// The NetworkPolicy admits to the provider's pods, on the API port only.
+	// The NetworkPolicy admits to the provider's pods (selected by the label tenants
+	// cannot set, as the Deployment selects them), on the API port only.
 	np := manifest[*networkingv1.NetworkPolicy](t, "networkpolicy.yaml")
-	if np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != dep.Spec.Template.Labels["app.kubernetes.io/name"] ||
+	if !maps.Equal(np.Spec.PodSelector.MatchLabels, dep.Spec.Selector.MatchLabels) ||
 		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector == nil ||
 		len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != dep.Spec.Template.Spec.Containers[0].Ports[0].Name {
 		t.Errorf("networkpolicy.yaml: %+v", np.Spec)
 	}
 	if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, dry); err != nil {
 		t.Errorf("networkpolicy.yaml: %v", err)
+	}
+	pdb := manifest[*policyv1.PodDisruptionBudget](t, "poddisruptionbudget.yaml")
+	if !maps.Equal(pdb.Spec.Selector.MatchLabels, dep.Spec.Selector.MatchLabels) {
+		t.Errorf("poddisruptionbudget.yaml selects %v, the Deployment %v", pdb.Spec.Selector.MatchLabels, dep.Spec.Selector.MatchLabels)
+	}
+	if _, err := cs.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, dry); err != nil {
+		t.Errorf("poddisruptionbudget.yaml: %v", err)
 	}
 	// kustomize applies only what kustomization.yaml lists.
 	kustomization, err := os.ReadFile(filepath.Join(deployDir, "kustomization.yaml"))

@@ -31,7 +31,9 @@ import (
 // bridge only. route_localnet would also let a pod that crafts packets (CAP_NET_RAW is in
 // the default capabilities) reach every 127.0.0.1 service through the bridge, so a filter
 // rule drops what arrives from the bridge for 127.0.0.0/8 unless one of our DNAT rules
-// sent it there, as kube-proxy does. The route to the service range would let a pod's
+// sent it there. The kubelet (1.37) adds the same guard for every interface (its
+// KUBE-FIREWALL chain, first in INPUT, so it is the one that fires today); ours does not
+// depend on it, as upstream has been moving that rule to kube-proxy, which is not here. The route to the service range would let a pod's
 // packets for any other service address be forwarded out of the machine (the bridge
 // plugin turns net.ipv4.ip_forward on): forwarding from the bridge to anywhere else is
 // refused with "network unreachable".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -151,4 +152,89 @@ func logLineTime(log, s string) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// route_localnet, which the DNATs to 127.0.0.1 need, would also let anything on the bridge
+// that routes 127.0.0.0/8 to the gateway (a pod with NET_ADMIN in its own network
+// namespace, or one crafting packets) reach every service on the machine's loopback: the
+// harness drops those unless its DNAT sent them (as does the kubelet's own KUBE-FIREWALL
+// chain, which comes first). Played here by a network namespace with a veth on the
+// bridge, routing 127.0.0.0/8 to the gateway.
+func TestRealNodeBridgeGuardsLoopback(t *testing.T) {
+	n := testenv.RealNode(t)
+	nats := testenv.NATS(t)
+	u, _ := url.Parse(nats.URL)
+	exposed := testenv.NATS(t)
+	eu, _ := url.Parse(exposed.URL)
+	port, _ := strconv.Atoi(eu.Port())
+	addr, err := n.ExposeToPods(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.UnexposeFromPods(port) })
+
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	netns, host, peer := "sp-guard-"+suffix, "spg"+suffix, "spp"+suffix
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := runCombined(args...); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = runCombined("ip", "link", "delete", host)
+		_, _ = runCombined("ip", "netns", "delete", netns)
+	})
+	run("ip", "netns", "add", netns)
+	run("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
+	run("ip", "link", "set", peer, "netns", netns)
+	run("ip", "link", "set", host, "master", harness.RealNodeBridge, "up")
+	in := func(args ...string) []string { return append([]string{"ip", "netns", "exec", netns}, args...) }
+	run(in("ip", "addr", "add", "10.88.255.250/16", "dev", peer)...)
+	run(in("ip", "link", "set", peer, "up")...)
+	run(in("ip", "link", "set", "lo", "up")...)
+	run(in("sysctl", "-qw", "net.ipv4.conf."+peer+".route_localnet=1")...)
+	// 127.0.0.0/8 to the gateway, ahead of the namespace's own loopback.
+	run(in("ip", "route", "add", "127.0.0.0/8", "via", "10.88.0.1", "dev", peer, "table", "100")...)
+	run(in("ip", "rule", "add", "pref", "10", "to", "127.0.0.0/8", "lookup", "100")...)
+	run(in("ip", "rule", "add", "pref", "1000", "lookup", "local")...)
+	run(in("ip", "rule", "del", "pref", "0")...)
+
+	dial := func(hostPort string) error {
+		h, p, _ := strings.Cut(hostPort, ":")
+		out, err := runCombined(in("timeout", "3", "bash", "-c", "exec 3<>/dev/tcp/"+h+"/"+p)...)
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	// Packets dropped for 127.0.0.0/8 in the filter table: by our guard, or by the
+	// kubelet's KUBE-FIREWALL, which has the same rule and comes first in INPUT.
+	dropped := func() int {
+		out, _ := runOut("iptables", "-w", "5", "-t", "filter", "-L", "-v", "-n", "-x")
+		sum := 0
+		for l := range strings.SplitSeq(out, "\n") {
+			if f := strings.Fields(l); len(f) > 8 && f[2] == "DROP" && f[8] == "127.0.0.0/8" {
+				c, _ := strconv.Atoi(f[0])
+				sum += c
+			}
+		}
+		return sum
+	}
+	// The namespace is on the bridge: the exposed port answers at the gateway.
+	testenv.Eventually(t, 10*time.Second, "the exposed port from the namespace", func() error { return dial(addr) })
+	before := dropped()
+	err = dial("127.0.0.1:" + u.Port())
+	if err == nil {
+		t.Fatalf("127.0.0.1:%s (not exposed) answered through the bridge", u.Port())
+	}
+	if after := dropped(); after <= before {
+		rules, _ := runOut("iptables", "-w", "5", "-t", "filter", "-S")
+		t.Errorf("the DROP rule counted %d packets before, %d after: the dial failed for another reason (%v)\n%s", before, after, err, rules)
+	}
+}
+
+func runCombined(args ...string) (string, error) {
+	b, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	return string(b), err
 }

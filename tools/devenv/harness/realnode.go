@@ -78,6 +78,9 @@ type realNodeRecord struct {
 	ImageRegistry *process  `json:"imageRegistry,omitempty"`
 	Kubelet       *process  `json:"kubelet,omitempty"`
 	Host          hostState `json:"host"`
+	// PodNetwork is what the harness set up so pods reach the apiserver and the ports
+	// given to ExposeToPods (realnode_expose.go).
+	PodNetwork podNetwork `json:"podNetwork"`
 }
 
 // RealNodeSupported says why a real node cannot run here, or nil when it can.
@@ -252,6 +255,10 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 		}
 	}
 
+	// Before any pod: the bridge, with route_localnet, and the DNATs to 127.0.0.1.
+	if err := n.setupPodNetwork(ctx); err != nil {
+		return nil, fmt.Errorf("the pods' network: %w", err)
+	}
 	if err := n.startImageRegistry(ctx, registryBin, images); err != nil {
 		return nil, err
 	}

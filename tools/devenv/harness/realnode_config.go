@@ -21,8 +21,9 @@ const (
 	realNodeNetwork = "sp-harness-realnode"
 	// RealNodeBridge is the node's Linux bridge; pods get 10.88.0.0/16 addresses on it.
 	RealNodeBridge = "cni0"
-	// RealNodePodCIDR is where pod IPs come from. Pod traffic stays on the bridge: no
-	// masquerading and no routes, so nothing a pod sends can leave the machine.
+	// RealNodePodCIDR is where pod IPs come from. Pod traffic stays on the machine: no
+	// masquerading, no default route, only a route to the service range, whose packets
+	// the harness DNATs to 127.0.0.1 or refuses (realnode_expose.go).
 	RealNodePodCIDR = "10.88.0.0/16"
 	realNodeGateway = "10.88.0.1"
 )
@@ -102,17 +103,20 @@ server = "http://%[1]s"
 }
 
 // cniConflist is a bridge network: cni0 is the gateway (10.88.0.1) so the kubelet's probes
-// reach pods from the host; ipMasq off and no IPAM routes, so pods have no way out.
+// reach pods from the host; ipMasq off and the only IPAM route is to the service range
+// via the gateway (the `kubernetes` Service, DNATed to the apiserver), so pods have no
+// way out.
 func cniConflist() string {
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": %[1]q,
   "plugins": [
     {"type": "bridge", "bridge": %[2]q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %[3]q, "gateway": %[4]q}]], "dataDir": %[5]q}}
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %[3]q, "gateway": %[4]q}]], "dataDir": %[5]q,
+              "routes": [{"dst": %[6]q}]}}
   ]
 }
-`, realNodeNetwork, RealNodeBridge, RealNodePodCIDR, realNodeGateway, ipamDir)
+`, realNodeNetwork, RealNodeBridge, RealNodePodCIDR, realNodeGateway, ipamDir, serviceCIDR)
 }
 
 // kubeletConfig is the KubeletConfiguration; the kubelet's API and healthz listen on

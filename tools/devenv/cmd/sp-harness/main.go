@@ -5,6 +5,8 @@
 //	sp-harness build [-real-node]                build the binaries into the cache (once per version)
 //	sp-harness up    [-dir DIR] [-real-node]     start a cluster, NATS and DCM's registry in the background,
 //	                                             print KUBECONFIG=..., SP_NATS_URL=..., DCM_REGISTRATION_URL=...
+//	                                             (with a real node also REGISTRY=..., POD_NATS_URL=...,
+//	                                             POD_DCM_REGISTRATION_URL=...: the URLs a pod on the node uses)
 //	sp-harness down  [-dir DIR]                  stop all that up started (and its real node), by PID
 //	sp-harness exec  [-real-node] -- CMD ARGS... start a cluster, run CMD with KUBECONFIG set, stop it
 //	sp-harness push-image SRC NAME               push an image (OCI layout or tarball: make image, docker/podman save)
@@ -18,10 +20,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
@@ -132,7 +136,35 @@ func up(ctx context.Context, dir string, realNode bool) error {
 		c.Kubeconfig, c.Kubeconfig, peers.NATSURL, peers.RegistryURL)
 	if node != nil {
 		fmt.Printf("REGISTRY=%s\n", node.Registry)
+		if err := exposePeers(node, peers); err != nil {
+			c.Stop()
+			return fmt.Errorf("making NATS and the registry reachable from pods: %w (the cluster was stopped again)", err)
+		}
 	}
+	return nil
+}
+
+// exposePeers makes NATS and DCM's registry, on 127.0.0.1, reachable from the real node's
+// pods at the bridge's address, says so, and prints the URLs a pod uses.
+func exposePeers(node *harness.RealNode, peers *harness.Peers) error {
+	var podURLs []string
+	for _, raw := range []string{peers.NATSURL, peers.RegistryURL} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return err
+		}
+		port, err := strconv.Atoi(u.Port())
+		if err != nil {
+			return fmt.Errorf("%s has no port", raw)
+		}
+		if u.Host, err = node.ExposeToPods(port); err != nil {
+			return err
+		}
+		podURLs = append(podURLs, u.String())
+	}
+	fmt.Fprintf(os.Stderr, "sp-harness: pods on %s reach the apiserver through the kubernetes Service (in-cluster config from "+
+		"their service account), NATS at %s and DCM's registry at %s (this machine only)\n", node.Name, podURLs[0], podURLs[1])
+	fmt.Printf("POD_NATS_URL=%s\nPOD_DCM_REGISTRATION_URL=%s\n", podURLs[0], podURLs[1])
 	return nil
 }
 

@@ -59,8 +59,9 @@ func TestBadConfigurationStopsWithAClearMessage(t *testing.T) {
 }
 
 // A kubeconfig the service's user cannot read (DCM's compose mounts the host's, mode
-// 0600, into a container running as uid 65532) stops it with one line naming the path,
-// the uid and the fix.
+// 0600 and owned by the host user, into a container running as uid 65532) stops it with
+// one line naming the path, the process's uid and gid, the file's mode and owner, and
+// the fix.
 func TestUnreadableKubeconfigIsOneClearLine(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the binary as another user")
@@ -81,6 +82,9 @@ func TestUnreadableKubeconfigIsOneClearLine(t *testing.T) {
 	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chown(kc, 1000, 1000); err != nil { // the host user's file
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"SP_NAME=sp", "SP_ENDPOINT=http://127.0.0.1:1", "DCM_REGISTRATION_URL=http://127.0.0.1:1/api",
 		"SP_NATS_URL=nats://127.0.0.1:1", "SP_K8S_KUBECONFIG=" + kc, "AUTOMEMLIMIT=off"}
@@ -92,10 +96,12 @@ func TestUnreadableKubeconfigIsOneClearLine(t *testing.T) {
 		t.Fatalf("exit: %v, want code 2; stderr: %s", err, stderr.String())
 	}
 	out := strings.TrimSpace(stderr.String())
+	t.Log(out)
 	if strings.Count(out, "\n") != 0 {
 		t.Errorf("want one line, got:\n%s", out)
 	}
-	for _, want := range []string{kc, "uid 65532", "permission denied", "--user"} {
+	for _, want := range []string{kc, "permission denied", "mode 0600 owned by uid 1000 gid 1000",
+		"runs as uid 65532 gid 65532", "chmod 0644", `README "Install > Compose"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("message does not say %q: %s", want, out)
 		}

@@ -3,13 +3,10 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -68,27 +65,6 @@ func RESTConfig(cfg *config.Config) (*rest.Config, error) {
 	// creates without client-side throttling becoming the bottleneck.
 	rc.QPS, rc.Burst = 100, 200
 	return rc, nil
-}
-
-// readable checks the kubeconfig can be read, and says how to fix it when not: DCM's
-// compose deployment mounts the host's kubeconfig (often mode 0600, owned by the host
-// user) into a container whose user (65532 in our image) cannot read it.
-func readable(path string) error {
-	if path == "" {
-		return nil
-	}
-	f, err := os.Open(path)
-	switch {
-	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("SP_K8S_KUBECONFIG %s is not readable by this process (uid %d): permission denied; "+
-			"make the file readable by uid %d, or run the service as a user who can read it (e.g. podman/docker run --user <owner uid>)",
-			path, os.Getuid(), os.Getuid())
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("SP_K8S_KUBECONFIG %s does not exist (mount it, or leave SP_K8S_KUBECONFIG empty to use the in-cluster service account)", path)
-	case err != nil:
-		return fmt.Errorf("SP_K8S_KUBECONFIG %s: %w", path, err)
-	}
-	return f.Close()
 }
 
 // New builds the provider; Run starts it. New reads only the configuration and the

@@ -79,9 +79,11 @@ func tarBytes(entries []entry) ([]byte, error) {
 
 // gzipBytes compresses b with compress/gzip, whose output depends only on the input and
 // level (the header's time and name are left empty), not on ggcr's choice of compressor.
+// The default level: the best one made the binary's layer 0.4% smaller in 2.5 times the
+// time (12.29 against 12.25 MB, 2.3 s against 5.7 s).
 func gzipBytes(b []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 	if err != nil {
 		return nil, err
 	}

@@ -111,9 +111,9 @@ func (o Options) resolve() (resolved, error) {
 		r.Ref = DefaultRepository + ":" + o.Version
 	}
 	// A tag, not a digest: the tarball's manifest.json and the layout name the image by it.
-	tag, err := name.NewTag(r.Ref, name.StrictValidation)
+	tag, err := parseTag(r.Ref)
 	if err != nil {
-		return r, fmt.Errorf("image reference %q: %w (want registry/repository:tag)", r.Ref, err)
+		return r, err
 	}
 	r.tag = tag
 	if r.platforms, err = parsePlatforms(o.Platforms); err != nil {
@@ -125,4 +125,14 @@ func (o Options) resolve() (resolved, error) {
 	}
 	r.Root = abs
 	return r, nil
+}
+
+// parseTag reads ref as registry/repository:tag, all explicit: the name the image is
+// written and pushed under should not depend on a default registry.
+func parseTag(ref string) (name.Tag, error) {
+	tag, err := name.NewTag(ref, name.StrictValidation)
+	if err != nil {
+		return tag, fmt.Errorf("image reference %q is not registry/repository:tag (%s)", ref, strings.TrimRight(err.Error(), ": "))
+	}
+	return tag, nil
 }

@@ -62,11 +62,11 @@ func TestResolve(t *testing.T) {
 		{name: "no root", opts: with(func(o *Options) { o.Root = "" }), wantErr: "no repository root"},
 		{name: "no out", opts: with(func(o *Options) { o.OutDir = "" }), wantErr: "no output folder"},
 		{name: "space in version", opts: with(func(o *Options) { o.Version = "v1 -X x" }), wantErr: "must not contain spaces"},
-		{name: "version not a tag", opts: with(func(o *Options) { o.Version = "v1+meta" }), wantErr: "image reference"},
-		{name: "ref without tag", opts: with(func(o *Options) { o.Ref = "quay.io/dcm/sp" }), wantErr: "want registry/repository:tag"},
-		{name: "ref with digest", opts: with(func(o *Options) { o.Ref = "quay.io/dcm/sp@sha256:" + strings.Repeat("0", 64) }), wantErr: "image reference"},
-		{name: "ref without registry", opts: with(func(o *Options) { o.Ref = "sp:v1" }), wantErr: "image reference"},
-		{name: "upper case repository", opts: with(func(o *Options) { o.Ref = "quay.io/DCM/sp:v1" }), wantErr: "image reference"},
+		{name: "version not a tag", opts: with(func(o *Options) { o.Version = "v1+meta" }), wantErr: "is not registry/repository:tag"},
+		{name: "ref without tag", opts: with(func(o *Options) { o.Ref = "quay.io/dcm/sp" }), wantErr: "is not registry/repository:tag"},
+		{name: "ref with digest", opts: with(func(o *Options) { o.Ref = "quay.io/dcm/sp@sha256:" + strings.Repeat("0", 64) }), wantErr: "is not registry/repository:tag"},
+		{name: "ref without registry", opts: with(func(o *Options) { o.Ref = "sp:v1" }), wantErr: "is not registry/repository:tag"},
+		{name: "upper case repository", opts: with(func(o *Options) { o.Ref = "quay.io/DCM/sp:v1" }), wantErr: "is not registry/repository:tag"},
 		{name: "unknown platform", opts: with(func(o *Options) { o.Platforms = []string{"linux/riscv64"} }), wantErr: `unknown platform "linux/riscv64"`},
 	}
 	for _, tc := range cases {

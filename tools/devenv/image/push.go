@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
@@ -17,9 +16,9 @@ import (
 // registry has are not sent again; the index is written last, so a failed push leaves
 // no tag pointing at a partial image.
 func Push(ctx context.Context, idx v1.ImageIndex, ref string) error {
-	tag, err := name.NewTag(ref, name.StrictValidation)
+	tag, err := parseTag(ref)
 	if err != nil {
-		return fmt.Errorf("image reference %q: %w (want registry/repository:tag)", ref, err)
+		return err
 	}
 	err = remote.WriteIndex(tag, idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain))
 	if err != nil {

@@ -32,7 +32,7 @@ func TestPush(t *testing.T) {
 	}{
 		{name: "local registry", ref: host + "/dcm-project/k8s-container-service-provider:v1.0.0"},
 		{name: "the name of a public image", ref: host + "/library/nginx:alpine"},
-		{name: "no tag", ref: host + "/dcm/sp", wantErr: "want registry/repository:tag"},
+		{name: "no tag", ref: host + "/dcm/sp", wantErr: "is not registry/repository:tag"},
 		{name: "registry down", ref: "127.0.0.1:1/dcm/sp:v1", wantErr: "pushing 127.0.0.1:1/dcm/sp:v1: "},
 	}
 	for _, tc := range cases {
@@ -44,6 +44,7 @@ func TestPush(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "\n") {
 					t.Fatalf("error %v, want one line containing %q", err, tc.wantErr)
 				}
+				t.Logf("error: %v", err)
 				return
 			}
 			if err != nil {

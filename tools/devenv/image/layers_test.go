@@ -18,8 +18,9 @@ type header struct {
 	size     int64
 }
 
-// readTar is r's entries, each checked to be at the epoch with owner 0:0 and no names.
-func readTar(t *testing.T, r io.Reader) []header {
+// readTar is r's entries, each checked to be at the epoch with owner 0:0 and no names;
+// the content of each regular file goes to each file, when given.
+func readTar(t *testing.T, r io.Reader, eachFile func([]byte)) []header {
 	t.Helper()
 	var out []header
 	tr := tar.NewReader(r)
@@ -34,6 +35,13 @@ func readTar(t *testing.T, r io.Reader) []header {
 		if h.ModTime.Unix() != 0 || h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" || len(h.PAXRecords) > 0 {
 			t.Errorf("%s: mtime %v, owner %d:%d (%q:%q), PAX %v; want the epoch, 0:0, no names, no PAX",
 				h.Name, h.ModTime, h.Uid, h.Gid, h.Uname, h.Gname, h.PAXRecords)
+		}
+		if eachFile != nil && h.Typeflag == tar.TypeReg {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eachFile(b)
 		}
 		out = append(out, header{h.Name, h.Typeflag, h.Mode, h.Size})
 	}
@@ -78,7 +86,7 @@ func TestTarBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := readTar(t, bytes.NewReader(b))
+			got := readTar(t, bytes.NewReader(b), nil)
 			if len(got) != len(tc.want) {
 				t.Fatalf("entries %v, want %v", got, tc.want)
 			}

@@ -78,10 +78,11 @@ func extract(t *testing.T, path string) string {
 }
 
 // checkOutputs reads the layout folder and the tarball with ggcr's own readers: the
-// layout's index.json names the index by tag and the index is whole; the tarball's
-// manifest.json view is the first image (same config and layers); the tarball is the
-// layout (extracted, it reads as the same index).
-func checkOutputs(t *testing.T, layoutDir, tarPath string, tag name.Tag, idx v1.ImageIndex, first v1.Image) {
+// layout's index.json names the index by tag; the tarball's manifest.json view is the
+// first image (same config and layers); the tarball is the layout (extracted, it reads
+// as the same index). With validate, ggcr also checks every blob against its digest
+// (slow under -race with real binaries).
+func checkOutputs(t *testing.T, layoutDir, tarPath string, tag name.Tag, idx v1.ImageIndex, first v1.Image, deep bool) {
 	t.Helper()
 	want, err := idx.Digest()
 	if err != nil {
@@ -109,8 +110,13 @@ func checkOutputs(t *testing.T, layoutDir, tarPath string, tag name.Tag, idx v1.
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := validate.Index(got); err != nil {
-			t.Errorf("%s: %v", what, err)
+		if gd, _ := got.Digest(); gd != want {
+			t.Errorf("%s: index %s, want %s", what, gd, want)
+		}
+		if deep {
+			if err := validate.Index(got); err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
 		}
 	}
 
@@ -118,8 +124,10 @@ func checkOutputs(t *testing.T, layoutDir, tarPath string, tag name.Tag, idx v1.
 	if err != nil {
 		t.Fatalf("the tarball as a docker archive: %v", err)
 	}
-	if err := validate.Image(img); err != nil {
-		t.Errorf("the tarball as a docker archive: %v", err)
+	if deep {
+		if err := validate.Image(img); err != nil {
+			t.Errorf("the tarball as a docker archive: %v", err)
+		}
 	}
 	gotCfg, _ := img.RawConfigFile()
 	wantCfg, _ := first.RawConfigFile()
@@ -168,7 +176,7 @@ func TestWriteLayoutAndTarball(t *testing.T) {
 		if err := writeTarball(lay, tarPath, mj); err != nil {
 			t.Fatal(err)
 		}
-		checkOutputs(t, lay, tarPath, tag, idx, imgs[0])
+		checkOutputs(t, lay, tarPath, tag, idx, imgs[0], true)
 		b, err := os.ReadFile(tarPath)
 		if err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 # sp-harness says why and the tests that need it are skipped.
 test harness-build: REAL_NODE ?= 1
 
-.PHONY: build image test test-unit fuzz lint lint-api generate check-generated cluster-up cluster-down harness-build run bench chaos chaos-ci chaos-explore clean
+.PHONY: build image test test-unit fuzz lint lint-api lint-chart generate check-generated cluster-up cluster-down harness-build run bench chaos chaos-ci chaos-explore clean
 
 # The service binary carries its version (k8s-container-sp --version, /health): the
 # nearest tag, else the commit, -dirty with uncommitted changes. VERSION=v1.2.3 to choose.
@@ -91,7 +91,33 @@ lint-api: $(SPECTRAL)
 	  echo "$$out" | grep -q " $$rule " || { echo "custom rule $$rule did not fire on the violations fixture"; exit 1; }; \
 	done; echo "custom rules: each fires on tools/spectral/testdata/violations.yaml"
 
-lint: check-generated lint-api
+# Helm, built once from the Go module proxy into the per-user cache the harness uses
+# (shared by every checkout; SP_HARNESS_CACHE moves it): the first build takes minutes.
+# tools/devenv/go.mod requires the same version for the chart's tests
+# (TestMakefileHelmIsTheLibrarysVersion keeps them equal).
+HELM_VERSION := v3.22.0
+TOOLS_CACHE  ?= $(or $(SP_HARNESS_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/k8s-container-sp)
+HELM         := $(TOOLS_CACHE)/helm-$(HELM_VERSION)/helm
+CHART        := deploy/helm/k8s-container-sp
+$(HELM):
+	@echo "building helm $(HELM_VERSION) into $(dir $(HELM)) (first time: a few minutes)"
+	GOBIN=$(dir $(HELM)) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# The chart: helm lint, a render with the defaults and with a DCM-like values file, and a
+# values file with a wrong type must be refused naming the field. (What the rendered
+# objects contain is tested in tools/devenv/chart.)
+lint-chart: $(HELM)
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) -f $(CHART)/testdata/dcm-values.yaml
+	$(HELM) template k8s-container-sp $(CHART) --namespace dcm-containers > /dev/null
+	$(HELM) template dcm $(CHART) --namespace dcm -f $(CHART)/testdata/dcm-values.yaml > /dev/null
+	@if out=$$($(HELM) template dcm $(CHART) -f $(CHART)/testdata/wrong-type.yaml 2>&1); then \
+	  echo "lint-chart: $(CHART)/testdata/wrong-type.yaml rendered: values.schema.json does not refuse it"; exit 1; \
+	elif ! echo "$$out" | grep -q "/replicas"; then \
+	  echo "lint-chart: the wrong type was refused without naming the field (replicas):"; echo "$$out"; exit 1; \
+	fi; echo "lint-chart: testdata/wrong-type.yaml is refused, naming the field: $$(echo "$$out" | grep /replicas)"
+
+lint: check-generated lint-api lint-chart
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS)
 	go vet -tags chaosbug ./internal/status/
@@ -107,8 +133,9 @@ harness-build: $(HARNESS)
 
 # Starts a control plane, NATS with JetStream and the DCM registry in the background; prints
 # KUBECONFIG, SP_K8S_KUBECONFIG, SP_NATS_URL and DCM_REGISTRATION_URL (export $(make
-# cluster-up)). REAL_NODE=1 adds the real node (bin/sp-harness import-image IMAGE.tar
-# loads your own images into it).
+# cluster-up)). REAL_NODE=1 adds the real node and its image registry, printed as
+# REGISTRY=127.0.0.1:PORT (bin/sp-harness push-image IMAGE.tar NAME puts your own image
+# there; the node pulls every name from it and from nowhere else).
 cluster-up: $(HARNESS)
 	@$(HARNESS) up -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
 

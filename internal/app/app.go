@@ -211,7 +211,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Resync:       cfg.Monitor.ResyncPeriod,
 		Settle:       2 * cfg.Kubernetes.CreateTimeout, // a create finishes or rolls back within one
 		ResendAfter:  cfg.Monitor.StatusResendAfter,
-		DrainTimeout: statusStopBudget(cfg) / 2, // the other half: the send in progress, the Lease's release
+		DrainTimeout: statusStopBudget(cfg) / 2, // the other half: the send in progress, the lock's release
 		Republish:    a.nats.republish,
 		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },
 		Failed:       a.metrics.EventFailed,
@@ -274,7 +274,7 @@ func (a *App) Store() *store.Store { return a.store }
 // while the caches fill (a read answers 503 until they are synced) and the reporter
 // waits for them itself. On stop, /readyz answers 503 at once (so traffic moves away
 // while the API still answers); then the reporter delivers what is pending and resigns
-// (gives up the leader Lease at once), while the API still serves; the HTTP server then
+// (gives up the leader lock at once), while the API still serves; the HTTP server then
 // finishes its requests; the informers and the API probe stop last.
 func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
@@ -299,7 +299,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 //
 //	at once        /readyz answers 503, so traffic moves away; the API still answers
 //	S − C (5 s)    the status reporter delivers what is pending (half of it) and gives
-//	               up the leader Lease (statusStopBudget; at least 1 s)
+//	               up the leader lock (statusStopBudget; at least 1 s)
 //	until S (25 s) the HTTP server stops accepting and finishes its requests: a create
 //	               accepted up to S − C after the stop began still has its whole C
 //	stopTail (3 s) registration, NATS, the permission check, the informers and the API
@@ -338,10 +338,33 @@ func (a *App) runInformers(ctx context.Context) error {
 	a.store.Start(ctx)
 	if a.store.WaitForSync(ctx) {
 		a.log.Info("informer caches synced", "namespace", a.cfg.Kubernetes.Namespace)
+		a.logKinds()
 	}
 	<-ctx.Done()
 	a.store.Shutdown()
 	return nil
+}
+
+// logKinds says, once at start, which kinds of object hold the records and the
+// election, and what became of the Lease records of an earlier version (see
+// store.MoveLeaseRecords): Leases are optional, their absence only an info line.
+func (a *App) logKinds() {
+	m, _ := a.store.LeaseMove()
+	a.log.Info(kindsLine(a.cfg.Monitor.LeaderLease, m), "lease_records_moved", m.Moved)
+	if len(m.Left) > 0 {
+		a.log.Warn("Lease records moved to ConfigMaps but not deleted (the Role lets Leases be listed, not deleted); they are tried again at the next start",
+			"ids", m.Left)
+	}
+	if len(m.Foreign) > 0 {
+		a.log.Warn("Lease records not moved: a ConfigMap that is not a container record has the record's name; rename or remove it",
+			"ids", m.Foreign)
+	}
+}
+
+// kindsLine is the start-up line logKinds writes.
+func kindsLine(election string, m store.LeaseMove) string {
+	return fmt.Sprintf("records: ConfigMaps (label %s=%s); election: ConfigMap %s; leases: %s",
+		container.LabelRecord, container.RecordValue, election, m)
 }
 
 // checkPermissions asks the apiserver what this identity may do, at start and then

@@ -182,7 +182,7 @@ func TestRunInOrderStopDuringAStart(t *testing.T) {
 	}
 }
 
-// The stop is bounded whatever hangs (issue 23: drain, workers, Lease and HTTP could
+// The stop is bounded whatever hangs (issue 23: drain, workers, the leader lock and HTTP could
 // together exceed the pod's 30 s grace period): a component past its own stopWithin is
 // left behind and the next one stopped; once the whole budget is spent the rest are
 // cancelled and not waited for.

@@ -12,7 +12,7 @@ import (
 
 // The decision (podSecurityOf); the namespace read itself runs against the real control
 // plane in tools/devenv/e2e/app: TestPodSecurityFollowsTheNamespace (read with deploy/base's
-// grant, enforce restricted, baseline, none); TestRoleWithoutLeases starts a provider
+// grant, enforce restricted, baseline, none); TestDCMRoleIsEnough starts a provider
 // that may not read its namespace (the failed read: baseline, a warning).
 func TestPodSecurityOf(t *testing.T) {
 	enforcing := func(level string) map[string]string {

@@ -11,45 +11,63 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
+	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
 // Release is `k8s-container-sp release`: it lets go of everything the provider holds in
 // its namespace (see store.Release), leaving every workload running, and removes the
-// leader election Lease, so the provider can be uninstalled or replaced by the reference
-// provider. It refuses while a replica still runs (the leader Lease is being renewed),
-// unless force: a running replica would write the records again.
+// leader election's lock ConfigMap (and the leader Lease of an earlier version, where
+// Leases are granted), so the provider can be uninstalled or replaced by the reference
+// provider. It refuses while a replica still runs (the lock is being renewed), unless
+// force: a running replica would write the records again.
 func Release(ctx context.Context, cfg *config.Config, rc *rest.Config, force bool, out io.Writer) error {
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
 	}
-	ns := cfg.Kubernetes.Namespace
-	leases := client.CoordinationV1().Leases(ns)
-	leader, err := leases.Get(ctx, cfg.Monitor.LeaderLease, metav1.GetOptions{})
+	ns, name := cfg.Kubernetes.Namespace, cfg.Monitor.LeaderLease
+	lock := &status.ConfigMapLock{Namespace: ns, Name: name, Client: client.CoreV1()}
+	held, _, err := lock.Get(ctx)
 	switch {
 	case apierrors.IsNotFound(err):
-		leader = nil
+		held = nil
 	case err != nil:
-		return fmt.Errorf("reading the leader Lease %s/%s: %w", ns, cfg.Monitor.LeaderLease, err)
+		return fmt.Errorf("reading the leader election's ConfigMap %s/%s: %w", ns, name, err)
 	}
-	if leader != nil && !force {
-		s := leader.Spec
-		if s.HolderIdentity != nil && *s.HolderIdentity != "" && s.RenewTime != nil && s.LeaseDurationSeconds != nil &&
-			time.Since(s.RenewTime.Time) < 3*time.Duration(*s.LeaseDurationSeconds)*time.Second {
-			return fmt.Errorf("replica %q still runs (it renewed Lease %s/%s %s ago): stop every replica first, or pass -force",
-				*s.HolderIdentity, ns, leader.Name, time.Since(s.RenewTime.Time).Round(time.Second))
+	leases := client.CoordinationV1().Leases(ns)
+	oldLeader, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if err != nil { // absent, or Leases not granted: no replica of an earlier version to see
+		oldLeader = nil
+	}
+	if !force {
+		if held != nil && renewed(held.HolderIdentity, held.RenewTime.Time, held.LeaseDurationSeconds, time.Now()) {
+			return fmt.Errorf("replica %q still runs (it renewed ConfigMap %s/%s %s ago): stop every replica first, or pass -force",
+				held.HolderIdentity, ns, name, time.Since(held.RenewTime.Time).Round(time.Second))
+		}
+		if oldLeader != nil {
+			r := resourcelock.LeaseSpecToLeaderElectionRecord(&oldLeader.Spec)
+			if renewed(r.HolderIdentity, r.RenewTime.Time, r.LeaseDurationSeconds, time.Now()) {
+				return fmt.Errorf("replica %q of an earlier version still runs (it renewed Lease %s/%s %s ago): stop every replica first, or pass -force",
+					r.HolderIdentity, ns, name, time.Since(r.RenewTime.Time).Round(time.Second))
+			}
 		}
 	}
 	rep, err := store.Release(ctx, client, ns)
 	if err != nil {
 		return err
 	}
-	if leader != nil {
-		if err := leases.Delete(ctx, leader.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting the leader Lease: %w", err)
+	if held != nil {
+		if err := client.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the leader election's ConfigMap: %w", err)
+		}
+	}
+	if oldLeader != nil {
+		if err := leases.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the leader Lease of an earlier version: %w", err)
 		}
 	}
 	fmt.Fprintf(out, "namespace %s: %d container records deleted; workloads left running\n", ns, len(rep.Records))
@@ -57,4 +75,11 @@ func Release(ctx context.Context, cfg *config.Config, rc *rest.Config, force boo
 		fmt.Fprintf(out, "DELETED was still owed to DCM for (now never sent by this provider): %s\n", strings.Join(rep.Owed, " "))
 	}
 	return nil
+}
+
+// renewed decides whether a leader election record shows a running replica: held, and
+// renewed within three lease durations of now.
+func renewed(holder string, renew time.Time, leaseSeconds int, now time.Time) bool {
+	return holder != "" && !renew.IsZero() && leaseSeconds > 0 &&
+		now.Sub(renew) < 3*time.Duration(leaseSeconds)*time.Second
 }

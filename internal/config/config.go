@@ -53,7 +53,7 @@ type Registration struct {
 
 // Kubernetes settings.
 type Kubernetes struct {
-	Namespace string `env:"SP_K8S_NAMESPACE" envDefault:"default" help:"the one namespace every container (and the provider's records and Lease) lives in"`
+	Namespace string `env:"SP_K8S_NAMESPACE" envDefault:"default" help:"the one namespace every container (and the provider's records and leader election ConfigMap) lives in"`
 	// Kubeconfig: empty means in-cluster credentials.
 	Kubeconfig string `env:"SP_K8S_KUBECONFIG" help:"kubeconfig file; empty = the in-cluster service account"`
 	// ExternalServiceType is the Service type for external ports.
@@ -95,9 +95,9 @@ type Monitor struct {
 	// with room, and is short enough that DCM shows a new container's status well
 	// before the next resync.
 	StatusResendAfter time.Duration `env:"SP_MONITOR_STATUS_RESEND_AFTER" envDefault:"15s" help:"a new container's current status is sent once more this long after its first status, for a DCM that had not stored the instance yet when that arrived (its events are dropped); 0 = off"`
-	// LeaderLease names the Lease the replicas elect the status reporter with; default
+	// LeaderLease names the ConfigMap the replicas elect the status reporter with; default
 	// "<SP_NAME>-status".
-	LeaderLease string `env:"SP_MONITOR_LEADER_LEASE" help:"Lease the replicas elect the status publisher with; default <SP_NAME>-status; a name starting with dcm-container- is refused"`
+	LeaderLease string `env:"SP_MONITOR_LEADER_LEASE" help:"ConfigMap the replicas elect the status publisher with (the name keeps its earlier word: an election holds a lease on it); default <SP_NAME>-status; a name starting with dcm-container- is refused"`
 	// Identity of this replica in the election; default: host name plus a random suffix.
 	Identity string `env:"SP_MONITOR_IDENTITY" help:"this replica's name in that election; default host name + random suffix"`
 }
@@ -302,7 +302,7 @@ func (c *Config) defaults() {
 	}
 }
 
-// validate checks the values; leaseDerived says the leader Lease's name came from SP_NAME
+// validate checks the values; leaseDerived says the leader ConfigMap's name came from SP_NAME
 // (SP_MONITOR_LEADER_LEASE unset), so a problem with it is blamed on the right variable.
 func (c *Config) validate(leaseDerived bool) []string {
 	var p []string
@@ -405,7 +405,7 @@ func (c *Config) validate(leaseDerived bool) []string {
 	return p
 }
 
-// validateLease checks the leader Lease's name. Derived from SP_NAME, a bad name is
+// validateLease checks the leader ConfigMap's name. Derived from SP_NAME, a bad name is
 // SP_NAME's doing, and the message says so rather than blaming a variable not set.
 func (m Monitor) validateLease(name string, derived bool) []string {
 	lease := m.LeaderLease
@@ -413,10 +413,10 @@ func (m Monitor) validateLease(name string, derived bool) []string {
 		return nil
 	}
 	// Said as SP_MONITOR_LEADER_LEASE="x": <reason>, or SP_NAME="y" makes the leader
-	// Lease "y-status", which <reason>.
+	// ConfigMap "y-status", which <reason>.
 	say := func(reason string) string {
 		if derived {
-			return fmt.Sprintf("SP_NAME=%q makes the leader Lease %q, which %s; set SP_MONITOR_LEADER_LEASE to another name, or choose another SP_NAME",
+			return fmt.Sprintf("SP_NAME=%q makes the leader ConfigMap %q, which %s; set SP_MONITOR_LEADER_LEASE to another name, or choose another SP_NAME",
 				name, lease, reason)
 		}
 		return fmt.Sprintf("SP_MONITOR_LEADER_LEASE=%q: %s; choose another name", lease, reason)
@@ -425,7 +425,7 @@ func (m Monitor) validateLease(name string, derived bool) []string {
 	if msgs := validation.IsDNS1123Subdomain(lease); len(msgs) > 0 {
 		reasons = append(reasons, fmt.Sprintf("is not a Kubernetes object name (%s)", strings.Join(msgs, ", ")))
 	}
-	// The leader Lease shares the namespace with the container records: a name in
+	// The leader ConfigMap shares the namespace with the container records: a name in
 	// their space would be the record of some container id (SP_NAME=dcm-container-sp
 	// makes it the record of id "sp-status").
 	if prefix := container.RecordName(""); strings.HasPrefix(lease, prefix) {

@@ -230,10 +230,10 @@ func TestUnreadableTokenFileNamesTheUID(t *testing.T) {
 	}
 }
 
-// The leader Lease lives beside the container records: a name in their space is refused.
+// The leader ConfigMap lives beside the container records: a name in their space is refused.
 func TestLeaderLeaseIsNeverAContainerRecord(t *testing.T) {
 	for _, env := range [][]string{
-		{"SP_NAME=dcm-container-sp"}, // leader Lease dcm-container-sp-status: the record of id sp-status
+		{"SP_NAME=dcm-container-sp"}, // leader ConfigMap dcm-container-sp-status: the record of id sp-status
 		{"SP_MONITOR_LEADER_LEASE=dcm-container-x"},
 	} {
 		_, err := Load(append(required[:len(required):len(required)], env...))
@@ -242,7 +242,7 @@ func TestLeaderLeaseIsNeverAContainerRecord(t *testing.T) {
 		}
 	}
 	if _, err := Load(append(required[:len(required):len(required)], "SP_NAME=dcm-container-sp", "SP_MONITOR_LEADER_LEASE=sp-leader")); err != nil {
-		t.Errorf("an explicit leader Lease outside the records: %v", err)
+		t.Errorf("an explicit leader ConfigMap outside the records: %v", err)
 	}
 }
 
@@ -305,10 +305,10 @@ func TestLeaderLeaseMessageBlamesTheRightVariable(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{[]string{"SP_NAME=dcm-container-sp"}, `SP_NAME="dcm-container-sp" makes the leader Lease "dcm-container-sp-status", which would be the record of container "sp-status" (names starting with "dcm-container-" are container records); set SP_MONITOR_LEADER_LEASE to another name, or choose another SP_NAME`},
+		{[]string{"SP_NAME=dcm-container-sp"}, `SP_NAME="dcm-container-sp" makes the leader ConfigMap "dcm-container-sp-status", which would be the record of container "sp-status" (names starting with "dcm-container-" are container records); set SP_MONITOR_LEADER_LEASE to another name, or choose another SP_NAME`},
 		{[]string{"SP_MONITOR_LEADER_LEASE=dcm-container-x"}, `SP_MONITOR_LEADER_LEASE="dcm-container-x": would be the record of container "x" (names starting with "dcm-container-" are container records); choose another name`},
 		{[]string{"SP_MONITOR_LEADER_LEASE=Bad_Lease"}, `SP_MONITOR_LEADER_LEASE="Bad_Lease": is not a Kubernetes object name`},
-		{[]string{"SP_NAME=Bad_Name"}, `SP_NAME="Bad_Name" makes the leader Lease "Bad_Name-status", which is not a Kubernetes object name`},
+		{[]string{"SP_NAME=Bad_Name"}, `SP_NAME="Bad_Name" makes the leader ConfigMap "Bad_Name-status", which is not a Kubernetes object name`},
 		// Two reasons, one line.
 		{[]string{"SP_MONITOR_LEADER_LEASE=dcm-container-X"}, `SP_MONITOR_LEADER_LEASE="dcm-container-X": is not a Kubernetes object name`},
 	}

@@ -2,28 +2,35 @@ package container
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Every container has a record: a Lease named after its id (RecordName). Creating it is
-// how an id is reserved (Lease creation is atomic in the apiserver, so of any number of
+// Every container has a record: a ConfigMap named after its id (RecordName), with no
+// data: its labels and its finalizer are the record. Creating it is how an id is
+// reserved (creating an object is atomic in the apiserver, so of any number of
 // concurrent creates with one id, across replicas, exactly one succeeds), and it outlives
 // the container's workload for as long as DCM is still owed the container's DELETED.
+// A ConfigMap, not a Lease: DCM's own Helm chart grants its providers ConfigMaps and no
+// Leases. Versions before this one kept records in Leases; the store moves those at
+// start (store.MoveLeaseRecords), and RecordOf reads either kind.
 //
 // Nothing is owned by the record and the record is owned by nothing: deleting records by
-// hand (a common clean-up of Leases) never touches a workload, and deleting a workload
+// hand never touches a workload, and deleting a workload
 // (DELETE, kubectl) removes it at once, as Kubernetes users expect. A record deleted by
 // hand is restored from the live Deployment; a record whose DELETED is owed carries
 // RecordFinalizer, so even a deleted record is kept until DCM has been told.
 const (
-	// LabelRecord marks a Lease as a container record, for people and tools listing
-	// Leases. RecordOf does not require it: a record is recognised by its name and the
-	// id's labels (managed-by, instance id) before it is relabelled or deleted.
+	// LabelRecord marks a ConfigMap as a container record: the record informer selects
+	// on it (RecordSelector), so it never caches the namespace's other ConfigMaps.
+	// RecordOf does not require it: a record is recognised by its name and the id's
+	// labels (managed-by, instance id), and one found without it is relabelled
+	// (EnsureRecord writes RecordLabels).
 	LabelRecord = "dcm.project/record"
 	RecordValue = "container"
 
@@ -37,8 +44,11 @@ const (
 	RecordFinalizer = "dcm.project/deleted-report-owed"
 )
 
-// RecordName is the Lease that holds a container id.
+// RecordName is the ConfigMap that holds a container id.
 func RecordName(id string) string { return "dcm-container-" + id }
+
+// RecordSelector selects the records (and nothing else of the namespace's ConfigMaps).
+const RecordSelector = Selector + "," + LabelRecord + "=" + RecordValue
 
 // Record is what the status reporter needs of a container's record.
 type Record struct {
@@ -52,31 +62,38 @@ type Record struct {
 	Created     time.Time
 }
 
-// RecordOf reads a Lease as the record of container id; false when it is not one (a
-// Lease of someone else that happens to have the name). Recognised by name and by the
-// id's labels; LabelRecord is not required (a bare reservation with the id's labels counts).
-func RecordOf(l *coordinationv1.Lease, id string) (Record, bool) {
-	if l == nil || l.Name != RecordName(id) || l.Labels[LabelManagedBy] != ManagedByValue || InstanceID(l.Labels) != id {
+// RecordOf reads an object (a ConfigMap; a Lease of an earlier version, for the move)
+// as the record of container id; false when it is not one (an object of someone else
+// that happens to have the name). Recognised by name and by the id's labels;
+// LabelRecord is not required (a bare reservation with the id's labels counts).
+func RecordOf(m metav1.Object, id string) (Record, bool) {
+	if isNil(m) || m.GetName() != RecordName(id) || m.GetLabels()[LabelManagedBy] != ManagedByValue || InstanceID(m.GetLabels()) != id {
 		return Record{}, false
 	}
 	return Record{
-		Name: l.Name, UID: l.UID, Incarnation: l.Labels[LabelIncarnation],
-		Owed:        slices.Contains(l.Finalizers, RecordFinalizer),
-		Terminating: l.DeletionTimestamp != nil,
-		Created:     l.CreationTimestamp.Time,
+		Name: m.GetName(), UID: m.GetUID(), Incarnation: m.GetLabels()[LabelIncarnation],
+		Owed:        slices.Contains(m.GetFinalizers(), RecordFinalizer),
+		Terminating: m.GetDeletionTimestamp() != nil,
+		Created:     m.GetCreationTimestamp().Time,
 	}, true
 }
 
+// isNil: a nil pointer in an interface (a failed Get's object) is no object.
+func isNil(m metav1.Object) bool {
+	if m == nil {
+		return true
+	}
+	v := reflect.ValueOf(m)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 // NewRecord is the record of container id, incarnation inc; owed puts RecordFinalizer on.
-func NewRecord(id, inc string, owed bool) *coordinationv1.Lease {
-	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: RecordName(id), Labels: RecordLabels(id, inc)},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &id},
-	}
+func NewRecord(id, inc string, owed bool) *corev1.ConfigMap {
+	c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName(id), Labels: RecordLabels(id, inc)}}
 	if owed {
-		l.Finalizers = []string{RecordFinalizer}
+		c.Finalizers = []string{RecordFinalizer}
 	}
-	return l
+	return c
 }
 
 // RecordLabels are a record's labels: the system labels (so the informers that select

@@ -1,47 +1,81 @@
 package container
 
 import (
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func TestRecordOf(t *testing.T) {
 	now := metav1.Now()
-	mk := func(edit func(*coordinationv1.Lease)) *coordinationv1.Lease {
-		l := NewRecord("web", "i1", false)
-		l.UID = "u1"
+	mk := func(edit func(*corev1.ConfigMap)) metav1.Object {
+		c := NewRecord("web", "i1", false)
+		c.UID = "u1"
+		edit(c)
+		return c
+	}
+	// A Lease as versions before ConfigMap records made them (store.MoveLeaseRecords
+	// reads them with RecordOf).
+	oldLease := func(edit func(*coordinationv1.Lease)) metav1.Object {
+		id := "web"
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: RecordName(id), UID: "u2", Labels: RecordLabels(id, "i0"),
+			Finalizers: []string{RecordFinalizer}}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &id}}
 		edit(l)
 		return l
 	}
 	for _, tc := range []struct {
-		name  string
-		lease *coordinationv1.Lease
-		ok    bool
-		want  Record
+		name string
+		obj  metav1.Object
+		ok   bool
+		want Record
 	}{
-		{"a record", mk(func(*coordinationv1.Lease) {}), true, Record{Name: "dcm-container-web", UID: "u1", Incarnation: "i1"}},
-		{"owed, being deleted", mk(func(l *coordinationv1.Lease) {
-			l.Finalizers = []string{RecordFinalizer}
-			l.DeletionTimestamp = &now
+		{"a record", mk(func(*corev1.ConfigMap) {}), true, Record{Name: "dcm-container-web", UID: "u1", Incarnation: "i1"}},
+		{"owed, being deleted", mk(func(c *corev1.ConfigMap) {
+			c.Finalizers = []string{RecordFinalizer}
+			c.DeletionTimestamp = &now
 		}), true, Record{Name: "dcm-container-web", UID: "u1", Incarnation: "i1", Owed: true, Terminating: true}},
-		{"a bare reservation (no record label, no incarnation)", mk(func(l *coordinationv1.Lease) {
-			l.Labels = map[string]string{LabelManagedBy: ManagedByValue, LabelInstanceID: "web"}
+		{"a bare reservation (no record label, no incarnation)", mk(func(c *corev1.ConfigMap) {
+			c.Labels = map[string]string{LabelManagedBy: ManagedByValue, LabelInstanceID: "web"}
 		}), true, Record{Name: "dcm-container-web", UID: "u1"}},
-		{"right name, not ours (no labels): never touched", mk(func(l *coordinationv1.Lease) { l.Labels = nil }), false, Record{}},
-		{"right name, another id's labels", mk(func(l *coordinationv1.Lease) { l.Labels[LabelInstanceID] = "other" }), false, Record{}},
-		{"right labels, another name (e.g. a leader Lease)", mk(func(l *coordinationv1.Lease) { l.Name = "sp-status" }), false, Record{}},
+		{"right name, not ours (no labels): never touched", mk(func(c *corev1.ConfigMap) { c.Labels = nil }), false, Record{}},
+		{"right name, another id's labels", mk(func(c *corev1.ConfigMap) { c.Labels[LabelInstanceID] = "other" }), false, Record{}},
+		{"right labels, another name (e.g. the leader ConfigMap)", mk(func(c *corev1.ConfigMap) { c.Name = "sp-status" }), false, Record{}},
+		{"no object (a failed Get's nil)", (*corev1.ConfigMap)(nil), false, Record{}},
+		{"an earlier version's Lease record, owed", oldLease(func(*coordinationv1.Lease) {}), true,
+			Record{Name: "dcm-container-web", UID: "u2", Incarnation: "i0", Owed: true}},
+		{"a Lease with the name, not ours", oldLease(func(l *coordinationv1.Lease) { l.Labels = nil }), false, Record{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := RecordOf(tc.lease, "web")
+			got, ok := RecordOf(tc.obj, "web")
 			got.Created = Record{}.Created
 			if ok != tc.ok || got != tc.want {
 				t.Errorf("RecordOf = %+v %v, want %+v %v", got, ok, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+func TestNewRecordIsSelectedByRecordSelector(t *testing.T) {
+	sel, err := labels.Parse(RecordSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, owed := range []bool{false, true} {
+		c := NewRecord("web", "i1", owed)
+		if !sel.Matches(labels.Set(c.Labels)) {
+			t.Errorf("owed=%v: %v not selected by %s", owed, c.Labels, RecordSelector)
+		}
+		if len(c.Data) != 0 || len(c.BinaryData) != 0 {
+			t.Errorf("owed=%v: a record carries no data: %v", owed, c.Data)
+		}
+		if got := slices.Contains(c.Finalizers, RecordFinalizer); got != owed {
+			t.Errorf("owed=%v: finalizers %v", owed, c.Finalizers)
+		}
 	}
 }
 

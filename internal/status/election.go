@@ -6,14 +6,13 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 // Election timings: a new leader takes over at most LeaseDuration + RetryPeriod after
-// the old one died holding the Lease (about 14 s), at once after the old one resigned
+// the old one died holding the lock (about 14 s), at once after the old one resigned
 // (a graceful stop).
 const (
 	LeaseDuration = 12 * time.Second
@@ -21,7 +20,9 @@ const (
 	RetryPeriod   = 2 * time.Second
 )
 
-// Election runs the reporter on the one replica that holds the Lease Name in Namespace.
+// Election runs the reporter on the one replica that holds the lock Name in Namespace:
+// client-go's leader election over a ConfigMap (ConfigMapLock; DCM's Helm chart grants
+// no Leases).
 type Election struct {
 	Client              kubernetes.Interface
 	Namespace, Name, ID string
@@ -31,9 +32,9 @@ type Election struct {
 	Log      *slog.Logger
 }
 
-// Run campaigns, and reports while leading, until ctx ends; after losing the Lease it
+// Run campaigns, and reports while leading, until ctx ends; after losing the lock it
 // campaigns again. When ctx ends, a leading reporter delivers what is pending first
-// (the next leader would otherwise wait for nothing), then it resigns: the Lease is
+// (the next leader would otherwise wait for nothing), then it resigns: the lock is
 // given up at once (client-go's ReleaseOnCancel) so another replica takes over without
 // waiting for it to expire.
 func (e *Election) Run(ctx context.Context) error {
@@ -74,9 +75,9 @@ func (e *Election) Run(ctx context.Context) error {
 
 // campaign runs client-go's leader election until ctx ends, again after every loss.
 func (e *Election) campaign(ctx context.Context, lead func(context.Context)) {
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
-		Client:     e.Client.CoordinationV1(),
+	lock := &ConfigMapLock{
+		Namespace: e.Namespace, Name: e.Name,
+		Client:     e.Client.CoreV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: e.ID},
 	}
 	changed := func(leading bool) {
@@ -94,7 +95,7 @@ func (e *Election) campaign(ctx context.Context, lead func(context.Context)) {
 			Name:            e.Name,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
-					e.Log.Info("status: became the leader", "identity", e.ID, "lease", e.Name)
+					e.Log.Info("status: became the leader", "identity", e.ID, "lock", "ConfigMap "+e.Name)
 					changed(true)
 					lead(ctx)
 				},

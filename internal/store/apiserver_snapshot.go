@@ -28,13 +28,13 @@ import (
 // report DELETED, a few per container's life.
 func (s *Store) Confirmed(ctx context.Context, id string) (container.Snapshot, error) {
 	var snap container.Snapshot
-	lease, err := s.client.CoordinationV1().Leases(s.namespace).Get(ctx, container.RecordName(id), metav1.GetOptions{})
+	record, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, container.RecordName(id), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return snap, classify("reading the container record", err)
 	default:
-		if rec, ok := container.RecordOf(lease, id); ok {
+		if rec, ok := container.RecordOf(record, id); ok {
 			snap.Record = &rec
 		}
 	}

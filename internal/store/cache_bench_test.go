@@ -9,7 +9,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -109,8 +108,8 @@ func decoded(obj any) any {
 		out = &corev1.Pod{}
 	case *corev1.Service:
 		out = &corev1.Service{}
-	case *coordinationv1.Lease:
-		out = &coordinationv1.Lease{}
+	case *corev1.ConfigMap:
+		out = &corev1.ConfigMap{}
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		panic(err)

@@ -1,7 +1,7 @@
 package store
 
 import (
-	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -54,7 +54,7 @@ func byIndex[V any](inf interface{ GetIndexer() cache.Indexer }, id string) []*V
 	return out
 }
 
-// cachedRecord is a Lease the record informer holds: the record, when it is one.
+// cachedRecord is a ConfigMap the record informer holds: the record, when it is one.
 type cachedRecord struct {
 	readOnlyMeta
 	record          container.Record // when isRecord; else only its Name is set
@@ -63,7 +63,7 @@ type cachedRecord struct {
 	resourceVersion string
 }
 
-func newCachedRecord(l *coordinationv1.Lease) *cachedRecord {
+func newCachedRecord(l *corev1.ConfigMap) *cachedRecord {
 	id := container.InstanceID(l.Labels)
 	rec, ok := container.RecordOf(l, id)
 	if !ok {

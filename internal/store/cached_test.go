@@ -8,7 +8,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -156,10 +155,10 @@ func TestCachedObjectsReadAsServed(t *testing.T) {
 	}
 }
 
-// A record reads as container.RecordOf reads the Lease; a Lease with a record's labels
+// A record reads as container.RecordOf reads the ConfigMap; a ConfigMap with a record's labels
 // but another name is not one, yet is keyed and its id known (IDs).
 func TestCachedRecordReadsAsServed(t *testing.T) {
-	lease := func(name string, owed bool) *coordinationv1.Lease {
+	lease := func(name string, owed bool) *corev1.ConfigMap {
 		l := container.NewRecord("abc", "inc-1", owed)
 		l.Name, l.Namespace, l.UID, l.ResourceVersion = name, "ns", "uid-9", "7"
 		l.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -167,12 +166,12 @@ func TestCachedRecordReadsAsServed(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		lease  *coordinationv1.Lease
+		lease  *corev1.ConfigMap
 		record bool
 	}{
 		{"record", lease(container.RecordName("abc"), false), true},
 		{"record, DELETED owed", lease(container.RecordName("abc"), true), true},
-		{"record being deleted", func() *coordinationv1.Lease {
+		{"record being deleted", func() *corev1.ConfigMap {
 			l := lease(container.RecordName("abc"), true)
 			l.DeletionTimestamp = &l.CreationTimestamp
 			return l

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/flowcontrol"
@@ -68,10 +68,10 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 	for {
 		switch answerMiss(m) {
 		case missReadRecord:
-			var l *coordinationv1.Lease
-			l, err = s.Confirm.CoordinationV1().Leases(s.namespace).Get(rctx, container.RecordName(id), metav1.GetOptions{})
+			var c *corev1.ConfigMap
+			c, err = s.Confirm.CoreV1().ConfigMaps(s.namespace).Get(rctx, container.RecordName(id), metav1.GetOptions{})
 			m.Record = lookupOf(err)
-			m.Rec, m.Ours = container.RecordOf(l, id)
+			m.Rec, m.Ours = container.RecordOf(c, id)
 		case missListDeployments:
 			var live bool
 			live, err = s.liveAtAPIServer(rctx, s.Confirm, id)

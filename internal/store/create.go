@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
@@ -28,6 +28,9 @@ func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (
 func (s *Store) create(ctx context.Context, id string, objs container.Objects) (container.Observed, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.CreateTimeout)
 	defer cancel()
+	if err := s.waitMoved(ctx); err != nil {
+		return container.Observed{}, err
+	}
 
 	// Every container gets its own incarnation, so its Service and reads never select
 	// the pods of an earlier container with the same id that is still terminating.
@@ -112,7 +115,7 @@ func errReservedLate(window time.Duration) error {
 // The record goes last, and only once the workload is gone: should the apiserver
 // refuse for longer, the container stays a known one (readable, reported, deletable)
 // rather than an orphan.
-func (s *Store) rollback(id, inc string, record *coordinationv1.Lease, made bool) {
+func (s *Store) rollback(id, inc string, record *corev1.ConfigMap, made bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.CreateTimeout)
 	defer cancel()
 	bg := metav1.DeletePropagationBackground
@@ -148,7 +151,7 @@ func (s *Store) rollback(id, inc string, record *coordinationv1.Lease, made bool
 				}
 				made = false
 			}
-			if err := s.deleteLease(ctx, record.Name, record.UID); err != nil {
+			if err := s.deleteRecordObject(ctx, record.Name, record.UID); err != nil {
 				s.log.Warn("rollback: deleting the record", "id", id, "err", err)
 				return false, nil
 			}

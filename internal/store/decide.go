@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -33,14 +33,14 @@ const (
 
 // --- Reserving an id (a create) ---
 
-// claim is what a create does next about the Lease that holds its id: the create of
+// claim is what a create does next about the record that holds its id: the create of
 // the id's record answered AlreadyExists.
 type claim int
 
 const (
-	claimRead             claim = iota // read the Lease
+	claimRead             claim = iota // read the record
 	claimTaken                         // 409: the id is another container's
-	claimRetry                         // the Lease went meanwhile: create the record again
+	claimRetry                         // the record went meanwhile: create the record again
 	claimListDeployments               // it may be abandoned: is there a Deployment of the id?
 	claimPreviousDeleting              // 409 with Retry-After: the previous container's DELETED is not delivered yet
 	claimWaitDeleted                   // someone is deleting the record: wait briefly, read it again
@@ -52,15 +52,15 @@ const (
 // up: with the backoff in reserve, about 1.5 s, as long as a plain record takes to go.
 const claimWaits = 5
 
-// holder is what a create knows about the Lease holding its id.
+// holder is what a create knows about the record holding its id.
 type holder struct {
-	// Retried: this was the create's second try (after the Lease went). Another
+	// Retried: this was the create's second try (after the record went). Another
 	// AlreadyExists means another create got there first.
 	Retried bool
-	// Lease is how reading the Lease went: answered or absent.
-	Lease lookup
-	// Record is the Lease read as the id's record; Ours is false when it is not one
-	// (someone else's Lease with the record's name: never taken over).
+	// Held is how reading the record went: answered or absent.
+	Held lookup
+	// Record is the object read as the id's record; Ours is false when it is not one
+	// (someone else's ConfigMap with the record's name: never taken over).
 	Record container.Record
 	Ours   bool
 	// Waited is how many times the create waited for the record to go (claimWaitDeleted).
@@ -71,7 +71,7 @@ type holder struct {
 	Deployments int
 }
 
-// claimID decides what a create does about the Lease holding its id. The id is taken,
+// claimID decides what a create does about the record holding its id. The id is taken,
 // unless the record is abandoned: recognisably this id's record (by label, not only by
 // name), no DELETED owed on it, old enough (abandonedByAge), and no Deployment carries
 // the id. An abandoned record is replaced, guarded by a UID precondition so that only
@@ -80,15 +80,15 @@ type holder struct {
 // A record being deleted is not a container any more: one owing a DELETED is the
 // previous container's, whose DELETED is not delivered yet (the reporter deletes the
 // record, then lets it go once DCM has been told): 409, and the client is told when to
-// come back. One owing nothing is going (a clean-up of Leases, a rollback): the create
+// come back. One owing nothing is going (a clean-up by hand, a rollback): the create
 // waits for it briefly and tries again. (A record of another incarnation is like any.)
 func claimID(h holder, now time.Time, createTimeout time.Duration) claim {
 	switch {
 	case h.Retried:
 		return claimTaken
-	case h.Lease == notAsked:
+	case h.Held == notAsked:
 		return claimRead
-	case h.Lease == absent:
+	case h.Held == absent:
 		return claimRetry
 	case !h.Ours:
 		return claimTaken
@@ -214,20 +214,20 @@ func answerMiss(m miss) missAnswer {
 // AlreadyExists).
 type recordFix struct {
 	// Write is the record to write (an update); nil: nothing to write.
-	Write *coordinationv1.Lease
+	Write *corev1.ConfigMap
 	// Busy: someone is deleting the record; after Write, errRecordBusy asks for a
 	// retry, which then creates it afresh.
 	Busy bool
-	// Foreign: the Lease has the record's name but is not the id's record: it is never
+	// Foreign: the ConfigMap has the record's name but is not the id's record: it is never
 	// touched, and the caller is told to rename or remove it.
 	Foreign bool
 }
 
-// fixRecord decides how the Lease cur, found with the name of container id's record,
+// fixRecord decides how the ConfigMap cur, found with the name of container id's record,
 // comes to say incarnation inc and, when owed, hold DELETED owed (RecordFinalizer). A
 // record being deleted by hand that owes a DELETED not wanted any more is let go (our
 // finalizer removed); one being deleted is never relabelled. cur is not changed.
-func fixRecord(cur *coordinationv1.Lease, id, inc string, owed bool) recordFix {
+func fixRecord(cur *corev1.ConfigMap, id, inc string, owed bool) recordFix {
 	rec, ok := container.RecordOf(cur, id)
 	if !ok {
 		return recordFix{Foreign: true}
@@ -394,7 +394,7 @@ func confirmDeleteReads(cacheShowsAny, found bool) bool {
 // record it listed had UID uid): RecordFinalizer off, when the current record still has
 // it; nil when there is nothing to write (no finalizer now, whatever the listing said,
 // or another record of the id by now, which is not touched).
-func releaseWrite(cur *coordinationv1.Lease, uid types.UID) *coordinationv1.Lease {
+func releaseWrite(cur *corev1.ConfigMap, uid types.UID) *corev1.ConfigMap {
 	if cur == nil || cur.UID != uid || !slices.Contains(cur.Finalizers, container.RecordFinalizer) {
 		return nil
 	}
@@ -407,7 +407,7 @@ func releaseWrite(cur *coordinationv1.Lease, uid types.UID) *coordinationv1.Leas
 
 // ensureAttempts bounds EnsureRecord's creates: a record found by the create
 // (AlreadyExists) and gone by the read that follows was deleted in between (its DELETED
-// delivered, or a clean-up of Leases), and is created again. More than a few in a row
+// delivered, or a clean-up by hand), and is created again. More than a few in a row
 // is someone deleting it as fast as it is made.
 const ensureAttempts = 4
 

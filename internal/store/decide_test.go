@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,11 +44,11 @@ func rec(ago time.Duration, edit ...func(*container.Record)) container.Record {
 func owedRec(r *container.Record)        { r.Owed = true }
 func terminatingRec(r *container.Record) { r.Terminating = true }
 
-// What a create does about the Lease holding its id, step by step: each row is one
+// What a create does about the record holding its id, step by step: each row is one
 // decision, with what the create knows by then.
 func TestClaimID(t *testing.T) {
 	const old, young = time.Hour, 5 * time.Second
-	read := func(r container.Record) holder { return holder{Lease: answered, Record: r, Ours: true} }
+	read := func(r container.Record) holder { return holder{Held: answered, Record: r, Ours: true} }
 	listed := func(r container.Record, deps int) holder {
 		h := read(r)
 		h.Listed, h.Deployments = true, deps
@@ -62,9 +62,9 @@ func TestClaimID(t *testing.T) {
 		{"first AlreadyExists: read what holds the id", holder{}, claimRead},
 		{"second AlreadyExists (after a retry): another create got there first",
 			holder{Retried: true}, claimTaken},
-		{"the Lease went before it could be read (free): create again", holder{Lease: absent}, claimRetry},
-		{"someone else's Lease with the record's name: taken, never touched, however old",
-			holder{Lease: answered, Record: rec(old), Ours: false}, claimTaken},
+		{"the record went before it could be read (free): create again", holder{Held: absent}, claimRetry},
+		{"someone else's ConfigMap with the record's name: taken, never touched, however old",
+			holder{Held: answered, Record: rec(old), Ours: false}, claimTaken},
 		{"a record owing a DELETED: taken until it is delivered", read(rec(old, owedRec)), claimTaken},
 		{"a young record: a create may still be in flight", read(rec(young)), claimTaken},
 		{"a record just under twice the create timeout: still young", read(rec(2*createTimeout - time.Nanosecond)), claimTaken},
@@ -80,7 +80,7 @@ func TestClaimID(t *testing.T) {
 		{"being deleted and owed: the previous container's DELETED is not delivered yet: 409 with Retry-After",
 			read(rec(young, owedRec, terminatingRec)), claimPreviousDeleting},
 		{"being deleted and owed, old: the same", read(rec(old, owedRec, terminatingRec)), claimPreviousDeleting},
-		{"being deleted, owing nothing (a clean-up of Leases, a rollback): wait for it to go",
+		{"being deleted, owing nothing (a clean-up by hand, a rollback): wait for it to go",
 			read(rec(young, terminatingRec)), claimWaitDeleted},
 		{"being deleted, owing nothing, old: wait too (never taken over)", read(rec(old, terminatingRec)), claimWaitDeleted},
 		{"still being deleted after the last wait: 503, retry", func() holder {
@@ -88,9 +88,9 @@ func TestClaimID(t *testing.T) {
 			h.Waited = claimWaits
 			return h
 		}(), claimBusy},
-		{"waited, and the Lease went: create again", holder{Lease: absent, Waited: 2}, claimRetry},
-		{"someone else's Lease being deleted: taken, never waited for",
-			holder{Lease: answered, Record: rec(young, terminatingRec), Ours: false}, claimTaken},
+		{"waited, and the record went: create again", holder{Held: absent, Waited: 2}, claimRetry},
+		{"someone else's ConfigMap being deleted: taken, never waited for",
+			holder{Held: answered, Record: rec(young, terminatingRec), Ours: false}, claimTaken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := claimID(tc.h, t0, createTimeout); got != tc.want {
@@ -146,7 +146,7 @@ func TestAnswerMiss(t *testing.T) {
 			miss{Record: absent, Deployments: answered, Live: true}, missWaitForCache},
 		{"no record, and the Deployments cannot be listed: 503", miss{Record: absent, Deployments: failed}, missUnconfirmed},
 		{"the apiserver cannot answer (outage, or over the confirmation limit): 503", miss{Record: failed}, missUnconfirmed},
-		{"someone else's Lease with the record's name: ask for the id's live Deployment",
+		{"someone else's ConfigMap with the record's name: ask for the id's live Deployment",
 			miss{Record: answered, Rec: rec(time.Minute), Ours: false}, missListDeployments},
 		{"a record owing a DELETED (a DELETE happened): 404", ours(rec(time.Minute, owedRec)), missNotFound},
 		{"a record owing a DELETED, being deleted: 404", ours(rec(time.Minute, owedRec, terminatingRec)), missNotFound},
@@ -167,11 +167,11 @@ func TestAnswerMiss(t *testing.T) {
 	}
 }
 
-// How EnsureRecord brings the Lease it found to say an incarnation and, when owed,
+// How EnsureRecord brings the record it found to say an incarnation and, when owed,
 // DELETED owed.
 func TestFixRecord(t *testing.T) {
 	now := metav1.NewTime(t0)
-	lease := func(inc string, edit ...func(*coordinationv1.Lease)) *coordinationv1.Lease {
+	lease := func(inc string, edit ...func(*corev1.ConfigMap)) *corev1.ConfigMap {
 		l := container.NewRecord("x", inc, false)
 		l.UID = "r1"
 		for _, e := range edit {
@@ -179,14 +179,14 @@ func TestFixRecord(t *testing.T) {
 		}
 		return l
 	}
-	owed := func(l *coordinationv1.Lease) { l.Finalizers = append(l.Finalizers, container.RecordFinalizer) }
-	held := func(l *coordinationv1.Lease) { l.Finalizers = append(l.Finalizers, "example.com/keep") }
-	deleting := func(l *coordinationv1.Lease) { l.DeletionTimestamp = &now }
-	bare := func(l *coordinationv1.Lease) { // a reservation with the id's labels only
+	owed := func(l *corev1.ConfigMap) { l.Finalizers = append(l.Finalizers, container.RecordFinalizer) }
+	held := func(l *corev1.ConfigMap) { l.Finalizers = append(l.Finalizers, "example.com/keep") }
+	deleting := func(l *corev1.ConfigMap) { l.DeletionTimestamp = &now }
+	bare := func(l *corev1.ConfigMap) { // a reservation with the id's labels only
 		l.Labels = map[string]string{container.LabelManagedBy: container.ManagedByValue, container.LabelInstanceID: "x"}
 	}
 	// write summarises what is written: the labels that differ from a record's, and the finalizers.
-	write := func(w *coordinationv1.Lease) string {
+	write := func(w *corev1.ConfigMap) string {
 		if w == nil {
 			return "-"
 		}
@@ -194,7 +194,7 @@ func TestFixRecord(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		cur       *coordinationv1.Lease
+		cur       *corev1.ConfigMap
 		inc       string
 		owed      bool
 		wantWrite string
@@ -214,7 +214,7 @@ func TestFixRecord(t *testing.T) {
 			`inc="" record="container" finalizers=[]`, false, false},
 		{"a bare reservation: the record's labels added", lease("", bare), "i1", false,
 			`inc="i1" record="container" finalizers=[]`, false, false},
-		{"the right incarnation, the record label missing: added", lease("i1", func(l *coordinationv1.Lease) { delete(l.Labels, container.LabelRecord) }),
+		{"the right incarnation, the record label missing: added", lease("i1", func(l *corev1.ConfigMap) { delete(l.Labels, container.LabelRecord) }),
 			"i1", false, `inc="i1" record="container" finalizers=[]`, false, false},
 		{"someone else's finalizer is kept when marking owed", lease("i1", held), "i1", true,
 			`inc="i1" record="container" finalizers=[example.com/keep dcm.project/deleted-report-owed]`, false, false},
@@ -223,7 +223,7 @@ func TestFixRecord(t *testing.T) {
 			`inc="i1" record="container" finalizers=[example.com/keep]`, true, false},
 		{"being deleted, not owed: retry (it goes, the retry creates it afresh)", lease("i1", held, deleting), "i1", true, "-", true, false},
 		{"being deleted, not owed, not wanted owed: retry", lease("i1", held, deleting), "i1", false, "-", true, false},
-		{"someone else's Lease with the record's name: never touched", lease("i1", func(l *coordinationv1.Lease) { l.Labels = map[string]string{"app": "theirs"} }),
+		{"someone else's ConfigMap with the record's name: never touched", lease("i1", func(l *corev1.ConfigMap) { l.Labels = map[string]string{"app": "theirs"} }),
 			"i1", false, "-", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -234,7 +234,7 @@ func TestFixRecord(t *testing.T) {
 					got, fix.Busy, fix.Foreign, tc.wantWrite, tc.wantBusy, tc.foreign)
 			}
 			if !equality.Semantic.DeepEqual(before, tc.cur) {
-				t.Error("the Lease read was changed")
+				t.Error("the record read was changed")
 			}
 			if w := fix.Write; w != nil {
 				if rec, ok := container.RecordOf(w, "x"); !ok || w.UID != "r1" || w.Labels[container.LabelInstanceID] != "x" {
@@ -331,7 +331,7 @@ func TestPlanDelete(t *testing.T) {
 			withRecord(rec(young, owedRec), nil, []object{svc("web", "i1")}), "delete service web (uid-web); 204"},
 		{"a young record being deleted (a rollback): not a create in progress, 404",
 			withRecord(rec(young, terminatingRec), nil, nil), "404"},
-		{"someone else's Lease with the record's name: not a create, 404",
+		{"someone else's ConfigMap with the record's name: not a create, 404",
 			deleteFacts{Record: answered, Rec: rec(young), Ours: false}, "404"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -386,14 +386,14 @@ func TestConfirmDeleteReads(t *testing.T) {
 // What the uninstall writes before deleting a record: decided on the record as it is
 // now, not as it was listed (issue 23).
 func TestReleaseWrite(t *testing.T) {
-	lease := func(uid types.UID, fin ...string) *coordinationv1.Lease {
+	lease := func(uid types.UID, fin ...string) *corev1.ConfigMap {
 		l := container.NewRecord("x", "i1", false)
 		l.UID, l.Finalizers = uid, fin
 		return l
 	}
 	for _, tc := range []struct {
 		name string
-		cur  *coordinationv1.Lease
+		cur  *corev1.ConfigMap
 		want string // the finalizers written, or "-"
 	}{
 		{"owed now (marked since it was listed): the finalizer off", lease("r1", container.RecordFinalizer), "[]"},

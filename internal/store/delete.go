@@ -38,6 +38,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 }
 
 func (s *Store) delete(ctx context.Context, id string) error {
+	if err := s.waitMoved(ctx); err != nil {
+		return err
+	}
 	snap := s.Snapshot(id)
 	r := deleteReads{s: s, id: id, cacheShowsAny: snap.Record != nil || len(snap.Deployments) > 0 || len(snap.Services) > 0}
 	began, lookedAgain := s.Clock.Now(), false
@@ -156,10 +159,10 @@ func (r *deleteReads) facts(ctx context.Context) (deleteFacts, error) {
 	}
 	r.found = r.found || len(f.Services) > 0
 	confirm, err = read(func(ctx context.Context, c kubernetes.Interface) error {
-		l, err := c.CoordinationV1().Leases(s.namespace).Get(ctx, container.RecordName(r.id), metav1.GetOptions{})
+		rc, err := c.CoreV1().ConfigMaps(s.namespace).Get(ctx, container.RecordName(r.id), metav1.GetOptions{})
 		if err == nil {
 			f.Record = answered
-			f.Rec, f.Ours = container.RecordOf(l, r.id)
+			f.Rec, f.Ours = container.RecordOf(rc, r.id)
 		}
 		return err
 	})

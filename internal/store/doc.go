@@ -2,7 +2,7 @@
 // container's objects through client-go and answers reads from shared informer caches,
 // so a GET or LIST costs no apiserver request once the caches are synced.
 //
-// Every container has a record, a Lease named after its id (see
+// Every container has a record, a ConfigMap named after its id (see
 // internal/container/record.go): creating it reserves the id, and it stays while DCM is
 // owed the container's DELETED. The decisions about records and reads are pure
 // functions in decide.go, table-tested without a cluster (decide_test.go); the other
@@ -23,6 +23,8 @@
 //     status reporter plans again from before any destructive step.
 //   - release.go: Release, the `release` command (uninstall): every record deleted,
 //     workloads left running.
+//   - migrate.go: the Lease records of an earlier version moved to ConfigMaps at start,
+//     before the store serves (MoveLeaseRecords; Leases are optional).
 //   - store.go, ids.go, packed*.go, transform.go, intern.go: the informer caches, packed
 //     to what readers need, and the ordered id set that pages a LIST.
 //   - freshness.go: each cache knows whether its watch is healthy (cacheState, a pure

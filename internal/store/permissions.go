@@ -24,18 +24,25 @@ func (p Permission) String() string {
 }
 
 // Required is every verb and resource the service uses (deploy/base/role.yaml grants
-// exactly these: TestRoleGrantsExactlyRequired). A deployment that lacks one (DCM's
-// chart grants no Leases, for example) is told so at start, not through failing
-// requests. Deployments, Services and Pods are read with list and watch (the informers,
-// and label-selected lists at the apiserver where a stale cache must not decide: a
-// DELETE, an id's reuse, the check before a DELETED), never with get, and never changed
-// in place; records and the leader Lease are read and updated.
+// these: TestRoleGrantsExactlyRequired). A deployment that lacks one is told so at
+// start, not through failing requests. Deployments, Services and Pods are read with list
+// and watch (the informers, and label-selected lists at the apiserver where a stale
+// cache must not decide: a DELETE, an id's reuse, the check before a DELETED), never
+// with get, and never changed in place; records and the leader election's lock are
+// ConfigMaps, read and updated. All of it is within what DCM's own Helm chart grants its
+// providers (no Leases there).
 var Required = slices.Concat(
 	grant("apps", "deployments", "list", "watch", "create", "delete"),
 	grant("", "services", "list", "watch", "create", "delete"),
 	grant("", "pods", "list", "watch"),
-	grant("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "delete"),
+	grant("", "configmaps", "get", "list", "watch", "create", "update", "delete"),
 )
+
+// LeaseMovePermissions is what moving the Lease records of an earlier version needs (migrate.go):
+// optional, never checked at start, and its absence is no fault (there is then nothing
+// to move). deploy/base/role.yaml grants it so that an install upgraded from a version
+// with Lease records keeps them.
+var LeaseMovePermissions = grant("coordination.k8s.io", "leases", "get", "list", "update", "delete")
 
 func grant(group, resource string, verbs ...string) []Permission {
 	out := make([]Permission, len(verbs))
@@ -53,8 +60,8 @@ type access struct {
 }
 
 // explainEvery bounds how often a refused write asks the apiserver what is missing
-// (explainForbidden): a check is one SelfSubjectAccessReview per permission (21), and a
-// client retrying a refused create must not turn each retry into 21 more calls. Within
+// (explainForbidden): a check is one SelfSubjectAccessReview per permission (16), and a
+// client retrying a refused create must not turn each retry into 16 more calls. Within
 // it, the last check's answer explains the refusal.
 const explainEvery = 30 * time.Second
 

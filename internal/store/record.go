@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,20 +39,20 @@ var errPreviousDeleting = &Error{Kind: KindConflict, RetryAfter: 5,
 
 // reserve creates the id's record for incarnation inc. If one exists, claimID decides:
 // the id is taken, or the record is abandoned and replaced.
-func (s *Store) reserve(ctx context.Context, id, inc string) (*coordinationv1.Lease, error) {
-	leases := s.client.CoordinationV1().Leases(s.namespace)
+func (s *Store) reserve(ctx context.Context, id, inc string) (*corev1.ConfigMap, error) {
+	records := s.client.CoreV1().ConfigMaps(s.namespace)
 	want := container.NewRecord(id, inc, false)
 create:
 	for retried := false; ; retried = true {
-		lease, err := leases.Create(ctx, want, metav1.CreateOptions{})
+		record, err := records.Create(ctx, want, metav1.CreateOptions{})
 		if err == nil {
-			return lease, nil
+			return record, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, classify("reserving id", err)
 		}
 		h := holder{Retried: retried}
-		var existing *coordinationv1.Lease
+		var existing *corev1.ConfigMap
 		pause := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: 500 * time.Millisecond, Steps: claimWaits}
 		for {
 			switch claimID(h, s.Clock.Now(), s.CreateTimeout) {
@@ -63,20 +63,20 @@ create:
 				case <-time.After(pause.Step()):
 				}
 				h.Waited++
-				h.Lease = notAsked
+				h.Held = notAsked
 			case claimBusy:
 				return nil, errRecordBusy
 			case claimPreviousDeleting:
 				return nil, errPreviousDeleting
 			case claimRead:
-				existing, err = leases.Get(ctx, want.Name, metav1.GetOptions{})
+				existing, err = records.Get(ctx, want.Name, metav1.GetOptions{})
 				switch {
 				case apierrors.IsNotFound(err):
-					h.Lease = absent
+					h.Held = absent
 				case err != nil:
 					return nil, classify("reading reservation", err)
 				default:
-					h.Lease = answered
+					h.Held = answered
 					h.Record, h.Ours = container.RecordOf(existing, id)
 				}
 			case claimListDeployments:
@@ -96,21 +96,21 @@ create:
 	}
 }
 
-// deleteLease deletes the record Lease name if it still has uid (any, when uid is
+// deleteRecordObject deletes the record name if it still has uid (any, when uid is
 // empty): a newer record of the id is never touched. Gone or replaced meanwhile is
 // success. Its finalizer, if any, stays (see DeleteRecord).
-func (s *Store) deleteLease(ctx context.Context, name string, uid types.UID) error {
-	return classify("deleting the container record", deleteLeaseOf(ctx, s.client, s.namespace, name, uid))
+func (s *Store) deleteRecordObject(ctx context.Context, name string, uid types.UID) error {
+	return classify("deleting the container record", deleteRecordOf(ctx, s.client, s.namespace, name, uid))
 }
 
-// deleteLeaseOf is deleteLease for callers without a Store (the uninstall), its error
-// unclassified.
-func deleteLeaseOf(ctx context.Context, client kubernetes.Interface, ns, name string, uid types.UID) error {
+// deleteRecordOf is deleteRecordObject for callers without a Store (the uninstall), its
+// error unclassified.
+func deleteRecordOf(ctx context.Context, client kubernetes.Interface, ns, name string, uid types.UID) error {
 	var opts metav1.DeleteOptions
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}
-	err := client.CoordinationV1().Leases(ns).Delete(ctx, name, opts)
+	err := client.CoreV1().ConfigMaps(ns).Delete(ctx, name, opts)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return err
 	}
@@ -133,27 +133,27 @@ func (s *Store) liveAtAPIServer(ctx context.Context, client kubernetes.Interface
 // hold DELETED owed (RecordFinalizer). A missing record is created: restored from the
 // live Deployment, or written for a container deleted without one. One that exists is
 // brought to that (fixRecord decides how): a record being deleted by hand is let go
-// and errRecordBusy asks for a retry, which then creates it afresh; a Lease with the
+// and errRecordBusy asks for a retry, which then creates it afresh; a ConfigMap with the
 // record's name that is not a record is never touched.
 func (s *Store) EnsureRecord(ctx context.Context, id, inc string, owed bool) error {
-	leases := s.client.CoordinationV1().Leases(s.namespace)
+	records := s.client.CoreV1().ConfigMaps(s.namespace)
 	for attempt := 1; ; attempt++ {
-		_, err := leases.Create(ctx, container.NewRecord(id, inc, owed), metav1.CreateOptions{})
+		_, err := records.Create(ctx, container.NewRecord(id, inc, owed), metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			return classify("writing the container record", err)
 		}
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := leases.Get(ctx, container.RecordName(id), metav1.GetOptions{})
+			cur, err := records.Get(ctx, container.RecordName(id), metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			fix := fixRecord(cur, id, inc, owed)
 			if fix.Foreign {
-				return fmt.Errorf("the Lease %s/%s is not the record of container %q (labels %v); rename or remove it",
+				return fmt.Errorf("the ConfigMap %s/%s is not the record of container %q (labels %v); rename or remove it",
 					s.namespace, cur.Name, id, cur.Labels)
 			}
 			if fix.Write != nil {
-				if _, err := leases.Update(ctx, fix.Write, metav1.UpdateOptions{}); err != nil {
+				if _, err := records.Update(ctx, fix.Write, metav1.UpdateOptions{}); err != nil {
 					return err
 				}
 			}
@@ -176,12 +176,12 @@ func (s *Store) EnsureRecord(ctx context.Context, id, inc string, owed bool) err
 // RecordFinalizer off, so the record goes. (Not "release": that is the uninstall
 // command's word, see Release.)
 func (s *Store) DeleteRecord(ctx context.Context, rec container.Record) error {
-	if err := s.deleteLease(ctx, rec.Name, rec.UID); err != nil {
+	if err := s.deleteRecordObject(ctx, rec.Name, rec.UID); err != nil {
 		return err
 	}
-	leases := s.client.CoordinationV1().Leases(s.namespace)
+	records := s.client.CoreV1().ConfigMaps(s.namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := leases.Get(ctx, rec.Name, metav1.GetOptions{})
+		cur, err := records.Get(ctx, rec.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -192,7 +192,7 @@ func (s *Store) DeleteRecord(ctx context.Context, rec container.Record) error {
 			return nil
 		}
 		cur.Finalizers = withoutRecordFinalizer(cur.Finalizers)
-		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
+		_, err = records.Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 	return classify("deleting the container record", err)
@@ -203,7 +203,7 @@ func (s *Store) DeleteRecord(ctx context.Context, rec container.Record) error {
 // finalizer to take off is read on the record as it is now (releaseWrite), not as it was
 // listed: the reporter may have marked it owed since.
 func deleteRecordAnyway(ctx context.Context, client kubernetes.Interface, ns string, rec container.Record) error {
-	c := client.CoordinationV1().Leases(ns)
+	c := client.CoreV1().ConfigMaps(ns)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := c.Get(ctx, rec.Name, metav1.GetOptions{})
 		if err != nil {
@@ -217,7 +217,7 @@ func deleteRecordAnyway(ctx context.Context, client kubernetes.Interface, ns str
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	return deleteLeaseOf(ctx, client, ns, rec.Name, rec.UID)
+	return deleteRecordOf(ctx, client, ns, rec.Name, rec.UID)
 }
 
 // DeleteService deletes a Service a gone container left behind (UID precondition: a
@@ -242,8 +242,8 @@ func (s *Store) DeleteService(ctx context.Context, svc *container.Service) error
 func (s *Store) unmarkOwed(id, inc string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	leases := s.client.CoordinationV1().Leases(s.namespace)
-	cur, err := leases.Get(ctx, container.RecordName(id), metav1.GetOptions{})
+	records := s.client.CoreV1().ConfigMaps(s.namespace)
+	cur, err := records.Get(ctx, container.RecordName(id), metav1.GetOptions{})
 	if err != nil {
 		return
 	}
@@ -257,7 +257,7 @@ func (s *Store) unmarkOwed(id, inc string) {
 	}
 	w := cur.DeepCopy()
 	w.Finalizers = withoutRecordFinalizer(w.Finalizers)
-	if _, err := leases.Update(ctx, w, metav1.UpdateOptions{}); err != nil {
+	if _, err := records.Update(ctx, w, metav1.UpdateOptions{}); err != nil {
 		s.log.Warn("DELETE failed and its mark could not be undone; a retried DELETE completes it", "id", id, "err", err)
 	}
 }

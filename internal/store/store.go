@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,6 +41,11 @@ type Store struct {
 	ids         *idSet
 	idsSynced   func() bool
 	access      access
+	// moved is closed once the Lease records of an earlier version are moved
+	// (migrate.go); leaseMove is what that did.
+	moved     chan struct{}
+	moveOnce  sync.Once
+	leaseMove LeaseMove
 
 	// Clock tells the age of records (the abandoned-create rule) and how long a cache has been
 	// out of date (freshness.go).
@@ -86,6 +91,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		namespace:     namespace,
 		log:           log,
 		factory:       factory,
+		moved:         make(chan struct{}),
 		Clock:         clock.RealClock{},
 		Confirm:       client,
 		CreateTimeout: 20 * time.Second,
@@ -109,10 +115,12 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Services(namespace).List(ctx, o)
 		}, client.CoreV1().Services(namespace).Watch))
-	s.records = s.informer(&coordinationv1.Lease{}, CacheRecords, listWatch(client,
+	// Records are ConfigMaps: only those labelled as records are listed and watched,
+	// never the namespace's other ConfigMaps.
+	s.records = s.informer(&corev1.ConfigMap{}, CacheRecords, listWatchSelected(client, container.RecordSelector,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.CoordinationV1().Leases(namespace).List(ctx, o)
-		}, client.CoordinationV1().Leases(namespace).Watch))
+			return client.CoreV1().ConfigMaps(namespace).List(ctx, o)
+		}, client.CoreV1().ConfigMaps(namespace).Watch))
 	byID := cache.Indexers{IndexByInstance: indexByInstance}
 	// Records need no index: a record's name is made from its id.
 	for _, inf := range []cache.SharedIndexInformer{s.deployments, s.pods, s.services} {
@@ -148,13 +156,21 @@ func listWatch(client kubernetes.Interface,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) cache.ListerWatcher {
+	return listWatchSelected(client, container.Selector, list, watchFn)
+}
+
+// listWatchSelected is listWatch with the label selector sel.
+func listWatchSelected(client kubernetes.Interface, sel string,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+) cache.ListerWatcher {
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = container.Selector
+			o.LabelSelector = sel
 			return list(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = container.Selector
+			o.LabelSelector = sel
 			return watchFn(ctx, o)
 		},
 	}, client)
@@ -195,11 +211,20 @@ func (s *Store) Watch(changed func(id string)) (stop func(), err error) {
 	return stop, nil
 }
 
-// Start starts the informers; they stop when ctx ends.
-func (s *Store) Start(ctx context.Context) { s.factory.Start(ctx.Done()) }
+// Start starts the informers, and the move of an earlier version's Lease records
+// (migrate.go); they stop when ctx ends. Until the move is done the store is not
+// synced, and creates and DELETEs answer 503.
+func (s *Store) Start(ctx context.Context) {
+	go s.moveLeases(ctx)
+	s.factory.Start(ctx.Done())
+}
 
-// Synced reports whether every cache has completed its first list.
+// Synced reports whether every cache has completed its first list (and the records of
+// an earlier version are moved).
 func (s *Store) Synced() bool {
+	if s.movedYet() != nil {
+		return false
+	}
 	for _, inf := range s.informers() {
 		if !inf.HasSynced() {
 			return false
@@ -208,9 +233,10 @@ func (s *Store) Synced() bool {
 	return s.idsSynced()
 }
 
-// WaitForSync blocks until the caches are synced or ctx ends.
+// WaitForSync blocks until the caches are synced (and the records of an earlier
+// version moved) or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	synced := []cache.InformerSynced{s.idsSynced}
+	synced := []cache.InformerSynced{s.idsSynced, func() bool { return s.movedYet() == nil }}
 	for _, inf := range s.informers() {
 		synced = append(synced, inf.HasSynced)
 	}

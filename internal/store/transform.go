@@ -2,7 +2,6 @@ package store
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -24,7 +23,7 @@ func cacheObject(obj any) (any, error) {
 		c := &cachedService{Service: container.ServiceOf(o)}
 		c.cacheMeta = cacheMeta{meta: &c.Meta, resourceVersion: o.ResourceVersion}
 		return c, nil
-	case *coordinationv1.Lease:
+	case *corev1.ConfigMap:
 		return newCachedRecord(o), nil
 	}
 	// Anything else (client-go may hand an object to the transform again, a tombstone's

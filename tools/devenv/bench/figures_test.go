@@ -119,7 +119,7 @@ func met() *Results {
 		Latency:    map[string]Dist{"debounce_500ms": {N: 40, P99: 550}, "debounce_0": {N: 40, P99: 50}},
 		Throughput: []ThroughputResult{{Containers: 1000, Transport: "core NATS", LagS: 1}},
 		Startup: &StartupResult{Containers: 10000, ReadyS: 3, RawSyncS: 2.5, RepublishedS: 8,
-			APIServer: map[string]float64{"LIST pods": 1, "LIST services": 1, "LIST deployments": 1, "LIST leases": 1},
+			APIServer: map[string]float64{"LIST pods": 1, "LIST services": 1, "LIST deployments": 1, "LIST configmaps": 1},
 			RSSBytes:  120 << 20, SecondRSSBytes: 110 << 20},
 		Replicas: &ReplicaResult{Tries: 200, CreateAgree: Dist{P99: 50}, DeleteAgree: Dist{P99: 50}},
 		Missing:  &MissingResult{Containers: 10000, ConfirmsPerGet: 1, Unknown: Dist{P50: 2}, Known: Dist{P50: 0.3}, FloodSeconds: 5, FloodConfirmsPerS: 20},
@@ -225,7 +225,7 @@ func TestMetricsCounts(t *testing.T) {
 apiserver_request_total{code="200",resource="pods",verb="LIST"} 3
 apiserver_request_total{code="200",resource="pods",verb="GET"} 2
 apiserver_request_total{code="200",resource="deployments",verb="GET"} 5
-apiserver_request_total{code="200",resource="leases",verb="GET"} 7
+apiserver_request_total{code="200",resource="configmaps",verb="GET"} 7
 apiserver_request_total{code="201",resource="services",verb="POST"} 11
 apiserver_watch_list_duration_seconds_count{resource="pods"} 1
 sp_kubernetes_requests_total{code="404",method="GET"} 4
@@ -250,8 +250,8 @@ not_a_number{x="y"} NaNx
 	if got := confirmations(m); got != 4 {
 		t.Errorf("confirmations = %v, want 4 (GETs answered 404)", got)
 	}
-	if got := leaseGets(m); got != 7 {
-		t.Errorf("leaseGets = %v, want 7", got)
+	if got := recordGets(m); got != 7 {
+		t.Errorf("recordGets = %v, want 7", got)
 	}
 	if got, want := startupRequests(m), map[string]float64{"LIST pods": 3, "WATCH-LIST pods": 1}; !maps.Equal(got, want) {
 		t.Errorf("startupRequests = %v, want %v", got, want)

@@ -15,7 +15,7 @@ import (
 )
 
 // CreateAsService makes container id in ns with client-go exactly as the service's create
-// does (internal/store/create.go): the record (the id's Lease) for a new incarnation, then
+// does (internal/store/create.go): the record (the id's ConfigMap) for a new incarnation, then
 // the Deployment and the Service stamped with it, at once. The service sees it as one of
 // its own. It is how the large populations are made when the API is not what is measured.
 //
@@ -37,7 +37,7 @@ func (e *Env) createAs(ctx context.Context, ns, id string, ipIndex int, build fu
 		return err
 	}
 	inc := uuid.NewString()
-	if _, err := e.Fill.CoordinationV1().Leases(ns).Create(ctx, container.NewRecord(id, inc, false), metav1.CreateOptions{}); err != nil {
+	if _, err := e.Fill.CoreV1().ConfigMaps(ns).Create(ctx, container.NewRecord(id, inc, false), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("record of %s: %w", id, err)
 	}
 	objs = objs.ForIncarnation(inc)

@@ -263,7 +263,7 @@ type ReadResult struct {
 	// ServiceReads: those of AuditedReadsBy the service made (its binary's user agent).
 	ServiceReads     float64 `json:"service_reads_audited"`
 	ServiceKubeCalls float64 `json:"service_kubernetes_requests_during_phase"`
-	// ServiceKubeBy: the service's own requests by method (its Lease renewals are PUTs,
+	// ServiceKubeBy: the service's own requests by method (its lock renewals are PUTs,
 	// its apiserver health probe a GET every 5 s).
 	ServiceKubeBy map[string]float64 `json:"service_kubernetes_requests_by_method,omitempty"`
 	// CPU during the phase, percent of one CPU by process (see FillResult).

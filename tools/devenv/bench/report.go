@@ -122,7 +122,7 @@ func checks(r *Results) []check {
 		for _, v := range st.APIServer {
 			lists += v
 		}
-		add(fmt.Sprintf("start-up at %d: initial lists at the apiserver (LIST and WATCH-LIST of deployments, pods, services, leases)", st.Containers),
+		add(fmt.Sprintf("start-up at %d: initial lists at the apiserver (LIST and WATCH-LIST of deployments, pods, services, configmaps)", st.Containers),
 			fmt.Sprintf("%.0f (%s)", lists, kv(st.APIServer)), "apiserver_request_total, apiserver_watch_list_duration_seconds_count",
 			fmt.Sprintf("≤ %d, one per resource (proposed)", targetStartupLists), lists <= targetStartupLists)
 		add(fmt.Sprintf("start-up at %d: RSS after the republish", st.Containers), fmt.Sprintf("%.0f MB (Go heap %.0f MB)", mb(float64(st.RSSBytes)), mb(st.HeapInuseBytes)),

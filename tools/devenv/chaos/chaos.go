@@ -31,7 +31,7 @@ type Options struct {
 const DefaultMaxStaleness = 5 * time.Second
 
 // quiesceLimit bounds the wait for rest: long enough for an abandoned reservation
-// (twice SP_K8S_CREATE_TIMEOUT, 40 s) to be reported and a crashed leader's Lease (15 s)
+// (twice SP_K8S_CREATE_TIMEOUT, 40 s) to be reported and a crashed leader's hold on the lock (15 s)
 // to expire, with room for a slow machine.
 const quiesceLimit = 3 * time.Minute
 

@@ -630,7 +630,7 @@ func (x *indexed) noOrphans() Result {
 
 // 12. Exactly one publisher at rest.
 func (x *indexed) oneLeaderAtRest() Result {
-	r := Result{Name: "one publisher at rest", What: "at rest exactly one replica holds the leader Lease and publishes", Checked: 1}
+	r := Result{Name: "one publisher at rest", What: "at rest exactly one replica holds the leader lock and publishes", Checked: 1}
 	if x.in.Final.Leaders != 1 {
 		r.Violations = append(r.Violations, Violation{What: fmt.Sprintf("%d replicas lead", x.in.Final.Leaders)})
 	}

@@ -60,7 +60,7 @@ type Final struct {
 	// Foreign are other providers' Deployments and Services (managed-by dcm, another
 	// service type); they are no container's and appear in no other list.
 	Foreign []Object `json:"foreign,omitempty"`
-	// Records are the Leases named dcm-container-<id> (or labelled as records).
+	// Records are the ConfigMaps named dcm-container-<id> (or labelled as records).
 	Records []Object `json:"records"`
 	// Registry is every instance the registry lists: id -> status.
 	Registry map[string]string `json:"registry"`

@@ -27,7 +27,7 @@ import (
 //
 // It is an HTTP proxy and not toxiproxy: toxiproxy works on TCP streams, and the client
 // multiplexes requests over connections (HTTP/2 to the apiserver), so it cannot tell
-// a watch of Pods from a GET of a Lease, nor lose one answer after the apiserver has
+// a watch of Pods from a GET of a ConfigMap, nor lose one answer after the apiserver has
 // acted on the request. Here every request is seen whole, so a fault can pick the
 // watches of one resource, or the answers of mutating requests only.
 type FaultProxy struct {
@@ -51,7 +51,7 @@ type FaultProxy struct {
 type ProxyFault struct {
 	Kind string // FaultWatchBlock, FaultWatchBreak, FaultAPIDelay, FaultAPIDrop, or ""
 	// Resource whose watches a watch fault hits ("pods", "deployments", "services",
-	// "leases").
+	// "configmaps": the records).
 	Resource string
 	// Latency added to every answer but a watch's (FaultAPIDelay).
 	Latency time.Duration
@@ -159,7 +159,7 @@ func IsWatch(r *http.Request) bool {
 }
 
 // ResourceOf is the resource a request is about: "pods" in
-// /api/v1/namespaces/ns/pods/name/status, "leases" in /apis/coordination.k8s.io/v1/leases.
+// /api/v1/namespaces/ns/pods/name/status, "configmaps" in /api/v1/namespaces/ns/configmaps/name.
 func ResourceOf(path string) string {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	i := 2 // /api/v1/<resource>

@@ -39,6 +39,8 @@ func TestResourceOf(t *testing.T) {
 		"/apis/apps/v1/namespaces/ns/deployments/web-abc":              "deployments",
 		"/apis/coordination.k8s.io/v1/namespaces/ns/leases/dcm-leader": "leases",
 		"/apis/coordination.k8s.io/v1/leases":                          "leases",
+		"/api/v1/namespaces/ns/configmaps/dcm-container-web":           "configmaps",
+		"/api/v1/watch/namespaces/ns/configmaps":                       "configmaps",
 		"/version":                                                     "",
 	} {
 		if got := ResourceOf(path); got != want {

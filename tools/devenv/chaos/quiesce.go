@@ -185,12 +185,13 @@ func (w *World) objects(ctx context.Context) (Final, error) {
 		}
 		f.Pods = append(f.Pods, o)
 	}
-	// Every Lease, not only labelled ones: a record that lost its labels is an orphan too.
-	leases, err := w.Env.Admin.CoordinationV1().Leases(w.NS).List(ctx, metav1.ListOptions{})
+	// Every ConfigMap, not only labelled ones: a record that lost its labels is an orphan
+	// too. (The election's lock has neither the records' name nor their label.)
+	cms, err := w.Env.Admin.CoreV1().ConfigMaps(w.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return f, err
 	}
-	for _, l := range leases.Items {
+	for _, l := range cms.Items {
 		if !strings.HasPrefix(l.Name, container.RecordName("")) && l.Labels[container.LabelRecord] == "" {
 			continue
 		}

@@ -13,7 +13,7 @@ import (
 
 // Replica is one of the two service replicas ("a" or "b"). Each start is a new process
 // with a new name (a-1, a-2, …), which is also its leader-election identity, as a
-// replaced pod would have: a restarted leader cannot simply resume its old Lease.
+// replaced pod would have: a restarted leader cannot simply resume its old hold on the lock.
 type Replica struct {
 	Name string
 	w    *World
@@ -80,7 +80,7 @@ func (r *Replica) Start(ctx context.Context) error {
 }
 
 // Stop ends the current process: gracefully (SIGTERM, the service drains and releases
-// its Lease) or not (SIGKILL, a crash). It returns once the process is gone.
+// the leader lock) or not (SIGKILL, a crash). It returns once the process is gone.
 func (r *Replica) Stop(graceful bool) {
 	r.mu.Lock()
 	s, proc, up, stopping := r.svc, r.proc, r.up, r.stopping

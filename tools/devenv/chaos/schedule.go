@@ -78,7 +78,7 @@ const (
 var proxyFaults = []string{FaultWatchBlock, FaultWatchBreak, FaultAPIDelay, FaultAPIDrop}
 
 // watchedResources are what the service watches, each a proxy fault's possible target.
-var watchedResources = []string{"deployments", "pods", "services", "leases"}
+var watchedResources = []string{"deployments", "pods", "services", "configmaps"}
 
 // foreignTypes are DCM's other providers' service types.
 var foreignTypes = []string{"database", "network"}
@@ -140,7 +140,7 @@ func Plan(seed uint64, d time.Duration) []Step {
 			break
 		}
 		faults = append(faults, s)
-		// After a crash the other replica takes over only when the Lease expires (about
+		// After a crash the other replica takes over only when its hold on the lock expires (about
 		// 15 s): leave room so the next fault does not land on a world still failing over.
 		after := p.between(4, 10)
 		switch kind {

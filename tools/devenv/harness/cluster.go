@@ -168,7 +168,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.SAPublic, "--service-account-signing-key-file=" + p.SAPrivate,
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=" + serviceCIDR, // the real node's pods route it (realnode_expose.go)
 		// The default reconciler would publish 127.0.0.1 as the kubernetes Service's
 		// endpoint, which the apiserver refuses.
 		"--endpoint-reconciler-type=none",

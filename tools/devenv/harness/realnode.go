@@ -52,6 +52,9 @@ type RealNode struct {
 	Socket string
 	// KubeletPort and HealthzPort are the kubelet's API and healthz ports on 127.0.0.1.
 	KubeletPort, HealthzPort int
+	// Registry is the node's image registry, "127.0.0.1:PORT": the only place its
+	// containerd pulls from (PushImage puts images there).
+	Registry string
 
 	rec   realNodeRecord
 	owned bool // started by this process
@@ -67,11 +70,17 @@ type realNodeRecord struct {
 	KubeletArgs []string `json:"kubeletArgs"`
 	KubeletPort int      `json:"kubeletPort"`
 	HealthzPort int      `json:"healthzPort"`
+	Registry    string   `json:"registry"`
 	// Detached processes outlive the process that started them (make cluster-up).
-	Detached   bool      `json:"detached"`
-	Containerd *process  `json:"containerd,omitempty"`
-	Kubelet    *process  `json:"kubelet,omitempty"`
-	Host       hostState `json:"host"`
+	Detached   bool     `json:"detached"`
+	Containerd *process `json:"containerd,omitempty"`
+	// ImageRegistry is the node's registry (sp-image-registry) on Registry.
+	ImageRegistry *process  `json:"imageRegistry,omitempty"`
+	Kubelet       *process  `json:"kubelet,omitempty"`
+	Host          hostState `json:"host"`
+	// PodNetwork is what the harness set up so pods reach the apiserver and the ports
+	// given to ExposeToPods (realnode_expose.go).
+	PodNetwork podNetwork `json:"podNetwork"`
 }
 
 // RealNodeSupported says why a real node cannot run here, or nil when it can.
@@ -176,9 +185,13 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 	if kubelet, err = filepath.EvalSymlinks(kubelet); err != nil { // /proc/PID/exe is resolved
 		return nil, err
 	}
-	images, err := buildTestImages(ctx, dir)
+	testimage, registryBin, err := buildNodeBinaries(ctx, dir)
 	if err != nil {
 		return nil, err
+	}
+	images, err := testImages(testimage)
+	if err != nil {
+		return nil, fmt.Errorf("making the test images: %w", err)
 	}
 	containerd, err := lookPathResolved("containerd")
 	if err != nil {
@@ -199,14 +212,15 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 	if _, err := os.Stat("/sys/class/net/" + RealNodeBridge); err == nil {
 		return nil, fmt.Errorf("a network interface %s exists and is not the harness's: the real node's bridge would clash with it", RealNodeBridge)
 	}
-	ports, err := proc.FreePorts(2)
+	ports, err := proc.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
+	registry := "127.0.0.1:" + strconv.Itoa(ports[2])
 	n = &RealNode{Name: RealNodeName, Dir: dir, Kubeconfig: c.Kubeconfig, Socket: containerdSocket,
-		KubeletPort: ports[0], HealthzPort: ports[1], owned: true, out: out}
+		KubeletPort: ports[0], HealthzPort: ports[1], Registry: registry, owned: true, out: out}
 	n.rec = realNodeRecord{Dir: dir, Kubeconfig: c.Kubeconfig, KubeletBin: kubelet,
-		KubeletPort: ports[0], HealthzPort: ports[1], Detached: c.detached, Host: recordHost()}
+		KubeletPort: ports[0], HealthzPort: ports[1], Registry: registry, Detached: c.detached, Host: recordHost()}
 	defer func() {
 		if err != nil {
 			_ = n.stop(context.Background())
@@ -217,7 +231,8 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 
 	// Record the host's state before changing anything, so a crash at any later point
 	// is cleaned up by the next run.
-	for _, d := range []string{realNodeLib, realNodeRun, containerdRoot, containerdState, kubeletRoot, podLogsDir, ipamDir, cniConfDir} {
+	for _, d := range []string{realNodeLib, realNodeRun, containerdRoot, containerdState, kubeletRoot, podLogsDir, ipamDir, cniConfDir,
+		filepath.Join(registryHostsDir, "_default")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
@@ -229,9 +244,10 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 		return nil, err
 	}
 	files := map[string]string{
-		filepath.Join(dir, "containerd.toml"):             containerdConfig(),
-		filepath.Join(cniConfDir, "10-realnode.conflist"): cniConflist(),
-		filepath.Join(dir, "kubelet.yaml"):                kubeletConfig(n.KubeletPort, n.HealthzPort),
+		filepath.Join(dir, "containerd.toml"):                     containerdConfig(),
+		filepath.Join(cniConfDir, "10-realnode.conflist"):         cniConflist(),
+		filepath.Join(dir, "kubelet.yaml"):                        kubeletConfig(n.KubeletPort, n.HealthzPort),
+		filepath.Join(registryHostsDir, "_default", "hosts.toml"): hostsTOML(registry),
 	}
 	for p, content := range files {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
@@ -239,8 +255,18 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 		}
 	}
 
+	// Before any pod: the bridge, with route_localnet, and the DNATs to 127.0.0.1.
+	if err := n.setupPodNetwork(ctx); err != nil {
+		return nil, fmt.Errorf("the pods' network: %w", err)
+	}
+	if err := n.startImageRegistry(ctx, registryBin, images); err != nil {
+		return nil, err
+	}
+	// No proxy: the registry is on loopback (which Go never proxies anyway), and nothing
+	// else may be reached.
 	if n.rec.Containerd, err = startProcess("containerd", containerd,
-		[]string{"--config", filepath.Join(dir, "containerd.toml")}, dir, n.rec.Detached, sbinPath()); err != nil {
+		[]string{"--config", filepath.Join(dir, "containerd.toml")}, dir, n.rec.Detached, sbinPath(),
+		"HTTP_PROXY=", "HTTPS_PROXY=", "http_proxy=", "https_proxy=", "NO_PROXY=*", "no_proxy=*"); err != nil {
 		return nil, err
 	}
 	if err := n.save(); err != nil {
@@ -250,9 +276,6 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 		_, err := n.ctr(ctx, "version")
 		return err
 	}); err != nil {
-		return nil, err
-	}
-	if err := n.ImportImage(ctx, images); err != nil {
 		return nil, err
 	}
 

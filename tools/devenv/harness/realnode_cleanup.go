@@ -86,14 +86,15 @@ func sysctlPath(name string) string {
 
 // cleanupRealNode removes everything a real node leaves, whether it was stopped or
 // crashed: processes in its cgroups and shims of its socket, mounts under its folders,
-// the bridge and its veths, the kubelet's iptables chains, changed sysctls, files in
+// the harness's pod network chains, the bridge and its veths, the kubelet's iptables
+// chains, changed sysctls, files in
 // shared folders, its folders and cgroups. The record (kept until everything else
 // succeeded) says what to restore; without one only harness-owned things are removed.
 func cleanupRealNode(ctx context.Context, out io.Writer) error {
 	rec, _ := loadRecord()
 	var errs []error
 	if rec != nil {
-		for _, p := range []*process{rec.Kubelet, rec.Containerd} {
+		for _, p := range []*process{rec.Kubelet, rec.Containerd, rec.ImageRegistry} {
 			if p != nil {
 				p.stop(5 * time.Second)
 			}
@@ -104,6 +105,9 @@ func cleanupRealNode(ctx context.Context, out io.Writer) error {
 		errs = append(errs, err)
 	}
 	if err := unmountUnder(realNodeLib, realNodeRun); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removePodNetwork(rec); err != nil {
 		errs = append(errs, err)
 	}
 	if rec != nil {

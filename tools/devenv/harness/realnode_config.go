@@ -21,8 +21,9 @@ const (
 	realNodeNetwork = "sp-harness-realnode"
 	// RealNodeBridge is the node's Linux bridge; pods get 10.88.0.0/16 addresses on it.
 	RealNodeBridge = "cni0"
-	// RealNodePodCIDR is where pod IPs come from. Pod traffic stays on the bridge: no
-	// masquerading and no routes, so nothing a pod sends can leave the machine.
+	// RealNodePodCIDR is where pod IPs come from. Pod traffic stays on the machine: no
+	// masquerading, no default route, only a route to the service range, whose packets
+	// the harness DNATs to 127.0.0.1 or refuses (realnode_expose.go).
 	RealNodePodCIDR = "10.88.0.0/16"
 	realNodeGateway = "10.88.0.1"
 )
@@ -36,6 +37,7 @@ var (
 	containerdSocket = filepath.Join(realNodeRun, "containerd.sock")
 	runcRoot         = filepath.Join(realNodeRun, "runc")
 	cniConfDir       = filepath.Join(realNodeRun, "net.d")
+	registryHostsDir = filepath.Join(realNodeRun, "certs.d") // containerd's registry config_path
 	recordFile       = filepath.Join(realNodeRun, "node.json")
 )
 
@@ -52,7 +54,7 @@ state = %[2]q
   address = %[4]q
 [plugins]
   [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = %[5]q   # imported before the kubelet starts, never pulled
+    sandbox_image = %[5]q   # pulled from the node's registry like every image
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
     # Root here may lack CAP_SYS_RESOURCE: writing a sandbox's oom_score_adj (-998) then
@@ -69,27 +71,52 @@ state = %[2]q
         [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
           SystemdCgroup = false   # cgroupfs, as the kubelet (containerd 1.6 cannot tell it)
           Root = %[6]q
+    # Where containerd finds how to reach each registry host: only _default/hosts.toml
+    # is there, and it sends every host to the node's registry (see hostsTOML).
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = %[9]q
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"   # Debian's containernetworking-plugins
       conf_dir = %[7]q         # our own: never /etc/cni/net.d, which a system runtime reads
   [plugins."io.containerd.internal.v1.opt"]
     path = %[8]q
 `, containerdRoot, containerdState, realNodeCgroup+"/runtime", containerdSocket, SandboxImage, runcRoot,
-		cniConfDir, filepath.Join(containerdRoot, "opt"))
+		cniConfDir, filepath.Join(containerdRoot, "opt"), registryHostsDir)
+}
+
+// hostsTOML is containerd's _default/hosts.toml: used for every registry host that has
+// no folder of its own (none has), it makes the node's registry the server of every
+// host. A server replaces the host's own address (there is no fallback to it), so a pull
+// of docker.io/library/nginx, quay.io/... or 127.0.0.1:1/... goes to 127.0.0.1:PORT as a
+// mirror request (?ns=docker.io) and never resolves or dials anything else.
+//
+// The [host] table is there for containerd 1.6: its parser refuses a file without one
+// ("invalid `host` tree") and then falls back to the host's own address, which would
+// leave the machine. A failed pull therefore asks the registry twice.
+func hostsTOML(registry string) string {
+	return fmt.Sprintf(`# Every registry host is this machine's image registry: no pull leaves the machine.
+server = "http://%[1]s"
+
+[host."http://%[1]s"]
+  capabilities = ["pull", "resolve"]
+`, registry)
 }
 
 // cniConflist is a bridge network: cni0 is the gateway (10.88.0.1) so the kubelet's probes
-// reach pods from the host; ipMasq off and no IPAM routes, so pods have no way out.
+// reach pods from the host; ipMasq off and the only IPAM route is to the service range
+// via the gateway (the `kubernetes` Service, DNATed to the apiserver), so pods have no
+// way out.
 func cniConflist() string {
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": %[1]q,
   "plugins": [
     {"type": "bridge", "bridge": %[2]q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %[3]q, "gateway": %[4]q}]], "dataDir": %[5]q}}
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %[3]q, "gateway": %[4]q}]], "dataDir": %[5]q,
+              "routes": [{"dst": %[6]q}]}}
   ]
 }
-`, realNodeNetwork, RealNodeBridge, RealNodePodCIDR, realNodeGateway, ipamDir)
+`, realNodeNetwork, RealNodeBridge, RealNodePodCIDR, realNodeGateway, ipamDir, serviceCIDR)
 }
 
 // kubeletConfig is the KubeletConfiguration; the kubelet's API and healthz listen on

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,38 +14,42 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/imageregistry"
 )
 
-// The real node has no registry and no network: its images are made here, from one static
-// Go binary (./testimage) that plays a workload chosen by its first argument, and imported
-// into the node's containerd. Tags are not :latest, so a pod without imagePullPolicy gets
-// IfNotPresent and never tries to pull them.
+// The real node's images are made here, from one static Go binary (./testimage) that
+// plays a workload chosen by its first argument, and pushed to the node's own registry
+// (package imageregistry) under their names. containerd pulls every name from that
+// registry and from nowhere else (see hostsTOML), so an image that was never pushed
+// fails to pull with an error naming the registry, and no pull leaves the machine.
 const (
-	testImageRegistry = "example.invalid" // .invalid never resolves: a pull cannot leave the machine
+	testImageRegistry = "example.invalid" // .invalid never resolves, whatever happens
 	testImageTag      = "v1"
-	// SandboxImage is containerd's sandbox_image: the testimage "pause" role, imported
-	// before the kubelet starts, so a pod sandbox never needs a pull.
+	// SandboxImage is containerd's sandbox_image: the testimage "pause" role, pulled
+	// from the node's registry like every other image.
 	SandboxImage = "registry.k8s.io/pause:3.10"
-	// MissingImage is an image that is never imported: pods using it stay Pending with
-	// ErrImagePull / ImagePullBackOff, and the failed pull goes to 127.0.0.1:1, nowhere else.
-	MissingImage = "127.0.0.1:1/missing:v1"
+	// MissingImage is an image that is never pushed: pods using it stay Pending with
+	// ErrImagePull / ImagePullBackOff, refused by the node's registry (which the message
+	// names), like any public name nobody pushed.
+	MissingImage = "quay.io/example/never-pushed:v1"
 	testImageBin = "/testimage"
-	// testImageSrc is the test image's package, built in the tooling module (GOWORK=off:
-	// tools/devenv/go.mod alone is enough).
-	testImageSrc   = "./harness/testimage"
-	testImagesFile = "test-images.tar"
+	// The test image's and the registry's packages, built in the tooling module
+	// (GOWORK=off: tools/devenv/go.mod alone is enough).
+	testImageSrc     = "./harness/testimage"
+	imageRegistrySrc = "./cmd/sp-image-registry"
 )
 
 // TestImageRoles are the workloads of the test images (see testimage/main.go):
 // pause (wait for SIGTERM), web (HTTP :8080, /healthz), web80 (HTTP :80, needs
 // NET_BIND_SERVICE), crash (exit 1), exit0 (exit 0), oom (allocate until the memory limit
-// kills it), setuid (chown + setuid as root, then wait).
-var TestImageRoles = []string{"pause", "web", "web80", "crash", "exit0", "oom", "setuid"}
+// kills it), setuid (chown + setuid as root, then wait), incluster (the in-cluster
+// config against the kubernetes Service, then dial the addresses in $DIAL, then wait).
+var TestImageRoles = []string{"pause", "web", "web80", "crash", "exit0", "oom", "setuid", "incluster"}
 
 // TestImage is the name of the real node's image playing role, e.g.
 // TestImage("web") == "example.invalid/web:v1". It runs as root (the image sets no user),
@@ -63,36 +68,32 @@ func TestImageNonRoot(role string) string {
 
 const nonRootUser = "65532:65532"
 
-// buildTestImages compiles testimage (CGO_ENABLED=0, so it needs nothing from the image)
-// and writes every role's image into one docker-archive tarball in dir.
-func buildTestImages(ctx context.Context, dir string) (string, error) {
+// buildNodeBinaries compiles testimage and the image registry (CGO_ENABLED=0, so the
+// test image needs nothing from its image) into dir.
+func buildNodeBinaries(ctx context.Context, dir string) (testimage, registry string, err error) {
 	root, err := RepoRoot()
 	if err != nil {
-		return "", fmt.Errorf("building the test images: %w", err)
+		return "", "", fmt.Errorf("building the test images: %w", err)
 	}
-	bin := filepath.Join(dir, "testimage")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, testImageSrc)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", dir+string(filepath.Separator),
+		testImageSrc, imageRegistrySrc)
 	cmd.Dir = filepath.Join(root, "tools", "devenv")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOTOOLCHAIN=local", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the test image binary: %w\n%s", err, out)
+		return "", "", fmt.Errorf("building the test image binary and the image registry: %w\n%s", err, out)
 	}
-	tarPath := filepath.Join(dir, testImagesFile)
-	if err := writeTestImages(bin, tarPath); err != nil {
-		return "", fmt.Errorf("writing the test images: %w", err)
-	}
-	return tarPath, nil
+	return filepath.Join(dir, "testimage"), filepath.Join(dir, "sp-image-registry"), nil
 }
 
-// writeTestImages packs bin into two single-layer images per role, running as root and
-// as 65532 (plus the sandbox image), and writes them all into one tarball that `ctr images import` reads. The layer is the
-// same for every image, so the tarball holds it once.
-func writeTestImages(bin, tarPath string) error {
+// testImages packs bin into two single-layer images per role, running as root and as
+// 65532 (plus the sandbox image), by the names pods use. The layer is the same for
+// every image, so the registry holds it once.
+func testImages(bin string) (map[string]v1.Image, error) {
 	layer, err := binaryLayer(bin)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	refs := map[name.Reference]v1.Image{}
+	images := map[string]v1.Image{}
 	add := func(ref, role, user string) error {
 		img, err := mutate.AppendLayers(empty.Image, layer)
 		if err != nil {
@@ -110,33 +111,21 @@ func writeTestImages(bin, tarPath string) error {
 		if img, err = mutate.ConfigFile(img, cf); err != nil {
 			return err
 		}
-		tag, err := name.NewTag(ref)
-		if err != nil {
-			return err
-		}
-		refs[tag] = img
+		images[ref] = img
 		return nil
 	}
 	if err := add(SandboxImage, "pause", ""); err != nil {
-		return err
+		return nil, err
 	}
 	for _, role := range TestImageRoles {
 		if err := add(TestImage(role), role, ""); err != nil {
-			return err
+			return nil, err
 		}
 		if err := add(TestImageNonRoot(role), role, nonRootUser); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	f, err := os.Create(tarPath)
-	if err != nil {
-		return err
-	}
-	if err := tarball.MultiRefWrite(refs, f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return images, nil
 }
 
 // binaryLayer is a layer holding bin as /testimage and a world-writable /tmp (the setuid
@@ -168,19 +157,16 @@ func binaryLayer(bin string) (v1.Layer, error) {
 	})
 }
 
-// ImportImage loads an image tarball (`docker save` / `podman save` output, docker-archive
-// or OCI layout) into the node's containerd, where the kubelet finds it. Pods must not
-// pull it: use a non-latest tag (IfNotPresent is then the default) or set
-// imagePullPolicy: IfNotPresent / Never.
-func (n *RealNode) ImportImage(ctx context.Context, tarPath string) error {
-	if _, err := os.Stat(tarPath); err != nil {
-		return err
-	}
-	out, err := n.ctr(ctx, "images", "import", tarPath)
+// PushImage puts the image in src (an OCI layout folder or tarball, `make image`'s
+// output, or a `docker save` / `podman save` tarball) into the node's registry under
+// ref, the name pods use (docker.io/library/nginx:alpine, or REGISTRY/team/app:v1), and
+// returns where it went. Pods then pull it by that name, with any pull policy.
+func (n *RealNode) PushImage(ctx context.Context, src, ref string) (string, error) {
+	local, err := imageregistry.Push(ctx, src, ref, n.Registry)
 	if err != nil {
-		return fmt.Errorf("importing %s: %w\n%s", tarPath, err, out)
+		return "", err
 	}
-	return nil
+	return local.String(), nil
 }
 
 // Images lists the image names the node's containerd holds.
@@ -197,3 +183,35 @@ func (n *RealNode) Images(ctx context.Context) ([]string, error) {
 	}
 	return names, nil
 }
+
+// startImageRegistry starts the node's registry by PID (detached like the node) and
+// pushes the test images into it.
+func (n *RealNode) startImageRegistry(ctx context.Context, bin string, images map[string]v1.Image) error {
+	p, err := startProcess("image-registry", bin, []string{"-addr", n.Registry, "-dir", filepath.Join(n.Dir, "image-registry")},
+		n.Dir, n.rec.Detached)
+	if err != nil {
+		return err
+	}
+	n.rec.ImageRegistry = p
+	if err := n.save(); err != nil {
+		return err
+	}
+	if err := waitFor("image registry", 30*time.Second, []*process{p}, func() error {
+		return httpOK(http.DefaultClient, "http://"+n.Registry+"/v2/", "")
+	}); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := imageregistry.PushAll(ctx, images, n.Registry); err != nil {
+		return fmt.Errorf("pushing the test images: %w", err)
+	}
+	fmt.Fprintf(n.out, "harness: image registry on %s (the node pulls only from there); %d test images pushed in %s\n",
+		n.Registry, len(images), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// ImageRegistryLog is the node's registry's log: one line per request.
+func (n *RealNode) ImageRegistryLog() string { return filepath.Join(n.Dir, "image-registry.log") }
+
+// PushCommand is how a person pushes an image to the real node's registry.
+const PushCommand = "bin/sp-harness push-image IMAGE.tar NAME   (NAME as pods will use it, e.g. docker.io/library/nginx:alpine; IMAGE.tar from make image, docker save or podman save, or an OCI layout folder)"

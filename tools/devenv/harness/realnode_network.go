@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// The network state the node leaves on the host: the bridge and its veths, and the
-// kubelet's KUBE-* iptables chains.
+// The network state the node leaves on the host: the bridge and its veths, the kubelet's
+// KUBE-* iptables chains, and the harness's own pod network (realnode_expose.go).
 
 // deleteBridge deletes the veths on the node's bridge (a pod's veth usually goes with its
 // network namespace, but not when the namespace is still mounted somewhere) and the
@@ -63,8 +63,7 @@ func iptablesChains(cmd, table string) ([]string, error) {
 	return chains, nil
 }
 
-// restoreIPTables removes the KUBE-* chains that appeared since before: first the rules
-// jumping to them from other chains, then their rules, then the chains.
+// restoreIPTables removes the KUBE-* chains that appeared since before (see removeChains).
 func restoreIPTables(before map[string][]string) error {
 	var errs []error
 	for key, old := range before {
@@ -83,31 +82,41 @@ func restoreIPTables(before map[string][]string) error {
 				added[c] = true
 			}
 		}
-		if len(added) == 0 {
-			continue
+		if err := removeChains(cmd, table, added); err != nil {
+			errs = append(errs, err)
 		}
-		if rules, err := iptables(cmd, table, "-S").Output(); err == nil {
-			for l := range strings.SplitSeq(string(rules), "\n") {
-				args := splitIPTablesRule(l)
-				if len(args) < 2 || args[0] != "-A" || added[args[1]] {
-					continue
-				}
-				for i := 0; i+1 < len(args); i++ {
-					if (args[i] == "-j" || args[i] == "-g") && added[args[i+1]] {
-						args[0] = "-D"
-						_ = iptables(cmd, table, args...).Run()
-						break
-					}
+	}
+	return errors.Join(errs...)
+}
+
+// removeChains deletes chains of a table: first the rules jumping to them from other
+// chains, then their rules, then the chains.
+func removeChains(cmd, table string, chains map[string]bool) error {
+	if len(chains) == 0 {
+		return nil
+	}
+	if rules, err := iptables(cmd, table, "-S").Output(); err == nil {
+		for l := range strings.SplitSeq(string(rules), "\n") {
+			args := splitIPTablesRule(l)
+			if len(args) < 2 || args[0] != "-A" || chains[args[1]] {
+				continue
+			}
+			for i := 0; i+1 < len(args); i++ {
+				if (args[i] == "-j" || args[i] == "-g") && chains[args[i+1]] {
+					args[0] = "-D"
+					_ = iptables(cmd, table, args...).Run()
+					break
 				}
 			}
 		}
-		for c := range added {
-			_ = iptables(cmd, table, "-F", c).Run()
-		}
-		for c := range added {
-			if out, err := iptables(cmd, table, "-X", c).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("%s -t %s -X %s: %v: %s", cmd, table, c, err, out))
-			}
+	}
+	for c := range chains {
+		_ = iptables(cmd, table, "-F", c).Run()
+	}
+	var errs []error
+	for c := range chains {
+		if out, err := iptables(cmd, table, "-X", c).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("%s -t %s -X %s: %v: %s", cmd, table, c, err, out))
 		}
 	}
 	return errors.Join(errs...)

@@ -29,7 +29,7 @@ func checkNotBusy() error {
 
 func (r *realNodeRecord) runningPIDs() []int {
 	var pids []int
-	for _, p := range []*process{r.Kubelet, r.Containerd} {
+	for _, p := range []*process{r.Kubelet, r.Containerd, r.ImageRegistry} {
 		if p != nil && p.running() {
 			pids = append(pids, p.PID)
 		}
@@ -57,7 +57,7 @@ func recordedRealNode() (*RealNode, error) {
 		return nil, err
 	}
 	return &RealNode{Name: RealNodeName, Dir: rec.Dir, Kubeconfig: rec.Kubeconfig, Socket: containerdSocket,
-		KubeletPort: rec.KubeletPort, HealthzPort: rec.HealthzPort, rec: *rec, out: io.Discard}, nil
+		KubeletPort: rec.KubeletPort, HealthzPort: rec.HealthzPort, Registry: rec.Registry, rec: *rec, out: io.Discard}, nil
 }
 
 // RealNodeEnv tells test binaries about the run's real node: `sp-harness exec -real-node`
@@ -107,6 +107,7 @@ func (n *RealNode) reload() {
 	}
 	rec.Kubelet = keep(n.rec.Kubelet, rec.Kubelet)
 	rec.Containerd = keep(n.rec.Containerd, rec.Containerd)
+	rec.ImageRegistry = keep(n.rec.ImageRegistry, rec.ImageRegistry)
 	n.rec = *rec
 }
 

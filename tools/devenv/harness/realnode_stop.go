@@ -57,6 +57,9 @@ func (n *RealNode) stop(ctx context.Context) error {
 		n.killTasks(ctx)
 		c.stop(15 * time.Second)
 	}
+	if r := n.rec.ImageRegistry; r != nil {
+		r.stop(5 * time.Second)
+	}
 	return cleanupRealNode(ctx, out)
 }
 

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func webDeployment(name string) *appsv1.Deployment {
 
 // A pod in a RealNodeNamespace runs on the real kubelet: Running and Ready (its readiness
 // probe answered by the web image) with an address from the node's bridge; an image that
-// was never imported stays Pending in ErrImagePull / ImagePullBackOff.
+// was never pushed to the node's registry stays Pending in ErrImagePull / ImagePullBackOff.
 func TestRealNodeRunsPods(t *testing.T) {
 	n, ns := testenv.RealNodeNamespace(t)
 	e := testenv.Cluster(t)
@@ -269,7 +270,8 @@ func TestRealNodeKubeletRestart(t *testing.T) {
 }
 
 // After Stop nothing of the node is left on the machine: no process, no bridge or veth, no
-// CNI config, no mount, no cgroup, no KUBE-* iptables chain, sysctls as they were. This
+// CNI config, no mount, no cgroup, no KUBE-* or SP-HARNESS-* iptables chain (nor a jump to
+// one), sysctls as they were. This
 // starts (and stops) a node of its own, so it runs only when this test binary owns the
 // machine's real node (go test -run RealNode ./tools/devenv/harness/ from the root).
 func TestRealNodeStopLeavesNothing(t *testing.T) {
@@ -313,9 +315,18 @@ func TestRealNodeStopLeavesNothing(t *testing.T) {
 		}
 		return err
 	})
+	// An exposure made by another process would look the same: a rule in our chain.
+	regPort, _ := strconv.Atoi(n.Registry[strings.LastIndex(n.Registry, ":")+1:])
+	if _, err := n.ExposeToPods(regPort); err != nil {
+		t.Fatal(err)
+	}
 	during := hostSnapshot(t, dir)
-	if !during.bridge || len(during.mounts) == 0 || len(during.processes) == 0 {
+	if !during.bridge || len(during.mounts) == 0 || len(during.processes) == 0 ||
+		!slices.Contains(during.chains, "iptables nat -N SP-HARNESS-EXPOSE") {
 		t.Fatalf("the snapshot does not see the running node: %+v", during)
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + harness.RealNodeBridge + "/route_localnet"); err != nil || strings.TrimSpace(string(b)) != "1" {
+		t.Errorf("route_localnet on %s: %q, %v; want 1", harness.RealNodeBridge, b, err)
 	}
 
 	stopStart := time.Now()
@@ -402,14 +413,15 @@ func hostSnapshot(t *testing.T, dir string) snapshot {
 		for _, table := range []string{"filter", "nat", "mangle"} {
 			out, _ := runOut(cmd, "-w", "5", "-t", table, "-S")
 			for l := range strings.SplitSeq(out, "\n") {
-				if strings.HasPrefix(l, "-N ") {
+				if strings.HasPrefix(l, "-N ") || strings.Contains(l, "-j SP-HARNESS-") {
 					s.chains = append(s.chains, cmd+" "+table+" "+l)
 				}
 			}
 		}
 	}
 	for _, k := range []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
-		"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward"} {
+		"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward",
+		"net/ipv4/conf/all/route_localnet", "net/ipv4/conf/default/route_localnet"} {
 		b, _ := os.ReadFile("/proc/sys/" + k)
 		s.sysctls = append(s.sysctls, k+"="+strings.TrimSpace(string(b)))
 	}

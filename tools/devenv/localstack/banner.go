@@ -13,8 +13,8 @@ const ExampleSpec = `{"spec":{"service_type":"container","metadata":{"name":"hel
 	`"resources":{"cpu":{"min":1,"max":2},"memory":{"min":"128MB","max":"256MB"}},` +
 	`"network":{"ports":[{"container_port":8080,"visibility":"internal"}]}}}`
 
-// exampleSpec is ExampleSpec, with the real node's local web image when there is one
-// (the real kubelet cannot pull from a registry).
+// exampleSpec is ExampleSpec, with the real node's web test image when there is one:
+// the real node pulls only from its own registry, where that image is.
 func (s *Stack) exampleSpec() string {
 	if s.RealNode == nil {
 		return ExampleSpec
@@ -60,9 +60,10 @@ func Banner(s *Stack) string {
 	if n := s.RealNode; n != nil {
 		runs = "a real kubelet runs it on " + n.Name
 		fmt.Fprintf(&b, " Real node   %s: a real kubelet + containerd; every pod of namespace %s runs there\n", n.Name, s.Namespace)
-		fmt.Fprintf(&b, "             local images: %s (roles: %s)\n", harness.TestImage("<role>"), strings.Join(harness.TestImageRoles, ", "))
-		fmt.Fprintf(&b, "             your own image: docker save IMAGE -o image.tar (or podman save), then\n")
-		fmt.Fprintf(&b, "               bin/sp-harness import-image image.tar   (use a non-latest tag: it is never pulled)\n")
+		fmt.Fprintf(&b, "             image registry REGISTRY=%s: the node pulls every name from there and nowhere else\n", n.Registry)
+		fmt.Fprintf(&b, "             test images there: %s (roles: %s)\n", harness.TestImage("<role>"), strings.Join(harness.TestImageRoles, ", "))
+		fmt.Fprintf(&b, "             your own (make image, docker save or podman save), then create with image NAME:\n")
+		fmt.Fprintf(&b, "               bin/sp-harness push-image IMAGE.tar NAME   (e.g. NAME docker.io/library/nginx:alpine)\n")
 		fmt.Fprintf(&b, "             logs: %s, %s; containers' logs under /var/lib/sp-harness-realnode/pods\n", n.KubeletLog(), n.ContainerdLog())
 	}
 	fmt.Fprintln(&b)

@@ -5,9 +5,12 @@
 //	sp-harness build [-real-node]                build the binaries into the cache (once per version)
 //	sp-harness up    [-dir DIR] [-real-node]     start a cluster, NATS and DCM's registry in the background,
 //	                                             print KUBECONFIG=..., SP_NATS_URL=..., DCM_REGISTRATION_URL=...
+//	                                             (with a real node also REGISTRY=..., POD_NATS_URL=...,
+//	                                             POD_DCM_REGISTRATION_URL=...: the URLs a pod on the node uses)
 //	sp-harness down  [-dir DIR]                  stop all that up started (and its real node), by PID
 //	sp-harness exec  [-real-node] -- CMD ARGS... start a cluster, run CMD with KUBECONFIG set, stop it
-//	sp-harness import-image TAR...               load image tarballs (docker/podman save) into the real node
+//	sp-harness push-image SRC NAME               push an image (OCI layout or tarball: make image, docker/podman save)
+//	                                             to the real node's registry as NAME, the name pods use
 //	sp-harness clean-real-node                   stop this machine's real node and remove all it left
 //	sp-harness serve-nats -store DIR -port N     (for up) serve NATS with JetStream until SIGTERM
 package main
@@ -17,10 +20,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
@@ -50,8 +55,8 @@ func main() {
 		err = down(*dir)
 	case "exec":
 		code, err = execWithCluster(ctx, fs.Args(), *realNode)
-	case "import-image":
-		err = importImages(ctx, fs.Args())
+	case "push-image":
+		err = pushImage(ctx, fs.Args())
 	case "clean-real-node":
 		err = harness.CleanupRealNodeLeftovers(os.Stderr)
 	case "serve-nats":
@@ -68,7 +73,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: sp-harness build [-real-node] | up [-dir DIR] [-real-node] | down [-dir DIR] |"+
-		" exec [-real-node] -- CMD [ARGS...] | import-image TAR... | clean-real-node | serve-nats -store DIR -port N")
+		" exec [-real-node] -- CMD [ARGS...] | push-image SRC NAME | clean-real-node | serve-nats -store DIR -port N")
 	os.Exit(2)
 }
 
@@ -99,14 +104,15 @@ func up(ctx context.Context, dir string, realNode bool) error {
 	if err != nil {
 		return err
 	}
+	var node *harness.RealNode
 	if realNode {
-		if _, err := harness.StartRealNode(ctx, c, filepath.Join(abs, "realnode"), os.Stderr); err != nil {
+		if node, err = harness.StartRealNode(ctx, c, filepath.Join(abs, "realnode"), os.Stderr); err != nil {
 			c.Stop()
 			return fmt.Errorf("real node: %w (the control plane was stopped again)", err)
 		}
-		fmt.Fprintf(os.Stderr, "sp-harness: real node %s is Ready (label and NoSchedule taint %s=true); "+
-			"images: example.invalid/<role>:v1, your own: bin/sp-harness import-image IMAGE.tar\n",
-			harness.RealNodeName, harness.RealNodeLabel)
+		fmt.Fprintf(os.Stderr, "sp-harness: real node %s is Ready (label and NoSchedule taint %s=true); it pulls only from its "+
+			"image registry %s, which has example.invalid/<role>:v1; push your own with:\n  %s\n",
+			harness.RealNodeName, harness.RealNodeLabel, node.Registry, harness.PushCommand)
 	}
 	bins, err := harness.EnsureBinaries(ctx, os.Stderr)
 	if err != nil {
@@ -128,6 +134,37 @@ func up(ctx context.Context, dir string, realNode bool) error {
 	// One VAR=value per line: `export $(make cluster-up)` sets them all for the service.
 	fmt.Printf("KUBECONFIG=%s\nSP_K8S_KUBECONFIG=%s\nSP_NATS_URL=%s\nDCM_REGISTRATION_URL=%s\n",
 		c.Kubeconfig, c.Kubeconfig, peers.NATSURL, peers.RegistryURL)
+	if node != nil {
+		fmt.Printf("REGISTRY=%s\n", node.Registry)
+		if err := exposePeers(node, peers); err != nil {
+			c.Stop()
+			return fmt.Errorf("making NATS and the registry reachable from pods: %w (the cluster was stopped again)", err)
+		}
+	}
+	return nil
+}
+
+// exposePeers makes NATS and DCM's registry, on 127.0.0.1, reachable from the real node's
+// pods at the bridge's address, says so, and prints the URLs a pod uses.
+func exposePeers(node *harness.RealNode, peers *harness.Peers) error {
+	var podURLs []string
+	for _, raw := range []string{peers.NATSURL, peers.RegistryURL} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return err
+		}
+		port, err := strconv.Atoi(u.Port())
+		if err != nil {
+			return fmt.Errorf("%s has no port", raw)
+		}
+		if u.Host, err = node.ExposeToPods(port); err != nil {
+			return err
+		}
+		podURLs = append(podURLs, u.String())
+	}
+	fmt.Fprintf(os.Stderr, "sp-harness: pods on %s reach the apiserver through the kubernetes Service (in-cluster config from "+
+		"their service account), NATS at %s and DCM's registry at %s (this machine only)\n", node.Name, podURLs[0], podURLs[1])
+	fmt.Printf("POD_NATS_URL=%s\nPOD_DCM_REGISTRATION_URL=%s\n", podURLs[0], podURLs[1])
 	return nil
 }
 
@@ -169,28 +206,21 @@ func down(dir string) error {
 	return nil
 }
 
-// importImages loads image tarballs into the machine's running real node.
-func importImages(ctx context.Context, tars []string) error {
-	if len(tars) == 0 {
-		usage()
+// pushImage puts an image into the registry of the machine's running real node, under
+// the name pods will use.
+func pushImage(ctx context.Context, args []string) error {
+	if len(args) != 2 {
+		return errors.New("usage: sp-harness push-image SRC NAME (SRC: an OCI layout folder or an image tarball; NAME: the name pods use, e.g. docker.io/library/nginx:alpine)")
 	}
 	n, err := harness.LoadRealNode()
 	if err != nil {
 		return fmt.Errorf("no real node running (make cluster-up REAL_NODE=1 or make run REAL_NODE=1): %w", err)
 	}
-	for _, t := range tars {
-		if err := n.ImportImage(ctx, t); err != nil {
-			return err
-		}
-	}
-	images, err := n.Images(ctx)
+	local, err := n.PushImage(ctx, args[0], args[1])
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "sp-harness: the real node now has these images (use a non-latest tag, or imagePullPolicy IfNotPresent):")
-	for _, i := range images {
-		fmt.Println(i)
-	}
+	fmt.Fprintf(os.Stderr, "sp-harness: pushed %s as %s; pods on %s pull it by the name %s\n", args[0], local, n.Name, args[1])
 	return nil
 }
 

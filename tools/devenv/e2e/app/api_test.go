@@ -11,7 +11,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,18 +24,18 @@ const containers = "/api/v1alpha1/containers"
 
 // countObjects counts what the provider owns in ns: Deployments, Services and id
 // reservations.
-func countObjects(t *testing.T, ns string) (deps, svcs, leases int) {
+func countObjects(t *testing.T, ns string) (deps, svcs, records int) {
 	t.Helper()
 	return countBySelector(t, ns, container.LabelManagedBy+"=dcm")
 }
 
 // objectsOf counts the Deployments, Services and reservations carrying these ids.
-func objectsOf(t *testing.T, ns string, ids ...string) (deps, svcs, leases int) {
+func objectsOf(t *testing.T, ns string, ids ...string) (deps, svcs, records int) {
 	t.Helper()
 	return countBySelector(t, ns, container.LabelInstanceID+" in ("+strings.Join(ids, ",")+")")
 }
 
-func countBySelector(t *testing.T, ns, selector string) (deps, svcs, leases int) {
+func countBySelector(t *testing.T, ns, selector string) (deps, svcs, records int) {
 	t.Helper()
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
@@ -49,7 +48,7 @@ func countBySelector(t *testing.T, ns, selector string) (deps, svcs, leases int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := cs.CoordinationV1().Leases(ns).List(ctx, sel)
+	l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +430,7 @@ func TestAbandonedReservationIsCleanedUp(t *testing.T) {
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
 	// The record a create writes first (container.NewRecord), left without a Deployment.
-	_, err := cs.CoordinationV1().Leases(ns).Create(ctx, container.NewRecord("orphan", "abandoned", false), metav1.CreateOptions{})
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, container.NewRecord("orphan", "abandoned", false), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,12 +449,12 @@ func TestAbandonedReservationIsCleanedUp(t *testing.T) {
 		t.Errorf("%d Deployments, %d reservations", d, l)
 	}
 	// Old, but its container exists: still taken.
-	lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName("orphan"), metav1.GetOptions{})
+	record, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName("orphan"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "the new reservation old enough to count as abandoned", func() error {
-		if age := time.Since(lease.CreationTimestamp.Time); age < 2*time.Second+time.Second {
+		if age := time.Since(record.CreationTimestamp.Time); age < 2*time.Second+time.Second {
 			return fmt.Errorf("%s old", age)
 		}
 		return nil
@@ -463,15 +462,15 @@ func TestAbandonedReservationIsCleanedUp(t *testing.T) {
 	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx")), http.StatusConflict, "already-exists")
 }
 
-// A Lease that merely has a record's name (not our labels) is never taken over or
-// deleted, however old: the id stays taken (409) and the Lease stays as it is.
-func TestForeignLeaseWithARecordNameIsNeverTouched(t *testing.T) {
+// A ConfigMap that merely has a record's name (not our labels) is never taken over or
+// deleted, however old: the id stays taken (409) and the ConfigMap stays as it is.
+func TestForeignConfigMapWithARecordNameIsNeverTouched(t *testing.T) {
 	ns := testenv.Namespace(t)
 	p := startProvider(t, ns, withEnv("SP_K8S_CREATE_TIMEOUT=1s", "SP_SERVER_REQUEST_TIMEOUT=5s", "SP_SERVER_WRITE_TIMEOUT=10s"))
 	p.waitSynced(t)
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
-	foreign, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+	foreign, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: container.RecordName("theirs"), Labels: map[string]string{"app": "someone-else"},
 	}}, metav1.CreateOptions{})
 	if err != nil {
@@ -482,9 +481,9 @@ func TestForeignLeaseWithARecordNameIsNeverTouched(t *testing.T) {
 	if r := do(t, http.MethodDelete, p.URL+containers+"/theirs", nil); r.Status != http.StatusNotFound {
 		t.Errorf("delete: %d %s", r.Status, r.Body)
 	}
-	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, foreign.Name, metav1.GetOptions{})
+	l, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, foreign.Name, metav1.GetOptions{})
 	if err != nil || l.UID != foreign.UID || l.ResourceVersion != foreign.ResourceVersion {
-		t.Errorf("the foreign Lease was touched: %v %v", l, err)
+		t.Errorf("the foreign ConfigMap was touched: %v %v", l, err)
 	}
 	if d, _, _ := objectsOf(t, ns, "theirs"); d != 0 {
 		t.Errorf("%d Deployments", d)

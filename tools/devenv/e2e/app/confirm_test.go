@@ -45,7 +45,7 @@ func TestStaleCacheTakesNoDestructiveStep(t *testing.T) {
 	}
 	events.waitStatus("stale-b", "DELETED", "", 30*time.Second)
 	testenv.Eventually(t, 30*time.Second, "stale-b's record deleted", func() error {
-		_, err := cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName("stale-b"), metav1.GetOptions{})
+		_, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName("stale-b"), metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
 		}
@@ -96,7 +96,7 @@ func TestStaleCacheTakesNoDestructiveStep(t *testing.T) {
 	if err != nil || svc.UID != a.Services[0].UID || svc.DeletionTimestamp != nil {
 		t.Errorf("stale-a's Service %s was deleted or replaced: %v", a.Services[0].Name, err)
 	}
-	if _, err := cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName("stale-b"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName("stale-b"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("stale-b's record was re-created: %v", err)
 	}
 }

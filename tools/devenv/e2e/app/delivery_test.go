@@ -253,7 +253,7 @@ func TestForeignContainerIsAdopted(t *testing.T) {
 		t.Errorf("GET foreign container: %d %s", r.Status, r.Body)
 	}
 	testenv.Eventually(t, 20*time.Second, "adopted", func() error {
-		l, err := cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName("legacy"), metav1.GetOptions{})
+		l, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName("legacy"), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

@@ -110,7 +110,7 @@ func TestRBACDenialNamesTheMissingPermissions(t *testing.T) {
 	r := do(t, http.MethodPost, p.URL+containers+"?id=denied", spec("web", "nginx"))
 	expectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
 	detail, _ := r.JSON["detail"].(string)
-	if !strings.Contains(detail, "create coordination.k8s.io/leases") || !strings.Contains(detail, "deploy/base/role.yaml") ||
+	if !strings.Contains(detail, "create configmaps") || !strings.Contains(detail, "deploy/base/role.yaml") ||
 		strings.Contains(detail, "nobody") {
 		t.Errorf("503 does not name the missing permission (or leaks the identity): %s", r.Body)
 	}
@@ -127,7 +127,7 @@ func TestRBACDenialNamesTheMissingPermissions(t *testing.T) {
 	before := reviews.Load()
 	for i := range 5 {
 		r := do(t, http.MethodPost, p.URL+containers+"?id=denied", spec("web", "nginx"))
-		if d, _ := r.JSON["detail"].(string); !strings.Contains(d, "create coordination.k8s.io/leases") {
+		if d, _ := r.JSON["detail"].(string); !strings.Contains(d, "create configmaps") {
 			t.Errorf("refusal %d does not name the missing permission: %s", i+2, r.Body)
 		}
 	}

@@ -92,7 +92,7 @@ func racingCreate(t *testing.T, ns, id, inc string, withDeployment bool) error {
 // reserve makes id's record the way a create reserves the id (container.NewRecord).
 func reserve(t *testing.T, ns, id, inc string) {
 	t.Helper()
-	if _, err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Create(context.Background(),
+	if _, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Create(context.Background(),
 		container.NewRecord(id, inc, false), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestLostCreateAnswerIsRolledBack(t *testing.T) {
 			if deps, svcs := running(t, ns, id); len(deps)+len(svcs) > 0 {
 				t.Errorf("after the rollback, still running: Deployments %v, Services %v", deps, svcs)
 			}
-			_, err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
+			_, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
 			if !apierrors.IsNotFound(err) {
 				t.Errorf("the record after the rollback: %v, want none", err)
 			}
@@ -293,7 +293,7 @@ func TestDeleteAfterACreateStillReservingItsID(t *testing.T) {
 	holdRecord := func(_ *config.Config, rc *rest.Config) {
 		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			return testenv.RoundTripFunc{RT: rt, F: func(r *http.Request) (*http.Response, error) {
-				if armed.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/leases") {
+				if armed.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/configmaps") {
 					once.Do(func() {
 						close(reached)
 						select { // until the DELETE through the other replica has answered
@@ -310,6 +310,14 @@ func TestDeleteAfterACreateStillReservingItsID(t *testing.T) {
 	b := startProvider(t, ns, window, holdRecord)
 	a.waitSynced(t)
 	b.waitSynced(t)
+	// The election's lock is a ConfigMap too: made (POST) before the hold is armed, so
+	// the POST held is the record's.
+	testenv.Eventually(t, 30*time.Second, "a leader (the lock ConfigMap made)", func() error {
+		if !a.App.Leading() && !b.App.Leading() {
+			return fmt.Errorf("no leader yet")
+		}
+		return nil
+	})
 
 	armed.Store(true)
 	created := make(chan response, 1)
@@ -334,7 +342,7 @@ func TestDeleteAfterACreateStillReservingItsID(t *testing.T) {
 	}
 	testenv.Eventually(t, 20*time.Second, "nothing of the id at the apiserver", func() error {
 		deps, svcs := running(t, ns, id)
-		_, err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
+		_, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
 		if len(deps)+len(svcs) > 0 || !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deployments %v, services %v, record err %v", deps, svcs, err)
 		}
@@ -352,7 +360,7 @@ func TestFailedDeleteLeavesTheContainerAsItWas(t *testing.T) {
 	const id = "half-deleted"
 	var armed atomic.Bool
 	lose := interceptor(func(r *http.Request) bool {
-		return armed.Load() && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/leases/"+container.RecordName(id))
+		return armed.Load() && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/configmaps/"+container.RecordName(id))
 	}, func() error { return errors.New("connection reset (the test lost the answer)") })
 	p := startProvider(t, ns, lose)
 	p.waitSynced(t)
@@ -363,7 +371,7 @@ func TestFailedDeleteLeavesTheContainerAsItWas(t *testing.T) {
 	if r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil); r.Status != http.StatusServiceUnavailable {
 		t.Fatalf("DELETE with its mark's answer lost answered %d, want 503: %s", r.Status, r.Body)
 	}
-	rec, err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
+	rec, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

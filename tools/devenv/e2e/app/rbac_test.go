@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
+	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
@@ -109,7 +112,7 @@ func TestDeployRBACIsEnough(t *testing.T) {
 	events := newStreamSink(t, stream)
 	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), asSA)
 	p.waitSynced(t)
-	testenv.Eventually(t, 30*time.Second, "leading with the Role's Lease rights", func() error {
+	testenv.Eventually(t, 30*time.Second, "leading with the Role's ConfigMap rights", func() error {
 		if !p.App.Leading() {
 			return fmt.Errorf("not leading")
 		}
@@ -164,41 +167,134 @@ func TestDeployRBACIsEnough(t *testing.T) {
 
 // The Deployment and Service of deploy/base are valid for the apiserver (server-side dry
 // run) and the shipped configuration loads.
-// DCM's own chart grants no Leases: the provider says so at start (one ERROR line
-// naming each missing verb and the Role to apply), health is unhealthy with the reason,
-// and a create answers 503 naming the permission, leaving nothing behind.
-func TestRoleWithoutLeases(t *testing.T) {
+// dcmRole is DCM's Role (testdata/dcm-role.yaml) verbatim, named as deploy/base's
+// RoleBinding refers to it.
+func dcmRole(t *testing.T) *rbacv1.Role {
+	t.Helper()
+	b, err := os.ReadFile("testdata/dcm-role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role, ok := obj.(*rbacv1.Role)
+	if !ok {
+		t.Fatalf("dcm-role.yaml holds a %T", obj)
+	}
+	role.Name = manifest[*rbacv1.RoleBinding](t, "rolebinding.yaml").RoleRef.Name
+	return role
+}
+
+// Issue 25: DCM's own chart grants no Leases. With exactly its Role (one replica, no
+// namespace reader), the provider keeps its records and its election on ConfigMaps: it
+// says so at start, is healthy and ready, answers 201, 409 to a concurrent duplicate,
+// 204, and delivers the status events, DELETED included.
+func TestDCMRoleIsEnough(t *testing.T) {
 	ns := testenv.Namespace(t)
-	role := manifest[*rbacv1.Role](t, "role.yaml")
-	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "leases") })
-	// (Its caches never sync: the container records are Leases. Health says why.)
-	p := startProvider(t, ns, asRole(t, ns, role))
-	testenv.Eventually(t, 30*time.Second, "health names the missing permissions", func() error {
-		h := do(t, http.MethodGet, p.URL+"/health", nil)
-		msg, _ := h.JSON["message"].(string)
-		if h.JSON["status"] != "unhealthy" || !strings.Contains(msg, "get coordination.k8s.io/leases, list coordination.k8s.io/leases, "+
-			"watch coordination.k8s.io/leases, create coordination.k8s.io/leases, "+
-			"update coordination.k8s.io/leases, delete coordination.k8s.io/leases in namespace "+ns) {
-			return fmt.Errorf("%s", h.Body)
+	asSA := asRole(t, ns, dcmRole(t))
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), asSA)
+	p.waitSynced(t)
+	testenv.Eventually(t, 30*time.Second, "leading on the ConfigMap lock", func() error {
+		if !p.App.Leading() {
+			return fmt.Errorf("not leading")
 		}
 		return nil
 	})
-	// Not ready, saying why: the caches cannot sync without Leases, and what is missing.
-	if r := do(t, http.MethodGet, p.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable ||
-		!strings.Contains(string(r.Body), "caches: the informer caches are not synced yet") || !strings.Contains(string(r.Body), "permissions: the provider may not get coordination.k8s.io/leases") {
-		t.Errorf("/readyz: %d %s", r.Status, r.Body)
+	testenv.Eventually(t, 30*time.Second, "healthy and ready", func() error {
+		if h := do(t, http.MethodGet, p.URL+"/health", nil); h.JSON["status"] != "healthy" {
+			return fmt.Errorf("health: %s", h.Body)
+		}
+		if r := do(t, http.MethodGet, p.URL+"/readyz", nil); r.Status != http.StatusOK {
+			return fmt.Errorf("/readyz: %d %s", r.Status, r.Body)
+		}
+		return nil
+	})
+	// Leases are not granted: nothing to move, and no fault (the start-up line saying so,
+	// "records: ConfigMaps (…); election: ConfigMap …; leases: not granted (nothing to
+	// migrate)", is at info level, below what the tests keep: internal/app's TestKindsLine).
+	if m, ok := p.App.Store().LeaseMove(); !ok || m.Granted {
+		t.Errorf("LeaseMove = %+v %v, want done, Leases not granted", m, ok)
 	}
-	logs := p.Logs()
-	if !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "missing Kubernetes permissions") ||
-		!strings.Contains(logs, "deploy/base/role.yaml") || strings.Contains(logs, "create apps/deployments") {
-		t.Errorf("start-up log does not name exactly the missing permissions:\n%s", logs)
+
+	create(t, p, "dcm-1", spec("web", "nginx", withPorts(port(80, "internal"))))
+	events.waitStatus("dcm-1", "RUNNING", "", 30*time.Second)
+	// A concurrent duplicate: exactly one 201, one 409.
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() { codes <- do(t, http.MethodPost, p.URL+containers+"?id=dcm-2", spec("web", "nginx")).Status }()
 	}
-	r := do(t, http.MethodPost, p.URL+containers+"?id=noleases", spec("web", "nginx"))
-	expectProblem(t, r, http.StatusServiceUnavailable, "unavailable")
-	if detail, _ := r.JSON["detail"].(string); !strings.Contains(detail, "create coordination.k8s.io/leases") || r.Header.Get("Retry-After") == "" {
-		t.Errorf("create: %s", r.Body)
+	got := []int{<-codes, <-codes}
+	slices.Sort(got)
+	if !slices.Equal(got, []int{http.StatusCreated, http.StatusConflict}) {
+		t.Errorf("concurrent duplicate creates answered %v, want one 201 and one 409", got)
 	}
-	expectNothing(t, ns)
+	events.waitStatus("dcm-2", "RUNNING", "", 30*time.Second)
+	for _, id := range []string{"dcm-1", "dcm-2"} {
+		if r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil); r.Status != http.StatusNoContent {
+			t.Fatalf("DELETE %s: %d %s", id, r.Status, r.Body)
+		}
+	}
+	for _, id := range []string{"dcm-1", "dcm-2"} {
+		events.waitStatus(id, "DELETED", "", 30*time.Second)
+	}
+	expectNothing(t, ns) // the records' finalizers came off with the Role's rights
+	if logs := p.Logs(); strings.Contains(logs, "level=ERROR") {
+		t.Errorf("an ERROR under DCM's Role:\n%s", logs)
+	}
+}
+
+// Issue 25: two replicas under DCM's Role publish once: exactly one leads (on the
+// ConfigMap lock), and each state of a container is sent once.
+func TestDCMRoleTwoReplicasPublishOnce(t *testing.T) {
+	ns := testenv.Namespace(t)
+	asSA := asRole(t, ns, dcmRole(t))
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	a := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), asSA)
+	b := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), asSA)
+	a.waitSynced(t)
+	b.waitSynced(t)
+	var leader *provider
+	testenv.Eventually(t, 30*time.Second, "one leader", func() error {
+		switch {
+		case a.App.Leading() && !b.App.Leading():
+			leader = a
+		case b.App.Leading() && !a.App.Leading():
+			leader = b
+		default:
+			return fmt.Errorf("leading: a=%v b=%v", a.App.Leading(), b.App.Leading())
+		}
+		return nil
+	})
+	create(t, a, "via-a", spec("via-a", "nginx"))
+	create(t, b, "via-b", spec("via-b", "nginx"))
+	events.waitStatus("via-a", "RUNNING", "", 30*time.Second)
+	events.waitStatus("via-b", "RUNNING", "", 30*time.Second)
+	leader.waitIdle(t)
+	for range 10 { // and it stays one, across renewals
+		if a.App.Leading() == b.App.Leading() {
+			t.Fatalf("leading: a=%v b=%v", a.App.Leading(), b.App.Leading())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for _, id := range []string{"via-a", "via-b"} {
+		seen := map[status.EventData]bool{}
+		for _, e := range events.events(id) {
+			if seen[e.Data] {
+				t.Errorf("%s: %+v sent twice: %+v", id, e.Data, events.events(id))
+			}
+			seen[e.Data] = true
+		}
+	}
+	// The lock is a ConfigMap without the records' labels: never taken for a record.
+	lock, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "k8s-container-sp-status", metav1.GetOptions{})
+	if err != nil || len(lock.Labels) != 0 || lock.Annotations["control-plane.alpha.kubernetes.io/leader"] == "" {
+		t.Errorf("the lock ConfigMap: %v %v", lock, err)
+	}
 }
 
 // SP_K8S_POD_SECURITY=auto: a namespace enforcing Pod Security "restricted" gets the
@@ -254,15 +350,23 @@ func TestDeployManifestsAreValid(t *testing.T) {
 	if _, err := cs.CoreV1().Services(ns).Create(ctx, manifest[*corev1.Service](t, "service.yaml"), dry); err != nil {
 		t.Errorf("service.yaml: %v", err)
 	}
-	// The NetworkPolicy admits to the provider's pods, on the API port only.
+	// The NetworkPolicy admits to the provider's pods (selected by the label tenants
+	// cannot set, as the Deployment selects them), on the API port only.
 	np := manifest[*networkingv1.NetworkPolicy](t, "networkpolicy.yaml")
-	if np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != dep.Spec.Template.Labels["app.kubernetes.io/name"] ||
+	if !maps.Equal(np.Spec.PodSelector.MatchLabels, dep.Spec.Selector.MatchLabels) ||
 		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector == nil ||
 		len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != dep.Spec.Template.Spec.Containers[0].Ports[0].Name {
 		t.Errorf("networkpolicy.yaml: %+v", np.Spec)
 	}
 	if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, dry); err != nil {
 		t.Errorf("networkpolicy.yaml: %v", err)
+	}
+	pdb := manifest[*policyv1.PodDisruptionBudget](t, "poddisruptionbudget.yaml")
+	if !maps.Equal(pdb.Spec.Selector.MatchLabels, dep.Spec.Selector.MatchLabels) {
+		t.Errorf("poddisruptionbudget.yaml selects %v, the Deployment %v", pdb.Spec.Selector.MatchLabels, dep.Spec.Selector.MatchLabels)
+	}
+	if _, err := cs.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, dry); err != nil {
+		t.Errorf("poddisruptionbudget.yaml: %v", err)
 	}
 	// kustomize applies only what kustomization.yaml lists.
 	kustomization, err := os.ReadFile(filepath.Join(deployDir, "kustomization.yaml"))

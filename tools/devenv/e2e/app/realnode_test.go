@@ -71,7 +71,7 @@ func neverReported(t *testing.T, events *sink, id, status string) {
 func TestRealNodeStatus(t *testing.T) {
 	p, events, ns := onRealNode(t)
 	create(t, p, "web", image("web", "web", withPorts(port(8080, "internal"))))
-	create(t, p, "missing", spec("missing", "127.0.0.1:1/missing:v1", small))
+	create(t, p, "missing", spec("missing", harness.MissingImage, small)) // a public name nobody pushed
 	create(t, p, "crash", image("crash", "crash"))
 	create(t, p, "oom", image("oom", "oom", memory("64MB", "64MB")))
 	create(t, p, "setuid", image("setuid", "setuid"))
@@ -85,9 +85,10 @@ func TestRealNodeStatus(t *testing.T) {
 			t.Errorf("GET: %s", r.Body)
 		}
 	}
-	// A missing image is PENDING with the pull error, never RUNNING.
+	// A missing image is PENDING with the pull error, never RUNNING; the pull went to the
+	// node's registry, which the message names, and nowhere else.
 	{
-		e := events.waitStatus("missing", "PENDING", "ImagePull", 90*time.Second)
+		e := events.waitStatus("missing", "PENDING", testenv.RealNode(t).Registry, 90*time.Second)
 		if !strings.Contains(e.Data.Message, "ErrImagePull") && !strings.Contains(e.Data.Message, "ImagePullBackOff") {
 			t.Errorf("message %q", e.Data.Message)
 		}

@@ -115,7 +115,7 @@ func TestRecordWithoutDeploymentIs404(t *testing.T) {
 	p := startProvider(t, ns)
 	p.waitSynced(t)
 	cs := testenv.Cluster(t).Client
-	if _, err := cs.CoordinationV1().Leases(ns).Create(context.Background(), container.NewRecord("bare", "i1", false), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), container.NewRecord("bare", "i1", false), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

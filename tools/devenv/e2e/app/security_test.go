@@ -221,7 +221,7 @@ func TestAPITokenAndTLS(t *testing.T) {
 	if len(deps.Items) > 0 {
 		t.Fatalf("a refused create left %d Deployments", len(deps.Items))
 	}
-	if _, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), container.RecordName("web-1"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName("web-1"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a refused create left a record (or: %v)", err)
 	}
 

@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
@@ -77,8 +79,8 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-// The leader is killed (it cannot resign): the other replica takes over when the
-// Lease expires, within 20 s, and republishes the current state.
+// The leader is killed (it cannot resign): the other replica takes over when its hold
+// on the lock ConfigMap expires, within 20 s, and republishes the current state.
 func TestLeaderCrashFailover(t *testing.T) {
 	env := testenv.Cluster(t)
 	ns := testenv.Namespace(t)
@@ -101,13 +103,7 @@ func TestLeaderCrashFailover(t *testing.T) {
 		"replica-a": start(t, append(common, "SP_MONITOR_IDENTITY=replica-a")),
 		"replica-b": start(t, append(common, "SP_MONITOR_IDENTITY=replica-b")),
 	}
-	holder := func() string {
-		l, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, "k8s-container-sp-status", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
-	}
+	holder := func() string { return lockHolder(env.Client, ns) }
 	var leader string
 	testenv.Eventually(t, 30*time.Second, "a leader", func() error {
 		if leader = holder(); procs[leader] == nil {
@@ -162,4 +158,19 @@ func TestLeaderCrashFailover(t *testing.T) {
 		return nil
 	})
 	t.Logf("failover after a crash took %s", time.Since(killed).Round(100*time.Millisecond))
+}
+
+// lockHolder is the identity holding the leader election's lock ConfigMap
+// (k8s-container-sp-status, the record in its control-plane.alpha.kubernetes.io/leader
+// annotation); "" when none.
+func lockHolder(cs kubernetes.Interface, ns string) string {
+	c, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), "k8s-container-sp-status", metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	var rec resourcelock.LeaderElectionRecord
+	if json.Unmarshal([]byte(c.Annotations[resourcelock.LeaderElectionRecordAnnotationKey]), &rec) != nil {
+		return ""
+	}
+	return rec.HolderIdentity
 }

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
@@ -74,9 +76,8 @@ func TestReleaseLeavesWorkloadsRunning(t *testing.T) {
 		t.Fatalf("delete: %v %v", resp, err)
 	}
 	testenv.Eventually(t, 20*time.Second, "a leader", func() error {
-		l, err := cs.CoordinationV1().Leases(ns).Get(ctx, "k8s-container-sp-status", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
-			return fmt.Errorf("none yet: %v", err)
+		if lockHolder(cs, ns) == "" {
+			return fmt.Errorf("none yet")
 		}
 		return nil
 	})
@@ -96,6 +97,14 @@ func TestReleaseLeavesWorkloadsRunning(t *testing.T) {
 		t.Errorf("release again: exit %d: %s", code, out)
 	}
 
+	// Nothing of the provider's left: no record, no lock, no Lease.
+	records, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: container.Selector})
+	if err != nil || len(records.Items) != 0 {
+		t.Fatalf("records left: %v %v", records, err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "k8s-container-sp-status", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the lock ConfigMap left: %v", err)
+	}
 	leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
 	if err != nil || len(leases.Items) != 0 {
 		t.Fatalf("Leases left: %v %v", leases, err)

@@ -22,9 +22,10 @@ import (
 // asked every time. Here the store's caches are not even started: they show nothing.
 func TestCreateAsksTheAPIServerForALiveDeployment(t *testing.T) {
 	f := newFixture(t)
+	f.moved(t)
 	theirs := deploymentOf(t, f.ns, "x", "theirs")
 	posts := f.main.counter(func(r *http.Request) bool {
-		return r.Method == http.MethodPost && !strings.HasSuffix(r.URL.Path, "/leases")
+		return r.Method == http.MethodPost && !strings.HasSuffix(r.URL.Path, "/configmaps")
 	})
 	_, err := f.s.Create(context.Background(), "x", objectsOf("x"))
 	var se *store.Error
@@ -56,13 +57,14 @@ func TestCreateFacingARecordBeingDeleted(t *testing.T) {
 			extra = []string{"example.com/keep"}
 		}
 		makeRecord(t, ns, "x", "i1", owed, extra...)
-		if err := testenv.Cluster(t).Client.CoordinationV1().Leases(ns).Delete(context.Background(),
+		if err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Delete(context.Background(),
 			container.RecordName("x"), metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Run("owed", func(t *testing.T) {
 		f := newFixture(t)
+		f.moved(t)
 		deleting(t, f.ns, true)
 		_, err := f.s.Create(context.Background(), "x", objectsOf("x"))
 		var se *store.Error
@@ -78,7 +80,7 @@ func TestCreateFacingARecordBeingDeleted(t *testing.T) {
 		f := newFixture(t)
 		f.start(t) // a create returns once its objects are in the caches
 		deleting(t, f.ns, false)
-		readRecord := request(http.MethodGet, f.ns, "leases", container.RecordName("x"))
+		readRecord := request(http.MethodGet, f.ns, "configmaps", container.RecordName("x"))
 		reads := f.main.counter(readRecord)
 		// The finalizer goes once the create has read the record being deleted.
 		f.main.on(readRecord, nil, func(*http.Request, *http.Response) error {

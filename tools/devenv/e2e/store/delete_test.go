@@ -44,7 +44,7 @@ func TestDeleteCleansUpAnAbandonedCreate(t *testing.T) {
 			}
 			// The record stays, marked owed: it may be a container deleted by hand whose
 			// DELETED is not sent yet; the reporter sends it and deletes the record.
-			l, err := testenv.Cluster(t).Client.CoordinationV1().Leases(f.ns).Get(context.Background(), container.RecordName("x"), metav1.GetOptions{})
+			l, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(f.ns).Get(context.Background(), container.RecordName("x"), metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

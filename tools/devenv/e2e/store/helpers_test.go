@@ -43,8 +43,14 @@ type fixture struct {
 // newFixture builds the store (its caches not started: see start).
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureIn(t, testenv.Namespace(t))
+}
+
+// newFixtureIn is newFixture in namespace ns (several stores in one namespace: replicas).
+func newFixtureIn(t *testing.T, ns string) *fixture {
+	t.Helper()
 	env := testenv.Cluster(t)
-	f := &fixture{ns: testenv.Namespace(t), main: &hooks{}, confirm: &hooks{}, deployments: &gate{}}
+	f := &fixture{ns: ns, main: &hooks{}, confirm: &hooks{}, deployments: &gate{}}
 	mainRC := rest.CopyConfig(env.Config)
 	mainRC.Wrap(f.main.wrap(func(r *http.Request) *gate {
 		if isWatch(r) && strings.HasSuffix(r.URL.Path, "/deployments") {
@@ -80,6 +86,15 @@ func (f *fixture) start(t *testing.T) {
 	defer wcancel()
 	if !f.s.WaitForSync(wctx) {
 		t.Fatal("the store's caches did not sync")
+	}
+}
+
+// moved opens a store whose caches are not started for creates and DELETEs (they wait
+// for the move of an earlier version's Lease records, which start runs otherwise).
+func (f *fixture) moved(t *testing.T) {
+	t.Helper()
+	if err := f.s.MoveLeases(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -283,7 +298,7 @@ func what(t *testing.T, ns, id string) (deps, svcs []string, record bool) {
 	for _, s := range sl.Items {
 		svcs = append(svcs, s.Name)
 	}
-	_, err = cs.CoordinationV1().Leases(ns).Get(ctx, container.RecordName(id), metav1.GetOptions{})
+	_, err = cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName(id), metav1.GetOptions{})
 	return deps, svcs, err == nil
 }
 
@@ -293,8 +308,8 @@ func makeRecord(t *testing.T, ns, id, inc string, owed bool, finalizers ...strin
 	t.Helper()
 	l := container.NewRecord(id, inc, owed)
 	l.Finalizers = append(l.Finalizers, finalizers...)
-	leases := testenv.Cluster(t).Client.CoordinationV1().Leases(ns)
-	if _, err := leases.Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+	records := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns)
+	if _, err := records.Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dropFinalizers(t, ns, id) })
@@ -303,8 +318,8 @@ func makeRecord(t *testing.T, ns, id, inc string, owed bool, finalizers ...strin
 // dropFinalizers takes every finalizer off id's record, if it is there.
 func dropFinalizers(t *testing.T, ns, id string) {
 	t.Helper()
-	leases := testenv.Cluster(t).Client.CoordinationV1().Leases(ns)
-	_, err := leases.Patch(context.Background(), container.RecordName(id), types.MergePatchType,
+	records := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns)
+	_, err := records.Patch(context.Background(), container.RecordName(id), types.MergePatchType,
 		[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("taking the finalizers off the record of %s: %v", id, err)

@@ -22,16 +22,16 @@ import (
 func TestEnsureRecordCreatesAgainARecordDeletedMeanwhile(t *testing.T) {
 	f := newFixture(t)
 	makeRecord(t, f.ns, "x", "i1", false)
-	leases := testenv.Cluster(t).Client.CoordinationV1().Leases(f.ns)
-	f.main.on(request(http.MethodGet, f.ns, "leases", container.RecordName("x")), func() {
-		if err := leases.Delete(context.Background(), container.RecordName("x"), metav1.DeleteOptions{}); err != nil {
+	records := testenv.Cluster(t).Client.CoreV1().ConfigMaps(f.ns)
+	f.main.on(request(http.MethodGet, f.ns, "configmaps", container.RecordName("x")), func() {
+		if err := records.Delete(context.Background(), container.RecordName("x"), metav1.DeleteOptions{}); err != nil {
 			t.Error(err)
 		}
 	}, nil)
 	if err := f.s.EnsureRecord(context.Background(), "x", "i1", true); err != nil {
 		t.Fatalf("EnsureRecord = %v", err)
 	}
-	l, err := leases.Get(context.Background(), container.RecordName("x"), metav1.GetOptions{})
+	l, err := records.Get(context.Background(), container.RecordName("x"), metav1.GetOptions{})
 	if rec, ok := container.RecordOf(l, "x"); err != nil || !ok || !rec.Owed {
 		t.Errorf("the record is not there, owed: %+v %v", rec, err)
 	}
@@ -43,9 +43,9 @@ func TestEnsureRecordCreatesAgainARecordDeletedMeanwhile(t *testing.T) {
 func TestReleaseTakesOffAFinalizerAddedSinceTheListing(t *testing.T) {
 	f := newFixture(t)
 	makeRecord(t, f.ns, "x", "i1", false)
-	leases := testenv.Cluster(t).Client.CoordinationV1().Leases(f.ns)
-	f.main.on(request(http.MethodGet, f.ns, "leases", ""), nil, func(*http.Request, *http.Response) error {
-		_, err := leases.Patch(context.Background(), container.RecordName("x"), types.MergePatchType,
+	records := testenv.Cluster(t).Client.CoreV1().ConfigMaps(f.ns)
+	f.main.on(request(http.MethodGet, f.ns, "configmaps", ""), nil, func(*http.Request, *http.Response) error {
+		_, err := records.Patch(context.Background(), container.RecordName("x"), types.MergePatchType,
 			[]byte(`{"metadata":{"finalizers":["`+container.RecordFinalizer+`"]}}`), metav1.PatchOptions{})
 		if err != nil {
 			t.Error(err)
@@ -56,7 +56,7 @@ func TestReleaseTakesOffAFinalizerAddedSinceTheListing(t *testing.T) {
 	if err != nil || !slices.Equal(rep.Records, []string{"x"}) {
 		t.Fatalf("Release = %+v, %v", rep, err)
 	}
-	if l, err := leases.Get(context.Background(), container.RecordName("x"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if l, err := records.Get(context.Background(), container.RecordName("x"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the record stayed (finalizers %v, %v): the finalizer it has now was not taken off", l.Finalizers, err)
 	}
 }

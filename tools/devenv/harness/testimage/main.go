@@ -9,6 +9,11 @@
 //	exit0   exit 0 at once
 //	oom     allocate memory until the cgroup limit kills it (stops at 2 GiB without one)
 //	setuid  chown a file and setuid as root (fails with capabilities dropped), then wait
+//	incluster  what client-go's rest.InClusterConfig does, with the standard library: the
+//	        service account's token and CA, GET /version (retried until it answers) and
+//	        the namespace's pods from https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT;
+//	        then dial each host:port of $DIAL (comma-separated) and the further arguments,
+//	        one result line each, and wait
 package main
 
 import (
@@ -45,6 +50,9 @@ func main() {
 		oom()
 	case "setuid":
 		setuid()
+	case "incluster":
+		inCluster(os.Args[2:])
+		waitSignal()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown role", role)
 		os.Exit(64)

@@ -1,0 +1,128 @@
+{{/*
+The chart's name.
+*/}}
+{{- define "k8s-container-sp.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The name of everything the chart creates: <release>-<chart>, or <release> when the
+release name already contains the chart's name (DCM's charts do the same).
+*/}}
+{{- define "k8s-container-sp.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels of every object.
+*/}}
+{{- define "k8s-container-sp.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "k8s-container-sp.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: dcm
+{{- end }}
+
+{{/*
+What selects the provider's own pods (Deployment, Service, NetworkPolicy, spread,
+PodDisruptionBudget). dcm.project/ is a prefix the service refuses in a container's
+labels (container.ReservedLabelPrefix), so no tenant pod can carry it and become an
+endpoint of the provider's Service or fall under its NetworkPolicy, even in the same
+namespace; app.kubernetes.io/* are not used to select, as tenants may set them. The
+instance label tells two releases in one namespace apart. deploy/base uses the same
+dcm.project/provider label.
+*/}}
+{{- define "k8s-container-sp.selectorLabels" -}}
+dcm.project/provider: k8s-container-sp
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "k8s-container-sp.serviceAccountName" -}}
+{{- default (include "k8s-container-sp.fullname" .) .Values.serviceAccount.name }}
+{{- end }}
+
+{{/*
+The namespace the containers go to (SP_K8S_NAMESPACE), where the Role is.
+*/}}
+{{- define "k8s-container-sp.targetNamespace" -}}
+{{- default .Release.Namespace .Values.namespace }}
+{{- end }}
+
+{{- define "k8s-container-sp.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "k8s-container-sp.scheme" -}}
+{{- if .Values.tls.secretName }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{- define "k8s-container-sp.endpoint" -}}
+{{- default (printf "%s://%s.%s.svc:%d" (include "k8s-container-sp.scheme" .) (include "k8s-container-sp.fullname" .) .Release.Namespace (int .Values.service.port)) .Values.spEndpoint }}
+{{- end }}
+
+{{- define "k8s-container-sp.registrationURL" -}}
+{{- default (printf "http://%s-control-plane:8080/api/v1alpha1" .Release.Name) .Values.registrationURL }}
+{{- end }}
+
+{{- define "k8s-container-sp.natsURL" -}}
+{{- default (printf "nats://%s-nats:4222" .Release.Name) .Values.natsURL }}
+{{- end }}
+
+{{/*
+Where the secrets are mounted, and so the files the service is told to read.
+*/}}
+{{- define "k8s-container-sp.kubeconfigDir" -}}/kubeconfig{{- end }}
+{{- define "k8s-container-sp.tokenDir" -}}/etc/k8s-container-sp/token{{- end }}
+{{- define "k8s-container-sp.tlsDir" -}}/etc/k8s-container-sp/tls{{- end }}
+
+{{/*
+The service's environment: the settings the chart derives from its values (each is a
+variable of internal/config), then extraEnv; a name in extraEnv replaces the chart's.
+*/}}
+{{- define "k8s-container-sp.env" -}}
+{{- $own := list
+  (dict "name" "SP_NAME" "value" .Values.spName)
+  (dict "name" "SP_ENDPOINT" "value" (include "k8s-container-sp.endpoint" .))
+  (dict "name" "DCM_REGISTRATION_URL" "value" (include "k8s-container-sp.registrationURL" .))
+  (dict "name" "SP_NATS_URL" "value" (include "k8s-container-sp.natsURL" .))
+  (dict "name" "SP_K8S_NAMESPACE" "value" (include "k8s-container-sp.targetNamespace" .))
+  (dict "name" "SP_K8S_EXTERNAL_SVC_TYPE" "value" .Values.externalSvcType)
+  (dict "name" "SP_K8S_POD_SECURITY" "value" .Values.podSecurity)
+  (dict "name" "SP_MONITOR_IDENTITY" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name")))
+}}
+{{- with .Values.spDisplayName }}
+{{- $own = append $own (dict "name" "SP_DISPLAY_NAME" "value" .) }}
+{{- end }}
+{{- if .Values.kubeconfigRef }}
+{{- $own = append $own (dict "name" "SP_K8S_KUBECONFIG" "value" (printf "%s/kubeconfig" (include "k8s-container-sp.kubeconfigDir" .))) }}
+{{- end }}
+{{- if .Values.apiToken.secretName }}
+{{- $own = append $own (dict "name" "SP_API_TOKEN_FILE" "value" (printf "%s/%s" (include "k8s-container-sp.tokenDir" .) .Values.apiToken.key)) }}
+{{- end }}
+{{- if .Values.tls.secretName }}
+{{- $own = append $own (dict "name" "SP_SERVER_TLS_CERT_FILE" "value" (printf "%s/tls.crt" (include "k8s-container-sp.tlsDir" .))) }}
+{{- $own = append $own (dict "name" "SP_SERVER_TLS_KEY_FILE" "value" (printf "%s/tls.key" (include "k8s-container-sp.tlsDir" .))) }}
+{{- end }}
+{{- $extra := dict }}
+{{- range .Values.extraEnv }}
+{{- $_ := set $extra .name true }}
+{{- end }}
+{{- $env := list }}
+{{- range $own }}
+{{- if not (hasKey $extra .name) }}
+{{- $env = append $env . }}
+{{- end }}
+{{- end }}
+{{- concat $env .Values.extraEnv | toYaml }}
+{{- end }}

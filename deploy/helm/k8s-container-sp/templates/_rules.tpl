@@ -1,0 +1,48 @@
+{{/*
+The Role's rules: the one place the chart says what the provider may do, in the namespace
+its containers go to. Exactly what the service uses (store.Required), the same rules as
+deploy/base/role.yaml, whose optional Lease rule is here only with rbac.moveLeaseRecords:
+tools/devenv/chart's TestRoleRulesMatchKustomize compares them.
+*/}}
+{{- define "k8s-container-sp.roleRules" -}}
+# Containers are Deployments: created, deleted, and read through an informer (list,
+# watch). Nothing of a Deployment is ever changed in place.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["list", "watch", "create", "delete"]
+# The Service that exposes a container's ports: as for Deployments.
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["list", "watch", "create", "delete"]
+# Pods are only read, through an informer: their status is the container's status.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+# ConfigMaps: one per container id (its record, labelled dcm.project/record=container:
+# atomic id reservation, and "DELETED still owed" until delivered) and one for electing
+# the replica that publishes status events (the <SP_NAME>-status lock). list/watch: the
+# records are cached like the containers; get/update: a record is read and rewritten,
+# and so is the election's lock.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "update", "delete"]
+{{- if .Values.rbac.moveLeaseRecords }}
+# Optional (rbac.moveLeaseRecords), only for an install upgraded from a version that kept
+# its records in Leases: at start the provider moves them to ConfigMaps and logs
+# "leases: granted, moved N Lease records"; once it has logged "moved 0", turn it off.
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "list", "update", "delete"]
+{{- end }}
+{{- end }}
+
+{{/*
+The optional cluster-scoped grant (namespaceReader.enabled), as deploy/base/clusterrole.yaml:
+get on the containers' namespace only, for podSecurity "auto".
+*/}}
+{{- define "k8s-container-sp.namespaceReaderRules" -}}
+- apiGroups: [""]
+  resources: ["namespaces"]
+  resourceNames: [{{ include "k8s-container-sp.targetNamespace" . | quote }}]
+  verbs: ["get"]
+{{- end }}

@@ -1,0 +1,105 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// ConfigMapLock is client-go's leader election lock (resourcelock.Interface) kept on a
+// ConfigMap, as client-go's own ConfigMapLock did before it was removed (Kubernetes
+// 1.28): the election record is JSON in the annotation
+// control-plane.alpha.kubernetes.io/leader, and every update carries the
+// resourceVersion last read, so of two replicas writing at once only one succeeds.
+// A ConfigMap and not a Lease because DCM's Helm chart grants its providers no Leases.
+// The lock carries no labels: it is never mistaken for a container record, nor cached
+// with them.
+type ConfigMapLock struct {
+	Namespace, Name string
+	Client          corev1client.ConfigMapsGetter
+	LockConfig      resourcelock.ResourceLockConfig
+	cm              *corev1.ConfigMap // as last read or written
+}
+
+var _ resourcelock.Interface = (*ConfigMapLock)(nil)
+
+// Get returns the election record and its raw JSON (client-go compares the raw form to
+// tell a renewal).
+func (l *ConfigMapLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	cm, err := l.Client.ConfigMaps(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	l.cm = cm
+	var rec resourcelock.LeaderElectionRecord
+	raw, found := cm.Annotations[resourcelock.LeaderElectionRecordAnnotationKey]
+	if found {
+		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+			return nil, nil, fmt.Errorf("the leader election record of ConfigMap %s: %w", l.Describe(), err)
+		}
+	}
+	return &rec, []byte(raw), nil
+}
+
+// Create makes the lock ConfigMap holding ler.
+func (l *ConfigMapLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	raw, err := json.Marshal(ler)
+	if err != nil {
+		return err
+	}
+	cm, err := l.Client.ConfigMaps(l.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: l.Name, Namespace: l.Namespace,
+		Annotations: map[string]string{resourcelock.LeaderElectionRecordAnnotationKey: string(raw)},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	l.cm = cm
+	return nil
+}
+
+// Update writes ler over the ConfigMap as last read: a Conflict when someone wrote it
+// since.
+func (l *ConfigMapLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if l.cm == nil {
+		return errors.New("the lock ConfigMap was not read or created yet")
+	}
+	raw, err := json.Marshal(ler)
+	if err != nil {
+		return err
+	}
+	w := l.cm.DeepCopy()
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
+	w.Annotations[resourcelock.LeaderElectionRecordAnnotationKey] = string(raw)
+	cm, err := l.Client.ConfigMaps(l.Namespace).Update(ctx, w, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	l.cm = cm
+	return nil
+}
+
+// RecordEvent records a leadership change as an Event on the lock, when an
+// EventRecorder is set (the service sets none: it may not create Events in DCM's Role).
+func (l *ConfigMapLock) RecordEvent(s string) {
+	if l.LockConfig.EventRecorder == nil || l.cm == nil {
+		return
+	}
+	subject := &corev1.ConfigMap{ObjectMeta: l.cm.ObjectMeta}
+	subject.Kind, subject.APIVersion = "ConfigMap", corev1.SchemeGroupVersion.String()
+	l.LockConfig.EventRecorder.Eventf(subject, corev1.EventTypeNormal, "LeaderElection", "%s %s", l.LockConfig.Identity, s)
+}
+
+// Describe names the lock: namespace/name.
+func (l *ConfigMapLock) Describe() string { return l.Namespace + "/" + l.Name }
+
+// Identity is this replica's identity in the election.
+func (l *ConfigMapLock) Identity() string { return l.LockConfig.Identity }

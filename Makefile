@@ -17,15 +17,28 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 # sp-harness says why and the tests that need it are skipped.
 test harness-build: REAL_NODE ?= 1
 
-.PHONY: build test test-unit fuzz lint lint-api lint-chart generate check-generated cluster-up cluster-down harness-build run bench chaos chaos-ci chaos-explore clean
+.PHONY: build image test test-unit fuzz lint lint-api lint-chart generate check-generated cluster-up cluster-down harness-build run bench chaos chaos-ci chaos-explore clean
 
 # The service binary carries its version (k8s-container-sp --version, /health): the
 # nearest tag, else the commit, -dirty with uncommitted changes. VERSION=v1.2.3 to choose.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The commit the image's binary (--version) and labels name (make build's binary takes it,
+# with any uncommitted changes, from Go's VCS stamp).
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 
 build:
 	go build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/...
 	go build -o $(BIN)/ $(DEVENV)/cmd/...
+
+# The service's OCI image without a container engine, for linux/amd64 and linux/arm64,
+# reproducible (the same commit, VERSION and REVISION give the same digest): an OCI layout
+# in $(BIN)/image/oci and $(BIN)/image/k8s-container-sp.tar for docker load / podman load.
+# Prints the digest. IMAGE=registry/repository:tag names it (default
+# quay.io/dcm-project/k8s-container-service-provider:$(VERSION)); IMAGE_FLAGS=-push pushes it.
+IMAGE ?=
+IMAGE_FLAGS ?=
+image:
+	go run $(DEVENV)/cmd/sp-image -version $(VERSION) -revision $(REVISION) -out $(BIN)/image $(if $(IMAGE),-ref $(IMAGE)) $(IMAGE_FLAGS)
 
 $(HARNESS): FORCE
 	@go build -o $(HARNESS) $(DEVENV)/cmd/sp-harness

@@ -98,14 +98,28 @@ func TestHelpListsEverySetting(t *testing.T) {
 }
 
 func TestVersionComesFromLdflags(t *testing.T) {
-	defer func(v string) { version = v }(version)
-	version = "v1.2.3"
-	var out bytes.Buffer
-	if code := run([]string{"--version"}, nil, &out, &out); code != 0 {
-		t.Fatalf("exit %d: %s", code, &out)
+	cases := []struct {
+		name, version, revision string
+		first                   string // the first line, exactly
+		second                  string // a prefix of the second line
+	}{
+		{name: "version only", version: "v1.2.3", first: "k8s-container-sp v1.2.3", second: "revision "},
+		{name: "version and revision (make image)", version: "v1.2.3", revision: "0123456789abcdef0123456789abcdef01234567",
+			first: "k8s-container-sp v1.2.3", second: "revision 0123456789abcdef0123456789abcdef01234567, go1."},
 	}
-	if first, _, _ := strings.Cut(out.String(), "\n"); first != "k8s-container-sp v1.2.3" {
-		t.Errorf("first line %q, want the -ldflags version", first)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(v, r string) { version, revision = v, r }(version, revision)
+			version, revision = tc.version, tc.revision
+			var out bytes.Buffer
+			if code := run([]string{"--version"}, nil, &out, &out); code != 0 {
+				t.Fatalf("exit %d: %s", code, &out)
+			}
+			first, second, _ := strings.Cut(out.String(), "\n")
+			if first != tc.first || !strings.HasPrefix(second, tc.second) {
+				t.Errorf("--version printed %q, want first line %q and a second starting %q", out.String(), tc.first, tc.second)
+			}
+		})
 	}
 }
 

@@ -39,6 +39,12 @@ import (
 // checkout is shown instead (see buildVersion).
 var version = "dev"
 
+// revision is the source commit, set at build time: -ldflags "-X main.revision=<sha>"
+// (make image does it). Image builds use -buildvcs=false so the binary does not depend on
+// the checkout's VCS state; without this, --version could not name the commit. Left
+// empty, the revision Go stamped from the checkout is shown (see buildVersion).
+var revision = ""
+
 const name = "k8s-container-sp"
 
 func main() {
@@ -224,7 +230,8 @@ func wrap(text, indent string, width int) string {
 
 // buildVersion is the version to show and report in health: the -ldflags one when set,
 // else the one Go stamped from the checkout's VCS (v0.0.0-<time>-<commit>[+dirty] in a
-// plain go build), else "dev". detail is the source revision and the Go toolchain.
+// plain go build), else "dev". detail is the source revision (the -ldflags one when set,
+// else Go's VCS stamp) and the Go toolchain.
 func buildVersion() (ver, detail string) {
 	ver = version
 	info, ok := debug.ReadBuildInfo()
@@ -239,7 +246,9 @@ func buildVersion() (ver, detail string) {
 		settings[s.Key] = s.Value
 	}
 	rev := "revision unknown (built without VCS information)"
-	if r := settings["vcs.revision"]; r != "" {
+	if revision != "" {
+		rev = "revision " + revision
+	} else if r := settings["vcs.revision"]; r != "" {
 		rev = "revision " + r
 		if t := settings["vcs.time"]; t != "" {
 			rev += " (" + t + ")"

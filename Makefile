@@ -17,7 +17,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 # sp-harness says why and the tests that need it are skipped.
 test harness-build: REAL_NODE ?= 1
 
-.PHONY: build image test test-unit fuzz lint lint-api lint-chart generate check-generated cluster-up cluster-down harness-build run bench chaos chaos-ci chaos-explore clean
+.PHONY: build image deploy undeploy test test-unit fuzz lint lint-api lint-chart generate check-generated cluster-up cluster-down harness-build run bench chaos chaos-ci chaos-explore clean
 
 # The service binary carries its version (k8s-container-sp --version, /health): the
 # nearest tag, else the commit, -dirty with uncommitted changes. VERSION=v1.2.3 to choose.
@@ -39,6 +39,18 @@ IMAGE ?=
 IMAGE_FLAGS ?=
 image:
 	go run $(DEVENV)/cmd/sp-image -version $(VERSION) -revision $(REVISION) -out $(BIN)/image $(if $(IMAGE),-ref $(IMAGE)) $(IMAGE_FLAGS)
+
+# Installs the service onto the harness cluster the way users install it: make image's
+# image pushed to the real node's registry under its name, the Helm chart
+# (deploy/helm/k8s-container-sp) with Helm's library, its pods on the real node. Run after
+# `export $(make cluster-up REAL_NODE=1)`; prints the pods' URLs (SP_URL=...).
+# REPLICAS=2 runs two. make undeploy removes it.
+REPLICAS ?= 1
+deploy: image $(HARNESS)
+	@$(HARNESS) deploy -image $(BIN)/image/oci -ref $(or $(IMAGE),quay.io/dcm-project/k8s-container-service-provider:$(VERSION)) -replicas $(REPLICAS)
+
+undeploy: $(HARNESS)
+	@$(HARNESS) undeploy
 
 $(HARNESS): FORCE
 	@go build -o $(HARNESS) $(DEVENV)/cmd/sp-harness

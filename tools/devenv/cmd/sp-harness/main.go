@@ -11,6 +11,11 @@
 //	sp-harness exec  [-real-node] -- CMD ARGS... start a cluster, run CMD with KUBECONFIG set, stop it
 //	sp-harness push-image SRC NAME               push an image (OCI layout or tarball: make image, docker/podman save)
 //	                                             to the real node's registry as NAME, the name pods use
+//	sp-harness deploy -image DIR -ref NAME [-replicas N] [-namespace NS]
+//	                                             install the service's image with its Helm chart onto the cluster
+//	                                             in KUBECONFIG (its pods on the real node); needs SP_NATS_URL and
+//	                                             DCM_REGISTRATION_URL as make cluster-up prints them
+//	sp-harness undeploy [-namespace NS]          remove what deploy installed
 //	sp-harness clean-real-node                   stop this machine's real node and remove all it left
 //	sp-harness serve-nats -store DIR -port N     (for up) serve NATS with JetStream until SIGTERM
 package main
@@ -27,7 +32,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/deploy"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 )
 
@@ -40,6 +47,10 @@ func main() {
 	realNode := fs.Bool("real-node", os.Getenv("REAL_NODE") == "1", "also run a real node: kubelet + containerd (build/up/exec)")
 	store := fs.String("store", "", "JetStream store folder (serve-nats)")
 	port := fs.Int("port", 0, "loopback port (serve-nats)")
+	imageDir := fs.String("image", filepath.Join("bin", "image", "oci"), "make image's OCI layout (deploy)")
+	imageRef := fs.String("ref", "", "the image's name, as pods pull it (deploy)")
+	replicas := fs.Int("replicas", 1, "replicas (deploy)")
+	namespace := fs.String("namespace", deploy.DefaultNamespace, "the provider's namespace (deploy, undeploy)")
 	_ = fs.Parse(os.Args[2:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -57,6 +68,14 @@ func main() {
 		code, err = execWithCluster(ctx, fs.Args(), *realNode)
 	case "push-image":
 		err = pushImage(ctx, fs.Args())
+	case "deploy":
+		err = deployService(ctx, deploy.Options{Image: *imageDir, ImageRef: *imageRef, Replicas: *replicas, Namespace: *namespace})
+	case "undeploy":
+		err = deploy.Uninstall(ctx, deploy.Options{Kubeconfig: os.Getenv("KUBECONFIG"), Namespace: *namespace, Out: os.Stderr})
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "sp-harness: removed the release %s from %s (the containers it made stay: k8s-container-sp release removes them)\n",
+				deploy.DefaultRelease, *namespace)
+		}
 	case "clean-real-node":
 		err = harness.CleanupRealNodeLeftovers(os.Stderr)
 	case "serve-nats":
@@ -73,7 +92,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: sp-harness build [-real-node] | up [-dir DIR] [-real-node] | down [-dir DIR] |"+
-		" exec [-real-node] -- CMD [ARGS...] | push-image SRC NAME | clean-real-node | serve-nats -store DIR -port N")
+		" exec [-real-node] -- CMD [ARGS...] | push-image SRC NAME | deploy -image DIR -ref NAME [-replicas N] [-namespace NS] | undeploy [-namespace NS] | clean-real-node | serve-nats -store DIR -port N")
 	os.Exit(2)
 }
 
@@ -280,4 +299,32 @@ func execWithCluster(ctx context.Context, args []string, realNode bool) (int, er
 		return exit.ExitCode(), nil
 	}
 	return 0, err
+}
+
+// deployService installs the service onto the harness cluster in KUBECONFIG (see package
+// deploy) and says where it answers.
+func deployService(ctx context.Context, o deploy.Options) error {
+	o.Kubeconfig, o.NATSURL, o.RegistrationURL = os.Getenv("KUBECONFIG"), os.Getenv("SP_NATS_URL"), os.Getenv("DCM_REGISTRATION_URL")
+	if o.Kubeconfig == "" || o.NATSURL == "" || o.RegistrationURL == "" || o.ImageRef == "" {
+		return errors.New("deploy needs KUBECONFIG, SP_NATS_URL and DCM_REGISTRATION_URL (export $(make cluster-up REAL_NODE=1)) and -ref")
+	}
+	n, err := harness.LoadRealNode()
+	if err != nil || !n.JoinedTo(o.Kubeconfig) {
+		return fmt.Errorf("no real node in the cluster of %s (make cluster-up REAL_NODE=1): %v", o.Kubeconfig, err)
+	}
+	o.Out = os.Stderr
+	in, err := deploy.Install(ctx, n, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "sp-harness: %s is ready in namespace %s (%d pod(s), %s), its image %s pulled from %s\n",
+		in.Release, in.Namespace, len(in.URLs), in.Took.Round(100*time.Millisecond), o.ImageRef, n.Registry)
+	for _, u := range in.URLs {
+		fmt.Fprintf(os.Stderr, "  %s/api/v1alpha1/containers   (health: %s/health)\n", u, u)
+	}
+	fmt.Fprintf(os.Stderr, "  remove it: %s\n", deploy.RemoveCommand)
+	for _, u := range in.URLs {
+		fmt.Printf("SP_URL=%s\n", u)
+	}
+	return nil
 }

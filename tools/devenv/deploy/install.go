@@ -43,6 +43,7 @@ type Options struct {
 	Values                   map[string]any          // more chart values; they win
 	PostRenderer             postrender.PostRenderer // e.g. AssignUID, as a platform would
 	Timeout                  time.Duration           // until every pod is ready; 3 min when 0
+	NoWait                   bool                    // return once the objects are created
 	Out                      io.Writer
 }
 
@@ -105,11 +106,11 @@ func Install(ctx context.Context, node *harness.RealNode, o Options) (*Installed
 	switch {
 	case errors.Is(err, driver.ErrReleaseNotFound):
 		in := action.NewInstall(hc)
-		in.ReleaseName, in.Namespace, in.Wait, in.Timeout, in.PostRenderer = o.Release, o.Namespace, true, o.Timeout, o.PostRenderer
+		in.ReleaseName, in.Namespace, in.Wait, in.Timeout, in.PostRenderer = o.Release, o.Namespace, !o.NoWait, o.Timeout, o.PostRenderer
 		_, err = in.RunWithContext(ctx, chart, vals)
 	case err == nil:
 		up := action.NewUpgrade(hc)
-		up.Namespace, up.Wait, up.Timeout, up.PostRenderer = o.Namespace, true, o.Timeout, o.PostRenderer
+		up.Namespace, up.Wait, up.Timeout, up.PostRenderer = o.Namespace, !o.NoWait, o.Timeout, o.PostRenderer
 		_, err = up.RunWithContext(ctx, o.Release, chart, vals)
 	}
 	if err != nil {

@@ -88,6 +88,39 @@ func TestDeployedPodServesTheDCMLoop(t *testing.T) {
 	if err != nil || len(deps.Items) != 0 {
 		t.Errorf("Deployments of %s after DELETED: %v, %v", id, deps, err)
 	}
+	// Tenants cannot join the provider: a container labelled as the provider's pods were
+	// once selected (app.kubernetes.io/name and instance) is accepted and runs in the
+	// provider's namespace, but the provider's Service selects by a label a tenant cannot
+	// set (refused with a 400), so its endpoints stay the provider's pod alone.
+	tenant := spec("tenant")
+	tenant["metadata"].(map[string]any)["labels"] = map[string]any{"app.kubernetes.io/name": "k8s-container-sp", "app.kubernetes.io/instance": "k8s-container-sp"}
+	if code, body := call(t, http.MethodPost, pod+"/api/v1alpha1/containers?id=tenant", map[string]any{"spec": tenant}); code != http.StatusCreated {
+		t.Fatalf("create tenant: %d %s", code, body)
+	}
+	sneaky := spec("sneaky")
+	sneaky["metadata"].(map[string]any)["labels"] = map[string]any{"dcm.project/provider": "k8s-container-sp"}
+	if code, body := call(t, http.MethodPost, pod+"/api/v1alpha1/containers?id=sneaky", map[string]any{"spec": sneaky}); code != http.StatusBadRequest {
+		t.Errorf("a container with the provider's selector label: %d %s, want 400", code, body)
+	}
+	ev.wait(t, "tenant", "RUNNING", 90*time.Second)
+	cs := testenv.Cluster(t).Client
+	providerIP := strings.TrimSuffix(strings.TrimPrefix(pod, "http://"), ":8080")
+	testenv.Eventually(t, 30*time.Second, "the provider Service's endpoints are its pod alone", func() error {
+		slices, err := cs.DiscoveryV1().EndpointSlices(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + in.Release})
+		if err != nil {
+			return err
+		}
+		var ips []string
+		for _, sl := range slices.Items {
+			for _, ep := range sl.Endpoints {
+				ips = append(ips, ep.Addresses...)
+			}
+		}
+		if len(ips) != 1 || ips[0] != providerIP {
+			return fmt.Errorf("endpoints %v, want only the provider's pod %s", ips, providerIP)
+		}
+		return nil
+	})
 	for _, p := range serviceProcesses(t) {
 		if p["pid"] == mine["pid"] {
 			t.Logf("service process %s: VmRSS %s after the loop (VmHWM %s)", p["pid"], p["VmRSS"], p["VmHWM"])
@@ -190,4 +223,30 @@ func lockHolder(t *testing.T, ns string) string {
 	}
 	_ = json.Unmarshal([]byte(cm.Annotations["control-plane.alpha.kubernetes.io/leader"]), &rec)
 	return rec.HolderIdentity
+}
+
+// A Secret named in the values that does not exist: the pod does not start, and its
+// start-up error (the kubelet's FailedMount event) names the Secret.
+func TestMissingSecretIsNamed(t *testing.T) {
+	in, ns := install(t, "nats://127.0.0.1:1", "http://127.0.0.1:1/api/v1alpha1", 1, deploy.Options{NoWait: true,
+		Values: map[string]any{"apiToken": map[string]any{"secretName": "no-such-token", "key": "token"}}})
+	if len(in.URLs) != 0 {
+		t.Errorf("pods running without their Secret: %v", in.URLs)
+	}
+	cs := testenv.Cluster(t).Client
+	testenv.Eventually(t, 60*time.Second, "an event naming the missing Secret", func() error {
+		evs, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Kind == "Pod" && e.Reason == "FailedMount" && strings.Contains(e.Message, `secret "no-such-token" not found`) {
+				t.Logf("pod %s: %s: %s", e.InvolvedObject.Name, e.Reason, e.Message)
+				return nil
+			}
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		return fmt.Errorf("events %v", seen)
+	})
 }

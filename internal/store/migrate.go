@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -130,7 +128,7 @@ func MoveLeaseRecords(ctx context.Context, client kubernetes.Interface, namespac
 				return m, fmt.Errorf("moving the record of %q to a ConfigMap: %w", id, err)
 			}
 		}
-		switch err := dropLeaseRecord(ctx, leases, l.Name, rec.UID); {
+		switch err := dropRecord(ctx, leases, l.Name, rec.UID); {
 		case apierrors.IsForbidden(err):
 			m.Left = append(m.Left, id)
 		case err != nil:
@@ -177,48 +175,6 @@ func movedRecordWrite(cur *corev1.ConfigMap, lease container.Record, id string) 
 	w = cur.DeepCopy()
 	w.Finalizers = append(w.Finalizers, container.RecordFinalizer)
 	return w, false
-}
-
-// leaseDropWrite is what the move writes to the Lease record cur before deleting it (the
-// Lease it listed had UID uid): RecordFinalizer off, when it still has it; nil when
-// there is nothing to write (no finalizer, or another Lease by now).
-func leaseDropWrite(cur *coordinationv1.Lease, uid types.UID) *coordinationv1.Lease {
-	if cur == nil || cur.UID != uid || !slices.Contains(cur.Finalizers, container.RecordFinalizer) {
-		return nil
-	}
-	w := cur.DeepCopy()
-	w.Finalizers = withoutRecordFinalizer(w.Finalizers)
-	return w
-}
-
-// dropLeaseRecord removes the Lease record name (UID uid): its finalizer off, then the
-// delete with a UID precondition. Gone or replaced meanwhile is success.
-func dropLeaseRecord(ctx context.Context, leases leaseClient, name string, uid types.UID) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := leases.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if w := leaseDropWrite(cur, uid); w != nil {
-			_, err = leases.Update(ctx, w, metav1.UpdateOptions{})
-		}
-		return err
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	err = leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return err
-	}
-	return nil
-}
-
-// leaseClient is what the move uses of client-go's Lease client.
-type leaseClient interface {
-	Get(context.Context, string, metav1.GetOptions) (*coordinationv1.Lease, error)
-	Update(context.Context, *coordinationv1.Lease, metav1.UpdateOptions) (*coordinationv1.Lease, error)
-	Delete(context.Context, string, metav1.DeleteOptions) error
 }
 
 // errMoving answers a create or DELETE whose time ran out while the Lease records of

@@ -124,7 +124,7 @@ func TestMovedRecordWrite(t *testing.T) {
 }
 
 // The Lease's finalizer comes off only on the Lease listed (same UID), and only ours.
-func TestLeaseDropWrite(t *testing.T) {
+func TestReleaseWriteOfALease(t *testing.T) {
 	withUID := func(uid types.UID, fin ...string) *coordinationv1.Lease {
 		l := oldLease("web", "i1", false)
 		l.UID, l.Finalizers = uid, fin
@@ -142,7 +142,7 @@ func TestLeaseDropWrite(t *testing.T) {
 		{"gone", nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := leaseDropWrite(tc.cur, "u1")
+			w := releaseWrite(tc.cur, "u1")
 			if (w == nil) != (tc.want == nil) || (w != nil && !slices.Equal(w.Finalizers, tc.want)) {
 				t.Errorf("wrote %+v, want finalizers %v", w, tc.want)
 			}

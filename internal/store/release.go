@@ -63,7 +63,7 @@ func Release(ctx context.Context, client kubernetes.Interface, namespace string)
 		if !ok {
 			continue
 		}
-		if err := dropLeaseRecord(ctx, client.CoordinationV1().Leases(namespace), l.Name, rec.UID); err != nil {
+		if err := dropRecord(ctx, client.CoordinationV1().Leases(namespace), l.Name, rec.UID); err != nil {
 			return rep, fmt.Errorf("deleting the Lease record of %s: %w", id, err)
 		}
 		if !slices.Contains(rep.Records, id) {

@@ -67,7 +67,9 @@ type Deployment struct {
 	// from the container's requests and limits.
 	Resources v1alpha1.ContainerResources
 	// Available, Progressing and ReplicaFailure are those conditions of its status
-	// (the last of each type; the zero Condition when it has none).
+	// (the last of each type; the zero Condition when it has none), each with its
+	// message only in the status StatusOf reads it in (Available and Progressing
+	// False, ReplicaFailure True).
 	Available, Progressing, ReplicaFailure Condition
 	// Changed is the newest of its creation and its conditions' transitions.
 	Changed time.Time
@@ -116,14 +118,24 @@ func DeploymentOf(d *appsv1.Deployment) Deployment {
 	out.Resources = requestedResources(d.Annotations, ctr.Resources)
 	for _, c := range d.Status.Conditions {
 		out.Changed = newer(out.Changed, c.LastTransitionTime.Time)
-		cond := Condition{Status: corev1.ConditionStatus(Intern(string(c.Status))), Reason: Intern(c.Reason), Message: Intern(c.Message)}
+		status := corev1.ConditionStatus(Intern(string(c.Status)))
+		// The message only where StatusOf reads it: a healthy Deployment's messages
+		// name its ReplicaSet, so they are each Deployment's own, and held by the caches
+		// for every container they would cost more than the rest of its conditions.
+		cond := func(readWhen corev1.ConditionStatus) Condition {
+			out := Condition{Status: status, Reason: Intern(c.Reason)}
+			if status == readWhen {
+				out.Message = c.Message
+			}
+			return out
+		}
 		switch c.Type {
 		case appsv1.DeploymentAvailable:
-			out.Available = cond
+			out.Available = cond(corev1.ConditionFalse)
 		case appsv1.DeploymentProgressing:
-			out.Progressing = cond
+			out.Progressing = cond(corev1.ConditionFalse)
 		case appsv1.DeploymentReplicaFailure:
-			out.ReplicaFailure = cond
+			out.ReplicaFailure = cond(corev1.ConditionTrue)
 		}
 	}
 	return out

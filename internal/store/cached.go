@@ -1,6 +1,9 @@
 package store
 
 import (
+	"strings"
+	"unique"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,44 +15,118 @@ import (
 // The informer caches hold every container's Deployment, Pods, Service and record, so
 // their size is most of the provider's memory. A Kubernetes object is large before it
 // holds any data (a corev1.Pod struct alone is 1,240 bytes, each label map a few
-// hundred), so the caches hold the service's own views instead (container.Deployment,
-// Pod, Service and Record: only what the service reads; see
-// internal/container/observed.go), made by the informers' transform, cacheObject. Each
-// view is wrapped with what the informer machinery needs of an object (cacheMeta).
-// Readers get copies of the views (byIndex), never Kubernetes objects.
-// BenchmarkCacheBytesPerContainer measures the result.
+// hundred), and even the service's views of them (container.Deployment, Pod, Service
+// and Record: only what the service reads) are a few hundred bytes of headers, times
+// and pointers. So the caches hold compact structs of their own (below, made of the
+// pieces in compact.go and packed.go), made by the informers' transform (cacheObject),
+// which give the views back exactly (view). Readers get views (appendView), never
+// Kubernetes objects. BenchmarkCacheBytesPerContainer measures the result, and
+// TestCompactGivesTheViewBack that nothing is lost.
 
 type cachedDeployment struct {
-	container.Deployment
-	cacheMeta
+	compactMeta
+	resourceVersion version
+	// genLen: GenerateName is the name's first genLen bytes (a generated name starts
+	// with it); when it is not, generateName is it.
+	genLen       int32
+	generateName unique.Handle[string]
+	replicas     int32
+	hasReplicas  bool
+	userLabels   container.Labels
+	// spec packs the container and its resources (packContainer).
+	spec       string
+	conditions unique.Handle[deploymentConditions]
+	changed    stamp
+}
+
+func newCachedDeployment(d container.Deployment, rv string) *cachedDeployment {
+	c := &cachedDeployment{compactMeta: compactMetaOf(d.Meta), resourceVersion: versionOf(rv), userLabels: d.UserLabels,
+		spec:       packContainer(d.Container, d.Resources),
+		conditions: unique.Make(deploymentConditions{d.Available, d.Progressing, d.ReplicaFailure}),
+		changed:    stampOf(d.Changed)}
+	if strings.HasPrefix(d.Name, d.GenerateName) {
+		c.genLen = int32(len(d.GenerateName))
+	} else {
+		c.genLen, c.generateName = -1, unique.Make(d.GenerateName)
+	}
+	if d.Replicas != nil {
+		c.replicas, c.hasReplicas = *d.Replicas, true
+	}
+	return c
+}
+
+func (c *cachedDeployment) view() container.Deployment {
+	d := container.Deployment{Meta: c.meta(), UserLabels: c.userLabels, Changed: c.changed.time()}
+	if c.genLen >= 0 {
+		d.GenerateName = c.name[:c.genLen]
+	} else {
+		d.GenerateName = c.generateName.Value()
+	}
+	if c.hasReplicas {
+		r := c.replicas
+		d.Replicas = &r
+	}
+	d.Container, d.Resources = unpackContainer(c.spec)
+	conds := c.conditions.Value()
+	d.Available, d.Progressing, d.ReplicaFailure = conds.available, conds.progressing, conds.replicaFailure
+	return d
 }
 
 type cachedPod struct {
-	container.Pod
-	cacheMeta
+	compactMeta
+	resourceVersion version
+	state           unique.Handle[podState]
+	// messages packs the state's messages (packStrings; "" when it has none).
+	messages string
+	ip       string
+	changed  stamp
+}
+
+func newCachedPod(p container.Pod, rv string) *cachedPod {
+	st, msg := podStateOf(&p)
+	return &cachedPod{compactMeta: compactMetaOf(p.Meta), resourceVersion: versionOf(rv), state: unique.Make(st),
+		messages: packStrings(msg[:]), ip: p.IP, changed: stampOf(p.Changed)}
+}
+
+func (c *cachedPod) view() container.Pod {
+	p := container.Pod{Meta: c.meta(), IP: c.ip, Changed: c.changed.time()}
+	st := c.state.Value()
+	st.fill(&p, unpackStrings(c.messages, podMessages))
+	return p
 }
 
 type cachedService struct {
-	container.Service
-	cacheMeta
+	compactMeta
+	resourceVersion version
+	uid             uuidOr
+	serviceType     corev1.ServiceType
+	clusterIP       string
+	// ports packs its ports (packServicePorts).
+	ports      string
+	externalIP string
 }
 
-func (c *cachedDeployment) view() container.Deployment { return c.Deployment }
-func (c *cachedPod) view() container.Pod               { return c.Pod }
-func (c *cachedService) view() container.Service       { return c.Service }
+func newCachedService(s container.Service, rv string) *cachedService {
+	return &cachedService{compactMeta: compactMetaOf(s.Meta), resourceVersion: versionOf(rv), uid: uuidOf(string(s.UID)),
+		serviceType: s.Type, clusterIP: s.ClusterIP, ports: packServicePorts(s.Ports), externalIP: s.ExternalIP}
+}
+
+func (c *cachedService) view() container.Service {
+	return container.Service{Meta: c.meta(), UID: types.UID(c.uid.String()), Type: c.serviceType,
+		ClusterIP: c.clusterIP, Ports: unpackServicePorts(c.ports), ExternalIP: c.externalIP}
+}
 
 // viewer is a cached object: it gives a copy of its view (whose slices it shares: views
 // are never written).
 type viewer[V any] interface{ view() V }
 
-// byIndex reads the views of one id's objects from an informer's cache.
-func byIndex[V any](inf interface{ GetIndexer() cache.Indexer }, id string) []*V {
-	var out []*V
-	for _, o := range indexed(inf, id) {
-		if c, ok := o.(viewer[V]); ok {
-			v := c.view()
-			out = append(out, &v)
-		}
+// appendView appends the view of the object named name in an informer's cache, if the
+// cache holds it (the index may name an object the cache has just dropped).
+func appendView[V any](out []*V, c cache.Store, namespace, name string) []*V {
+	obj, ok, _ := c.GetByKey(namespace + "/" + name)
+	if cached, isView := obj.(viewer[V]); ok && isView {
+		v := cached.view()
+		out = append(out, &v)
 	}
 	return out
 }
@@ -57,19 +134,32 @@ func byIndex[V any](inf interface{ GetIndexer() cache.Indexer }, id string) []*V
 // cachedRecord is a ConfigMap the record informer holds: the record, when it is one.
 type cachedRecord struct {
 	readOnlyMeta
-	record          container.Record // when isRecord; else only its Name is set
-	isRecord        bool
-	namespace, id   string
-	resourceVersion string
+	name, id        string
+	namespace       unique.Handle[string]
+	uid             uuidOr
+	incarnation     uuidOr
+	resourceVersion version
+	created         stamp
+	// isRecord: it is container id's record; else only its name is kept.
+	isRecord, owed, terminating bool
 }
 
 func newCachedRecord(l *corev1.ConfigMap) *cachedRecord {
 	id := container.InstanceID(l.Labels)
-	rec, ok := container.RecordOf(l, id)
-	if !ok {
-		rec = container.Record{Name: l.Name}
+	c := &cachedRecord{name: l.Name, id: id, namespace: unique.Make(l.Namespace), resourceVersion: versionOf(l.ResourceVersion)}
+	if rec, ok := container.RecordOf(l, id); ok {
+		c.isRecord, c.uid, c.incarnation = true, uuidOf(string(rec.UID)), uuidOf(rec.Incarnation)
+		c.owed, c.terminating, c.created = rec.Owed, rec.Terminating, stampOf(rec.Created)
 	}
-	return &cachedRecord{record: rec, isRecord: ok, namespace: container.Intern(l.Namespace), id: id, resourceVersion: l.ResourceVersion}
+	return c
+}
+
+func (c *cachedRecord) record() container.Record {
+	if !c.isRecord {
+		return container.Record{Name: c.name}
+	}
+	return container.Record{Name: c.name, UID: types.UID(c.uid.String()), Incarnation: c.incarnation.String(),
+		Owed: c.owed, Terminating: c.terminating, Created: c.created.time()}
 }
 
 // recordOf is the record of container id the cache holds, if any.
@@ -78,43 +168,42 @@ func recordOf(obj any, id string) (container.Record, bool) {
 	if !ok || !c.isRecord || c.id != id {
 		return container.Record{}, false
 	}
-	return c.record, true
+	return c.record(), true
 }
 
-// cacheMeta is what the informers need of a cached object (metav1.Object): its
-// namespace and name make its key, its labels are what the index reads (InstanceID),
-// and its resourceVersion tells an update from a resync (an update whose
-// resourceVersion equals the cached one is taken for a resync and reaches only handlers
-// due one: without it, after the first resync check, updates would stop reaching the
-// status reporter). It reads them from the view it wraps (meta points into the same
-// object).
-type cacheMeta struct {
-	readOnlyMeta
-	meta            *container.Meta
-	resourceVersion string
-}
+// What the informers need of a cached object (metav1.Object): its namespace and name
+// make its key, its labels are what the handlers read (InstanceID), and its
+// resourceVersion tells an update from a resync (an update whose resourceVersion equals
+// the cached one is taken for a resync and reaches only handlers due one: without it,
+// after the first resync check, updates would stop reaching the status reporter).
 
-func (c *cacheMeta) GetNamespace() string               { return c.meta.Namespace }
-func (c *cacheMeta) GetName() string                    { return c.meta.Name }
-func (c *cacheMeta) GetResourceVersion() string         { return c.resourceVersion }
-func (c *cacheMeta) GetCreationTimestamp() metav1.Time  { return metav1.NewTime(c.meta.Created) }
-func (c *cacheMeta) GetDeletionTimestamp() *metav1.Time { return deletionTimestamp(c.meta.Deleting) }
-func (c *cacheMeta) GetLabels() map[string]string       { return labels(c.meta.ID, c.meta.Incarnation) }
+func (c *compactMeta) GetNamespace() string               { return c.namespace.Value() }
+func (c *compactMeta) GetName() string                    { return c.name }
+func (c *compactMeta) GetCreationTimestamp() metav1.Time  { return metav1.NewTime(c.created.time()) }
+func (c *compactMeta) GetDeletionTimestamp() *metav1.Time { return deletionTimestamp(c.deleting) }
+func (c *compactMeta) GetLabels() map[string]string {
+	return labels(c.id, c.incarnation.String())
+}
 
 // InstanceID is the object's DCM id without building its labels (see instanceIDOf).
-func (c *cacheMeta) InstanceID() string { return c.meta.ID }
+func (c *compactMeta) InstanceID() string { return c.id }
 
-func (c *cachedRecord) GetNamespace() string         { return c.namespace }
-func (c *cachedRecord) GetName() string              { return c.record.Name }
-func (c *cachedRecord) GetUID() types.UID            { return c.record.UID }
-func (c *cachedRecord) GetResourceVersion() string   { return c.resourceVersion }
+func (c *cachedDeployment) GetResourceVersion() string { return c.resourceVersion.String() }
+func (c *cachedPod) GetResourceVersion() string        { return c.resourceVersion.String() }
+func (c *cachedService) GetResourceVersion() string    { return c.resourceVersion.String() }
+func (c *cachedService) GetUID() types.UID             { return types.UID(c.uid.String()) }
+
+func (c *cachedRecord) GetNamespace() string         { return c.namespace.Value() }
+func (c *cachedRecord) GetName() string              { return c.name }
+func (c *cachedRecord) GetUID() types.UID            { return types.UID(c.uid.String()) }
+func (c *cachedRecord) GetResourceVersion() string   { return c.resourceVersion.String() }
 func (c *cachedRecord) InstanceID() string           { return c.id }
-func (c *cachedRecord) GetLabels() map[string]string { return labels(c.id, c.record.Incarnation) }
+func (c *cachedRecord) GetLabels() map[string]string { return labels(c.id, c.incarnation.String()) }
 func (c *cachedRecord) GetCreationTimestamp() metav1.Time {
-	return metav1.NewTime(c.record.Created)
+	return metav1.NewTime(c.created.time())
 }
 func (c *cachedRecord) GetDeletionTimestamp() *metav1.Time {
-	return deletionTimestamp(c.record.Terminating)
+	return deletionTimestamp(c.terminating)
 }
 
 // labels are a cached object's labels as far as they are kept: the ones the informers

@@ -35,7 +35,7 @@ func TestCachedUpdatesReachHandlersAfterResyncChecks(t *testing.T) {
 	}
 	updates := make(chan string, 10)
 	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) { updates <- string(obj.(*cachedPod).Phase) },
+		UpdateFunc: func(_, obj any) { updates <- string(obj.(*cachedPod).view().Phase) },
 	}, time.Hour); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 // indexed), and reads its view back as the store does.
 func through[V any](t *testing.T, obj metav1.Object) *V {
 	t.Helper()
-	idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{IndexByInstance: indexByInstance})
+	idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
 	cached, err := cacheObject(obj)
 	if err != nil {
 		t.Fatal(err)
@@ -35,22 +35,19 @@ func through[V any](t *testing.T, obj metav1.Object) *V {
 	if rv := cached.(metav1.Object).GetResourceVersion(); rv != obj.GetResourceVersion() {
 		t.Errorf("%s: resourceVersion %q, want %q (see cacheMeta)", obj.GetName(), rv, obj.GetResourceVersion())
 	}
-	got := byIndex[V](fakeInformer{idx}, container.InstanceID(obj.GetLabels()))
+	read := func() []*V { return appendView[V](nil, idx, obj.GetNamespace(), obj.GetName()) }
+	got := read()
 	if len(got) != 1 {
-		t.Fatalf("byIndex found %d objects", len(got))
+		t.Fatalf("appendView found %d objects", len(got))
 	}
 	// A reader gets a copy: changing it changes nothing in the cache.
 	var zero V
 	*got[0] = zero
-	if again := byIndex[V](fakeInformer{idx}, container.InstanceID(obj.GetLabels())); reflect.DeepEqual(*again[0], zero) {
+	if again := read(); reflect.DeepEqual(*again[0], zero) {
 		t.Errorf("%s: a reader changed the cache", obj.GetName())
 	}
-	return byIndex[V](fakeInformer{idx}, container.InstanceID(obj.GetLabels()))[0]
+	return read()[0]
 }
-
-type fakeInformer struct{ idx cache.Indexer }
-
-func (f fakeInformer) GetIndexer() cache.Indexer { return f.idx }
 
 func testContainer(t *testing.T, body string) (*appsv1.Deployment, *corev1.Service) {
 	t.Helper()
@@ -142,13 +139,13 @@ func TestCachedObjectsReadAsServed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d, s, p := baseDep.DeepCopy(), baseSvc.DeepCopy(), basePod.DeepCopy()
 			change(d, s, p)
-			if got, want := through[container.Deployment](t, d), container.DeploymentOf(d); !reflect.DeepEqual(*got, want) {
+			if got, want := through[container.Deployment](t, d), container.DeploymentOf(d); !sameView(*got, want) {
 				t.Errorf("deployment read as %+v, want %+v", *got, want)
 			}
-			if got, want := through[container.Service](t, s), container.ServiceOf(s); !reflect.DeepEqual(*got, want) {
+			if got, want := through[container.Service](t, s), container.ServiceOf(s); !sameView(*got, want) {
 				t.Errorf("service read as %+v, want %+v", *got, want)
 			}
-			if got, want := through[container.Pod](t, p), container.PodOf(p); !reflect.DeepEqual(*got, want) {
+			if got, want := through[container.Pod](t, p), container.PodOf(p); !sameView(*got, want) {
 				t.Errorf("pod read as %+v, want %+v", *got, want)
 			}
 		})
@@ -196,7 +193,7 @@ func TestCachedRecordReadsAsServed(t *testing.T) {
 			}
 			got, ok := recordOf(cached, "abc")
 			want, wantOK := container.RecordOf(tc.lease, "abc")
-			if ok != tc.record || ok != wantOK || !reflect.DeepEqual(got, want) {
+			if ok != tc.record || ok != wantOK || !sameView(got, want) {
 				t.Errorf("record %+v %v, want %+v %v", got, ok, want, wantOK)
 			}
 			if _, ok := recordOf(cached, "abd"); ok {
@@ -218,4 +215,27 @@ func TestCacheObjectTwice(t *testing.T) {
 	if err != nil || twice != once {
 		t.Errorf("again: %v %v", twice, err)
 	}
+}
+
+// sameView: the views are equal, their times as instants (a cached time reads back in
+// the local zone, as the apiserver's times are decoded; the tests' are in UTC).
+func sameView[V any](a, b V) bool {
+	return reflect.DeepEqual(inUTC(a), inUTC(b))
+}
+
+func inUTC[V any](v V) V {
+	utc := func(m *container.Meta) { m.Created = m.Created.UTC() }
+	switch x := any(&v).(type) {
+	case *container.Deployment:
+		utc(&x.Meta)
+		x.Changed = x.Changed.UTC()
+	case *container.Pod:
+		utc(&x.Meta)
+		x.Changed = x.Changed.UTC()
+	case *container.Service:
+		utc(&x.Meta)
+	case *container.Record:
+		x.Created = x.Created.UTC()
+	}
+	return v
 }

@@ -6,17 +6,5 @@ package store
 // watches deliver its record, so replicas creating at the same moment can together
 // overshoot a limit checked against it by the creates in flight.
 func (s *Store) Count() int {
-	n := s.ids.len()
-	for _, obj := range s.records.GetStore().List() {
-		if id := instanceIDOf(obj); id != "" && !s.ids.contains(id) {
-			n++
-		}
-	}
-	return n
-}
-
-func (s *idSet) len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.tree.Len()
+	return s.index.count()
 }

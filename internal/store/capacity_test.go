@@ -29,11 +29,8 @@ func TestCount(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.informers()[k].GetIndexer().Add(o); err != nil {
+			if err := s.put(kind(k), o); err != nil {
 				t.Fatal(err)
-			}
-			if k == 0 {
-				s.ids.add(o)
 			}
 		}
 	}

@@ -91,8 +91,8 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
 	_ = waitCached(wctx, func() bool {
-		return cached(s.deployments, s.namespace+"/"+created.Name) && s.ids.contains(id) &&
-			(out.Service == nil || cached(s.services, s.namespace+"/"+out.Service.Name)) ||
+		return s.holds(id, deploymentKind, created.Name) &&
+			(out.Service == nil || s.holds(id, serviceKind, out.Service.Name)) ||
 			s.deletingNow(id, record.UID)
 	})
 	return out.Observed(), nil

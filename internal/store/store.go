@@ -3,10 +3,8 @@ package store
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -23,10 +21,6 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// IndexByInstance indexes cached Deployments, Pods and Services by a bucket of their DCM
-// instance id (see indexByInstance).
-const IndexByInstance = "by-instance-id-bucket"
-
 // Store reads and writes containers in one namespace.
 type Store struct {
 	client    kubernetes.Interface
@@ -38,9 +32,13 @@ type Store struct {
 	pods        cache.SharedIndexInformer
 	services    cache.SharedIndexInformer
 	records     cache.SharedIndexInformer
-	ids         *idSet
-	idsSynced   func() bool
-	access      access
+	// index finds a container's cached objects (index.go); watchers are told of
+	// changes once it has them (Watch).
+	index    *containerIndex
+	watchers watchers
+	// handled: the store's handler of each informer has seen its first list.
+	handled []cache.InformerSynced
+	access  access
 	// moved is closed once the Lease records of an earlier version are moved
 	// (migrate.go); leaseMove is what that did.
 	moved     chan struct{}
@@ -81,16 +79,10 @@ type Store struct {
 // objects labelled as DCM containers, in the configured namespace, and reports the
 // health of its watch (see freshness.go).
 func New(client kubernetes.Interface, namespace string, resync time.Duration, log *slog.Logger) (*Store, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
-		informers.WithNamespace(namespace),
-		// The caches hold every container's objects: only what the service reads.
-		informers.WithTransform(cacheObject),
-	)
 	s := &Store{
 		client:        client,
 		namespace:     namespace,
 		log:           log,
-		factory:       factory,
 		moved:         make(chan struct{}),
 		Clock:         clock.RealClock{},
 		Confirm:       client,
@@ -99,6 +91,12 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		MaxStaleness:  DefaultMaxStaleness,
 		SilenceBound:  SilenceBound,
 	}
+	s.index = newContainerIndex()
+	s.factory = informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithNamespace(namespace),
+		// The caches hold every container's objects: only what the service reads.
+		informers.WithTransform(s.transform),
+	)
 	s.fresh = map[string]*freshness{}
 	for _, name := range Caches {
 		s.fresh[name] = &freshness{name: name, now: func() time.Time { return s.Clock.Now() }, log: log}
@@ -121,32 +119,25 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().ConfigMaps(namespace).List(ctx, o)
 		}, client.CoreV1().ConfigMaps(namespace).Watch))
-	byID := cache.Indexers{IndexByInstance: indexByInstance}
-	// Records need no index: a record's name is made from its id.
-	for _, inf := range []cache.SharedIndexInformer{s.deployments, s.pods, s.services} {
-		if err := inf.AddIndexers(byID); err != nil {
+	for k, inf := range s.informers() {
+		reg, err := inf.AddEventHandler(s.handler(kind(k)))
+		if err != nil {
 			return nil, err
 		}
+		s.handled = append(s.handled, reg.HasSynced)
 	}
-	s.ids = newIDSet(func(id string) bool { return len(indexed(s.deployments, id)) > 0 })
-	reg, err := s.deployments.AddEventHandler(s.ids.handler())
-	if err != nil {
-		return nil, err
-	}
-	s.idsSynced = reg.HasSynced
 	return s, nil
 }
 
 // informer is the factory's informer of obj's type, built as the factory's own would be
-// (resync, namespace index, the transform the factory sets) but over a ListerWatcher
+// (resync, the transform the factory sets) but over a ListerWatcher
 // that reports the health of its watch to the cache's freshness.
 func (s *Store) informer(obj runtime.Object, name string, lw cache.ListerWatcher) cache.SharedIndexInformer {
 	return s.factory.InformerFor(obj, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		// No informer index: the store's own (index.go) finds a container's objects,
+		// and the caches are of one namespace.
 		return cache.NewSharedIndexInformerWithOptions(&trackedLW{lw: lw, f: s.fresh[name]}, obj,
-			cache.SharedIndexInformerOptions{
-				ResyncPeriod: resync,
-				Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-			})
+			cache.SharedIndexInformerOptions{ResyncPeriod: resync})
 	})
 }
 
@@ -182,33 +173,83 @@ func (s *Store) informers() []cache.SharedIndexInformer {
 
 // Watch calls changed with a container's id on every change to its record,
 // Deployment, Pods or Service (what the status reporter decides on) until the returned
-// function is called.
+// function is called. It is called once the store's index has the change (see
+// containerIndex), from the informer's handler goroutine: it must not block.
 func (s *Store) Watch(changed func(id string)) (stop func(), err error) {
-	touch := func(obj any) {
-		if id := instanceIDOf(obj); id != "" {
-			changed(id)
-		}
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    touch,
-		UpdateFunc: func(_, obj any) { touch(obj) },
-		DeleteFunc: touch,
-	}
-	var regs []func()
-	stop = func() {
-		for _, unregister := range regs {
-			unregister()
-		}
-	}
-	for _, inf := range s.informers() {
-		reg, err := inf.AddEventHandler(handler)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		regs = append(regs, func() { _ = inf.RemoveEventHandler(reg) })
-	}
+	stop = s.watchers.add(changed)
+	// As an informer tells a handler added late of every object it holds: a watcher
+	// that starts late (a new leadership) hears of every id the caches hold, a
+	// Service a gone container left behind included.
+	all := func(*indexEntry) bool { return true }
+	s.index.after("", all, func(id string, _ []objRef) bool {
+		changed(id)
+		return true
+	})
 	return stop, nil
+}
+
+// handler is the store's event handler of the informer of kind k: it keeps the index,
+// then tells the watchers.
+func (s *Store) handler(k kind) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { s.changed(k, nil, obj) },
+		UpdateFunc: func(old, obj any) {
+			s.changed(k, old, obj)
+		},
+		DeleteFunc: func(obj any) {
+			if id, r := refOf(k, obj); id != "" {
+				s.index.remove(id, r)
+				s.watchers.tell(id)
+			}
+		},
+	}
+}
+
+// changed indexes an object added or updated (old: its previous state, for an update;
+// an update may move an object to another id if someone relabels it).
+func (s *Store) changed(k kind, old, obj any) {
+	id, r := refOf(k, obj)
+	if old != nil {
+		if was, wr := refOf(k, old); was != "" && was != id {
+			s.index.remove(was, wr)
+			s.watchers.tell(was)
+		}
+	}
+	if id != "" {
+		s.index.add(id, r)
+		s.watchers.tell(id)
+	}
+}
+
+// watchers are the functions Watch was given.
+type watchers struct {
+	mu   sync.RWMutex
+	next int
+	fns  map[int]func(string)
+}
+
+func (w *watchers) add(fn func(string)) (remove func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fns == nil {
+		w.fns = map[int]func(string){}
+	}
+	n := w.next
+	w.next++
+	w.fns[n] = fn
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.fns, n)
+	}
+}
+
+func (w *watchers) tell(id string) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for _, fn := range w.fns {
+		fn(id)
+	}
 }
 
 // Start starts the informers, and the move of an earlier version's Lease records
@@ -230,13 +271,18 @@ func (s *Store) Synced() bool {
 			return false
 		}
 	}
-	return s.idsSynced()
+	for _, handled := range s.handled {
+		if !handled() {
+			return false
+		}
+	}
+	return true
 }
 
 // WaitForSync blocks until the caches are synced (and the records of an earlier
 // version moved) or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	synced := []cache.InformerSynced{s.idsSynced, func() bool { return s.movedYet() == nil }}
+	synced := append([]cache.InformerSynced{func() bool { return s.movedYet() == nil }}, s.handled...)
 	for _, inf := range s.informers() {
 		synced = append(synced, inf.HasSynced)
 	}
@@ -283,10 +329,21 @@ func (s *Store) Snapshot(id string) container.Snapshot {
 
 // workload reads one container's Deployments, Pods and Services from the caches.
 func (s *Store) workload(id string) container.Snapshot {
-	snap := container.Snapshot{
-		Deployments: byIndex[container.Deployment](s.deployments, id),
-		Pods:        byIndex[container.Pod](s.pods, id),
-		Services:    byIndex[container.Service](s.services, id),
+	return s.workloadOf(s.index.refs(id))
+}
+
+// workloadOf reads the Deployments, Pods and Services refs name from the caches.
+func (s *Store) workloadOf(refs []objRef) container.Snapshot {
+	var snap container.Snapshot
+	for _, r := range refs {
+		switch r.kind {
+		case deploymentKind:
+			snap.Deployments = appendView[container.Deployment](snap.Deployments, s.deployments.GetStore(), s.namespace, r.name)
+		case podKind:
+			snap.Pods = appendView[container.Pod](snap.Pods, s.pods.GetStore(), s.namespace, r.name)
+		case serviceKind:
+			snap.Services = appendView[container.Service](snap.Services, s.services.GetStore(), s.namespace, r.name)
+		}
 	}
 	slices.SortFunc(snap.Deployments, func(a, b *container.Deployment) int {
 		return a.Created.Compare(b.Created)
@@ -298,17 +355,11 @@ func (s *Store) workload(id string) container.Snapshot {
 // (a DELETED still owed).
 func (s *Store) IDs() []string {
 	var ids []string
-	s.ids.after("", func(id string) bool {
+	s.index.after("", (*indexEntry).known, func(id string, _ []objRef) bool {
 		ids = append(ids, id)
 		return true
 	})
-	for _, obj := range s.records.GetStore().List() {
-		if id := instanceIDOf(obj); id != "" {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return slices.Compact(ids)
+	return ids
 }
 
 // List returns up to limit containers whose ids sort after `after`, in id order, and
@@ -329,8 +380,9 @@ func (s *Store) List(after string, limit int) ([]container.Observed, bool, error
 func (s *Store) page(after string, limit int) ([]container.Observed, bool) {
 	var out []container.Observed
 	more := false
-	s.ids.after(after, func(id string) bool {
-		o, ok := s.observed(id)
+	live := func(e *indexEntry) bool { return e.has(deploymentKind) }
+	s.index.after(after, live, func(_ string, refs []objRef) bool {
+		o, ok := s.workloadOf(refs).Observed()
 		if !ok {
 			return true // being deleted, or gone since the id was listed
 		}
@@ -342,45 +394,6 @@ func (s *Store) page(after string, limit int) ([]container.Observed, bool) {
 		return true
 	})
 	return out, more
-}
-
-// indexByInstance indexes a cached object by a bucket of its DCM instance id rather
-// than the id itself. client-go keeps a set (a Go map) per index value, about 300 bytes
-// whatever it holds, so indexing by id cost that much per object; with the ids hashed
-// into instanceBuckets, sets are shared and an object costs tens of bytes. A lookup
-// reads the bucket (a few objects per thousand containers) and keeps its id's.
-func indexByInstance(obj any) ([]string, error) {
-	if id := instanceIDOf(obj); id != "" {
-		return []string{bucketOf(id)}, nil
-	}
-	return nil, nil
-}
-
-// instanceBuckets: at 10,000 containers about five objects of a kind share a bucket.
-// A page of a LIST reads three buckets per container, so their size is what a page
-// costs more at 10,000 than at 1,000 (BenchmarkListPage: 2,048 buckets against 1,024
-// took a page from 0.63 to 0.53 ms, for 50 bytes more per container in the caches).
-const instanceBuckets = 2048
-
-func bucketOf(id string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return strconv.FormatUint(uint64(h.Sum32()%instanceBuckets), 16)
-}
-
-// indexed is the cached objects of one id, as the cache holds them (see cached.go).
-func indexed(inf interface{ GetIndexer() cache.Indexer }, id string) []any {
-	objs, err := inf.GetIndexer().ByIndex(IndexByInstance, bucketOf(id))
-	if err != nil {
-		return nil
-	}
-	var out []any
-	for _, o := range objs {
-		if instanceIDOf(o) == id {
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 // instanceIDOf is the DCM id of a cached object (or of a deleted one's last state).
@@ -412,8 +425,10 @@ func waitCached(ctx context.Context, done func() bool) error {
 	}
 }
 
-// cached reports whether an informer's cache holds the object with this key.
-func cached(inf cache.SharedIndexInformer, key string) bool {
-	_, exists, _ := inf.GetStore().GetByKey(key)
-	return exists
+// holds reports whether the caches hold object name of kind k of container id, and
+// the index has it (so reads find it: see containerIndex).
+func (s *Store) holds(id string, k kind, name string) bool {
+	inf := s.informers()[k]
+	_, exists, _ := inf.GetStore().GetByKey(s.namespace + "/" + name)
+	return exists && s.index.has(id, objRef{name: name, kind: k})
 }

@@ -8,23 +8,37 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// cacheObject is the informers' transform: every object a cache holds becomes its view.
+// transform is the informers' transform: cacheObject, with the id of a container's
+// objects held once (the one its first cached object has, found in the index) rather
+// than once per object.
+func (s *Store) transform(obj any) (any, error) {
+	return cacheObjectSharing(obj, s.index.sharedID)
+}
+
+// cacheObject makes every object a cache holds its compact form (cached.go).
 func cacheObject(obj any) (any, error) {
+	return cacheObjectSharing(obj, func(id string) string { return id })
+}
+
+// cacheObjectSharing is cacheObject, the id of what it makes replaced by shared(id).
+func cacheObjectSharing(obj any, shared func(string) string) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		c := &cachedPod{Pod: container.PodOf(o)}
-		c.cacheMeta = cacheMeta{meta: &c.Meta, resourceVersion: o.ResourceVersion}
+		c := newCachedPod(container.PodOf(o), o.ResourceVersion)
+		c.id = shared(c.id)
 		return c, nil
 	case *appsv1.Deployment:
-		c := &cachedDeployment{Deployment: container.DeploymentOf(o)}
-		c.cacheMeta = cacheMeta{meta: &c.Meta, resourceVersion: o.ResourceVersion}
+		c := newCachedDeployment(container.DeploymentOf(o), o.ResourceVersion)
+		c.id = shared(c.id)
 		return c, nil
 	case *corev1.Service:
-		c := &cachedService{Service: container.ServiceOf(o)}
-		c.cacheMeta = cacheMeta{meta: &c.Meta, resourceVersion: o.ResourceVersion}
+		c := newCachedService(container.ServiceOf(o), o.ResourceVersion)
+		c.id = shared(c.id)
 		return c, nil
 	case *corev1.ConfigMap:
-		return newCachedRecord(o), nil
+		c := newCachedRecord(o)
+		c.id = shared(c.id)
+		return c, nil
 	}
 	// Anything else (client-go may hand an object to the transform again, a tombstone's
 	// included): kept as it is, without its managed fields.

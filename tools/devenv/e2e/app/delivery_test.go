@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
@@ -178,12 +179,14 @@ func TestStatusTwoReplicasFailover(t *testing.T) {
 	events.waitStatus("via-b", "DELETED", "", 30*time.Second)
 }
 
-// A graceful stop delivers what the debounce was still holding.
+// A graceful stop delivers what the debounce was still holding: once the stop has
+// returned, the stream holds the container's latest status.
 func TestStatusFlushedOnStop(t *testing.T) {
 	ns := testenv.Namespace(t)
 	srv, stream := natsWithStream(t)
-	events := newStreamSink(t, stream)
-	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=10000", "SP_MONITOR_DEBOUNCE_MAX_WAIT=20s"))
+	// A debounce far longer than any wait below: nothing but the stop's flush can send
+	// the change before the stop, however slow the machine.
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=120000", "SP_MONITOR_DEBOUNCE_MAX_WAIT=240s"))
 	p.waitSynced(t)
 	// Let the start-up republish (of nothing) pass, or it would send the container.
 	testenv.Eventually(t, 30*time.Second, "reporter active", func() error {
@@ -193,25 +196,30 @@ func TestStatusFlushedOnStop(t *testing.T) {
 		return nil
 	})
 	create(t, p, "late", spec("late", "nginx"))
-	// The pod runs (kwok), and the debounce holds that change: the flush must send it.
-	testenv.Eventually(t, 10*time.Second, "pod running, its change held by the debounce", func() error {
-		if phase := podOf(t, ns, "late").Status.Phase; phase != corev1.PodRunning {
-			return fmt.Errorf("pod %s", phase)
+	// The pod runs (kwok), the provider's own cache shows it (the reporter plans what to
+	// send from that cache when it sends: the apiserver may show the pod running while
+	// the watch has not brought it yet), and the debounce holds the change.
+	testenv.Eventually(t, 60*time.Second, "RUNNING in the provider's cache, its change held by the debounce", func() error {
+		if st := p.App.Store().Snapshot("late").Status(); st.Status != v1alpha1.RUNNING {
+			return fmt.Errorf("the cache shows %s", st.Status)
 		}
 		if p.App.Reporter().Pending() == 0 {
 			return fmt.Errorf("nothing held")
 		}
 		return nil
 	})
-	if n := len(events.events("late")); n != 0 {
-		t.Fatalf("%d events before the 10 s debounce ended", n)
+	if evs := storedEvents(t, stream, "late"); len(evs) != 0 {
+		t.Fatalf("%d events before the stop, with a 120 s debounce: %+v", len(evs), evs)
 	}
 	start := time.Now()
-	p.Stop()
+	p.Stop() // returns once the provider has stopped: the flush is done, or never will be
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("stop took %s", d)
 	}
-	events.waitStatus("late", "RUNNING", "", 5*time.Second)
+	evs := storedEvents(t, stream, "late")
+	if len(evs) == 0 || evs[len(evs)-1].Data.Status != string(v1alpha1.RUNNING) {
+		t.Fatalf("after the stop the stream holds %+v for late, want RUNNING last", evs)
+	}
 }
 
 // A container made before this provider (by the reference provider: DCM labels, no

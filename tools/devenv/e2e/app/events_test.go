@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -69,6 +70,40 @@ func newStreamSink(t *testing.T, stream jetstream.Stream) *sink {
 	}
 	t.Cleanup(cc.Stop)
 	return s
+}
+
+// storedEvents reads, once, the status events of id that the stream holds now, oldest
+// first: straight from the stream, so what the stream acknowledged is there, with no
+// consumer's delivery to wait for.
+func storedEvents(t *testing.T, stream jetstream.Stream, id string) []event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []event
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev event
+		if m.Subject != status.Subject {
+			continue
+		}
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatalf("event is not JSON: %v: %s", err, m.Data)
+		}
+		if ev.Data.ID == id {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 func (s *sink) record(data []byte) {

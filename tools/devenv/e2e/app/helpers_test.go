@@ -31,6 +31,8 @@ type provider struct {
 	App *app.App
 	// Requests counts the requests this instance sent to the apiserver.
 	Requests *atomic.Int64
+	// calls lists them, each with what sent it (see apiCall).
+	calls *apiCalls
 	// Stop shuts the provider down gracefully (also done when the test ends).
 	Stop func()
 	logs *testWriter
@@ -93,8 +95,10 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	count := &atomic.Int64{}
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, n: count} })
+	count, calls := &atomic.Int64{}, &apiCalls{}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &countingTransport{rt: rt, n: count, calls: calls}
+	})
 	for _, o := range opts {
 		o(cfg, rc)
 	}
@@ -126,7 +130,7 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx, ln) }()
-	p := &provider{URL: "http://" + ln.Addr().String(), App: a, Requests: count, logs: logs}
+	p := &provider{URL: "http://" + ln.Addr().String(), App: a, Requests: count, calls: calls, logs: logs}
 	p.Stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -177,14 +181,56 @@ func (p *provider) waitSynced(t *testing.T) {
 	}
 }
 
-// countingTransport counts requests to the apiserver.
+// Calls lists the requests this instance sent to the apiserver so far, in order.
+func (p *provider) Calls() []apiCall { return p.calls.list() }
+
+// apiCall is one request an instance sent to the apiserver.
+type apiCall struct {
+	Kind string // method and path, e.g. "GET /readyz"
+	// Serving: sent with the context of an HTTP request the instance was answering
+	// (net/http puts the connection's local address in it), so caused by one of its
+	// handlers, not by its background work (the API probe, the election's renewals, the
+	// permission check, the informers, the status reporter), which runs on the
+	// instance's own context.
+	Serving bool
+}
+
+func (c apiCall) String() string {
+	if c.Serving {
+		return c.Kind + " (serving)"
+	}
+	return c.Kind
+}
+
+// apiCalls records an instance's apiserver requests.
+type apiCalls struct {
+	mu    sync.Mutex
+	calls []apiCall
+}
+
+func (a *apiCalls) add(c apiCall) {
+	a.mu.Lock()
+	a.calls = append(a.calls, c)
+	a.mu.Unlock()
+}
+
+func (a *apiCalls) list() []apiCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]apiCall(nil), a.calls...)
+}
+
+// countingTransport counts requests to the apiserver, and records what each was.
 type countingTransport struct {
-	rt http.RoundTripper
-	n  *atomic.Int64
+	rt    http.RoundTripper
+	n     *atomic.Int64
+	calls *apiCalls
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
+	_, serving := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	c.calls.add(apiCall{Kind: r.Method + " " + r.URL.Path, Serving: serving})
 	return c.rt.RoundTrip(r)
 }
 

@@ -98,10 +98,13 @@ type filler struct {
 var typicalFill = filler{prefix: "fill-", objects: rawObjects}
 
 // fillAhead bounds how far Populate's creates run ahead of the RUNNING events.
-const fillAhead = 400
+var fillAhead = 400
+
+// fillClients are Populate's concurrent clients (Options.FillClients).
+var fillClients = 16
 
 // Populate makes the containers fill-<from>..fill-<to-1> in the service's namespace
-// with client-go, as the service would (CreateAsService), 16 clients, and waits until the
+// with client-go, as the service would (CreateAsService), fillClients clients, and waits until the
 // service has published RUNNING for every one: its caches hold them all, pods included.
 func (e *Env) Populate(ctx context.Context, s *Service, ns string, from, to int) (FillResult, error) {
 	return e.populate(ctx, s, ns, from, to, typicalFill)
@@ -134,11 +137,11 @@ func (e *Env) populate(ctx context.Context, s *Service, ns string, from, to int,
 			}
 		}
 	}()
-	if err := parallel(16, from, to, func(i int) error {
+	if err := parallel(fillClients, from, to, func(i int) error {
 		// Stay at most fillAhead containers ahead of the RUNNING events: creates far
 		// ahead of the controllers only make them retry syncs (each one a scan of every
 		// ReplicaSet of the namespace) and slow the whole fill down.
-		for made.Load()-int64(events.count()) > fillAhead {
+		for fillAhead > 0 && made.Load()-int64(events.count()) > int64(fillAhead) {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

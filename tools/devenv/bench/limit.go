@@ -85,6 +85,9 @@ type LimitResult struct {
 	OneMoreCode   string  `json:"one_more_create_code"`
 	OneMoreDetail string  `json:"one_more_create_detail"`
 	PhaseSeconds  float64 `json:"phase_s"`
+	// When: set when a full run took the phase from an earlier run (Options.LimitFrom),
+	// that run's time.
+	When string `json:"when,omitempty"`
 }
 
 // maxSizedSpec is specJSON's container with one env var (PAD) whose value makes its

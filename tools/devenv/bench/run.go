@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,20 +25,32 @@ type Options struct {
 	Sizes       []int // container counts for the read benchmark; the first is also the bulk size
 	CreateN     int   // POST / raw create pairs
 	BulkClients int
+	// BulkRaw: the bulk is also made with raw client-go, for comparison (the concurrency
+	// phase compares creates with raw client-go at several concurrencies; this is the
+	// same at one, and costs a minute and 1000 more pods in the cluster).
+	BulkRaw     bool
 	Nodes       int // fake nodes (kwok)
 	LatencyRuns int
 	// ReplicaTries: creates and deletes for the staleness between two replicas.
 	ReplicaTries int
-	// ThroughputN: containers changing status at once.
-	ThroughputN int
+	// FillClients: concurrent clients making the populations (16 when 0).
+	FillClients int
+	// FillAhead: how far the populations' creates may run ahead of the RUNNING events
+	// (400 when 0; < 0: no bound).
+	FillAhead int
 	// HeapProfile: where the heap profile at the largest size is kept.
 	HeapProfile string
 	// Command is how the run was asked for (the report's first line).
 	Command    string
 	ServiceEnv []string // extra environment for the service process
-	// Only, when set, runs that phase alone (PhaseMemoryLimit).
+	// Only, when set, runs that phase alone (one of Phases).
 	Only string
-	Log  io.Writer
+	// The phase "memory at the limit" fills SP_MAX_CONTAINERS containers of its own
+	// (minutes on 2 CPUs). NoLimit leaves it out of a full run; LimitFrom takes its
+	// results from an earlier -only=memory-limit run's JSON instead of measuring.
+	NoLimit   bool
+	LimitFrom string
+	Log       io.Writer
 }
 
 // Results of one run.
@@ -76,10 +90,23 @@ type Machine struct {
 	GoVersion string `json:"go"`
 }
 
+// PhaseBurst is the status burst alone (-only=burst): the namespace filled to the
+// largest size, then every pod of one node lost and back.
+const PhaseBurst = "burst"
+
+// Phases are the phases -only can run alone.
+var Phases = []string{PhaseMemoryLimit, PhaseBurst}
+
 // Run performs every benchmark (or o.Only) in one fresh environment.
 func Run(ctx context.Context, o Options) (*Results, error) {
-	if o.Only != "" && o.Only != PhaseMemoryLimit {
-		return nil, fmt.Errorf("no phase %q (there is %q)", o.Only, PhaseMemoryLimit)
+	if o.Only != "" && !slices.Contains(Phases, o.Only) {
+		return nil, fmt.Errorf("no phase %q (there are %s)", o.Only, strings.Join(Phases, ", "))
+	}
+	if o.FillClients > 0 {
+		fillClients = o.FillClients
+	}
+	if o.FillAhead != 0 {
+		fillAhead = max(o.FillAhead, 0)
 	}
 	start := time.Now()
 	log := &stamped{w: o.Log, start: start}
@@ -90,18 +117,34 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	defer e.Close()
 	res := &Results{When: start.UTC(), Machine: machine(), Command: o.Command, Latency: map[string]Dist{},
 		Versions: map[string]string{"kubernetes": harness.KubernetesVersion, "etcd": harness.EtcdVersion, "kwok": harness.KwokVersion}}
-	if o.Only == "" {
+	switch o.Only {
+	case "":
 		if err := e.runAll(ctx, o, res, log); err != nil {
 			return nil, err
 		}
+	case PhaseBurst:
+		if err := e.burstAlone(ctx, o, res, log); err != nil {
+			return nil, err
+		}
+		res.Duration = time.Since(start).Seconds()
+		return res, nil
 	}
-	// Last: its own namespace and services (the others' are stopped by now).
-	fmt.Fprintln(log, "bench: memory at the limit")
-	lr, err := e.MemoryAtLimit(ctx, "bench-limit")
-	if err != nil {
-		return nil, fmt.Errorf("memory at the limit: %w", err)
+	switch {
+	case o.Only == "" && o.LimitFrom != "":
+		if res.Limit, err = limitFrom(o.LimitFrom); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(log, "bench: memory at the limit: from %s (measured %s)\n", o.LimitFrom, res.Limit.When)
+	case o.Only == "" && o.NoLimit:
+	default:
+		// Last: its own namespace and services (the others' are stopped by now).
+		fmt.Fprintln(log, "bench: memory at the limit")
+		lr, err := e.MemoryAtLimit(ctx, "bench-limit")
+		if err != nil {
+			return nil, fmt.Errorf("memory at the limit: %w", err)
+		}
+		res.Limit = &lr
 	}
-	res.Limit = &lr
 	if res.Nodes, err = e.nodes(ctx); err != nil {
 		return nil, err
 	}
@@ -112,7 +155,14 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 // runAll is every phase but the memory at the limit, in order; their services are
 // stopped when it returns.
 func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer) error {
-	for _, ns := range []string{"bench", "bench-raw", "bench-raw-bulk", "bench-lat0"} {
+	rawBulkNS := ""
+	if o.BulkRaw {
+		rawBulkNS = "bench-raw-bulk"
+	}
+	for _, ns := range []string{"bench", "bench-raw", rawBulkNS, "bench-lat0"} {
+		if ns == "" {
+			continue
+		}
 		if err := harness.EnsureNamespace(ctx, e.Admin, ns); err != nil {
 			return err
 		}
@@ -125,8 +175,8 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 	defer svc.Stop() // stopped earlier by the restart; a second Stop is harmless
 
 	bulkN := o.Sizes[0]
-	fmt.Fprintf(log, "bench: bulk: %d containers, %d clients, through the API and raw\n", bulkN, o.BulkClients)
-	if res.Bulk, err = e.Bulk(ctx, svc, "bench-raw-bulk", bulkN, o.BulkClients); err != nil {
+	fmt.Fprintf(log, "bench: bulk: %d containers, %d clients, through the API (raw too: %v)\n", bulkN, o.BulkClients, o.BulkRaw)
+	if res.Bulk, err = e.Bulk(ctx, svc, rawBulkNS, bulkN, o.BulkClients); err != nil {
 		return fmt.Errorf("bulk: %w", err)
 	}
 	var ids []string
@@ -226,16 +276,43 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 	}
 	res.Missing = &mr
 
-	n := min(o.ThroughputN, filled)
-	if n > 0 {
-		var tids []string
-		for i := filled - n; i < filled; i++ {
-			tids = append(tids, fmt.Sprintf("fill-%05d", i))
-		}
-		fmt.Fprintf(log, "bench: status throughput, %d containers changing at once\n", n)
-		if res.Throughput, err = e.Throughput(ctx, "bench", tids); err != nil {
-			return fmt.Errorf("throughput: %w", err)
-		}
+	fmt.Fprintf(log, "bench: status burst at %d: every pod of one node changing at once\n", len(ids))
+	if res.Throughput, err = e.Burst(ctx, "bench"); err != nil {
+		return fmt.Errorf("burst: %w", err)
+	}
+	return nil
+}
+
+// burstAlone is PhaseBurst: the service's namespace filled to the largest size, then
+// the burst.
+func (e *Env) burstAlone(ctx context.Context, o Options, res *Results, log io.Writer) error {
+	if err := harness.EnsureNamespace(ctx, e.Admin, "bench"); err != nil {
+		return err
+	}
+	svc, err := e.StartService(ctx, "bench", o.ServiceEnv...)
+	if err != nil {
+		return err
+	}
+	defer svc.Stop()
+	size := o.Sizes[len(o.Sizes)-1]
+	fmt.Fprintf(log, "bench: filling up to %d containers (%d clients)\n", size, fillClients)
+	fr, err := e.Populate(ctx, svc, "bench", 0, size)
+	if err != nil {
+		return fmt.Errorf("populate: %w", err)
+	}
+	fr.Total = size
+	res.Fills = append(res.Fills, fr)
+	fmt.Fprintf(log, "bench: %d containers made and RUNNING in %.0f s (%.1f/s); CPU, %% of one: %s\n", size, fr.Seconds, fr.PerSecond, kv(fr.CPU))
+	if _, err := e.settle(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "bench: status burst at %d: every pod of one node changing at once\n", size)
+	if res.Throughput, err = e.Burst(ctx, "bench"); err != nil {
+		return fmt.Errorf("burst: %w", err)
+	}
+	for _, t := range res.Throughput {
+		fmt.Fprintf(log, "bench: burst %s: %d pods (%d containers) written in %.2f s (%.0f/s); per container write→event p50 %.0f ms, p99 %.0f ms, max %.0f ms; last event %.2f s after the last write; lost %d\n",
+			t.Change, t.Pods, t.Containers, t.WritesS, t.WritesPerS, t.Latency.P50, t.Latency.P99, t.Latency.Max, t.LagS, t.Lost)
 	}
 	return nil
 }
@@ -295,4 +372,24 @@ func (s *stamped) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// limitFrom reads the phase "memory at the limit" from the results (JSON) of an earlier
+// run.
+func limitFrom(path string) (*LimitResult, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if r.Limit == nil {
+		return nil, fmt.Errorf("%s holds no memory at the limit", path)
+	}
+	if r.Limit.When == "" {
+		r.Limit.When = r.When.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	return r.Limit, nil
 }

@@ -3,22 +3,31 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 )
 
-// ThroughputResult is many containers changing status at once: their pods' Ready
-// condition written to the apiserver (what the node lifecycle controller does to the
-// pods of a lost node, as harness.MarkPodLost does, here in parallel; and back), timed
-// until every container's new status event is received on dcm.container.
+// ThroughputResult is a burst of status changes: every pod of one node has its Ready
+// condition written to the apiserver at once (what the node lifecycle controller does to
+// the pods of a lost node, as harness.MarkPodLost does, here in parallel; and back),
+// timed per container from its pod's write until its new status event is received on
+// dcm.container.
 type ThroughputResult struct {
+	// Node is the node whose pods changed; Pods how many pods were written (every pod on
+	// it, other namespaces' included); Containers how many of them are the service's
+	// containers (the ones whose events are awaited).
+	Node       string `json:"node,omitempty"`
+	Pods       int    `json:"pods_written,omitempty"`
 	Containers int    `json:"containers"`
 	Change     string `json:"change"`    // e.g. "node lost: RUNNING → UNKNOWN"
 	Transport  string `json:"transport"` // how the service published: core NATS or JetStream
@@ -37,38 +46,26 @@ type ThroughputResult struct {
 	LagS float64 `json:"lag_after_last_write_s"`
 	// StreamMessages: what the JetStream stream holds afterwards (JetStream only).
 	StreamMessages uint64 `json:"stream_messages,omitempty"`
+	// Latency: per container, from its own pod's write (UpdateStatus answered) to its
+	// own event received. Lost containers are not in it.
+	Latency Dist `json:"latency_ms"`
 	// Lost: containers whose event had not come a minute after the last write.
 	Lost int `json:"lost,omitempty"`
 }
 
-// podsOf finds the pods of the containers ids (one List of the namespace, in pages).
-func (e *Env) podsOf(ctx context.Context, ns string, ids []string) ([]*corev1.Pod, error) {
-	want := map[string]bool{}
-	for _, id := range ids {
-		want[id] = true
+// burstTarget is the burst's target: every container's event within the debounce plus
+// this of its pod's write (the maximum, not a percentile), none lost.
+const burstTarget = 2 * time.Second
+
+// firsts are each container's first event's arrival.
+func (l *eventLog) firsts() map[string]time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]time.Time, len(l.first))
+	for id, t := range l.first {
+		out[id] = t
 	}
-	var out []*corev1.Pod
-	opts := metav1.ListOptions{LabelSelector: container.Selector, Limit: 1000}
-	for {
-		l, err := e.Admin.CoreV1().Pods(ns).List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			p := &l.Items[i]
-			if id := container.InstanceID(p.Labels); want[id] && p.DeletionTimestamp == nil {
-				out = append(out, p)
-				delete(want, id)
-			}
-		}
-		if opts.Continue = l.Continue; opts.Continue == "" {
-			break
-		}
-	}
-	if len(want) > 0 {
-		return nil, fmt.Errorf("%d of %d containers have no pod", len(want), len(ids))
-	}
-	return out, nil
+	return out
 }
 
 // setReady writes a pod's Ready condition (nothing else), from the copy given; on a
@@ -103,25 +100,102 @@ func (e *Env) setReady(ctx context.Context, p *corev1.Pod, ready bool) (*corev1.
 	return out, err
 }
 
-// ChangeStatus turns the pods' Ready condition to ready with writers concurrent clients
-// and waits for every container's event with status expect. It returns the pods as
-// written, for the next round.
-func (e *Env) ChangeStatus(ctx context.Context, pods []*corev1.Pod, ready bool, expect string, writers int) (ThroughputResult, []*corev1.Pod, error) {
-	res := ThroughputResult{Containers: len(pods), Writers: writers}
-	ids := map[string]bool{}
-	for _, p := range pods {
-		ids[container.InstanceID(p.Labels)] = true
+// nodePods picks the node holding the most of namespace ns's containers' pods and
+// returns every pod on it (all namespaces: a lost node's pods are all marked) and the
+// container ids among them that are ns's.
+func (e *Env) nodePods(ctx context.Context, ns string) (string, []*corev1.Pod, map[string]bool, error) {
+	byNode := map[string]int{}
+	if err := e.eachPod(ctx, ns, metav1.ListOptions{LabelSelector: container.Selector}, func(p *corev1.Pod) {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+			byNode[p.Spec.NodeName]++
+		}
+	}); err != nil {
+		return "", nil, nil, err
 	}
+	node := busiest(byNode)
+	if node == "" {
+		return "", nil, nil, fmt.Errorf("no pod of %s on any node", ns)
+	}
+	var pods []*corev1.Pod
+	ids := map[string]bool{}
+	if err := e.eachPod(ctx, "", metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}, func(p *corev1.Pod) {
+		if p.DeletionTimestamp != nil || !podReady(p) {
+			return
+		}
+		pods = append(pods, p)
+		if id := container.InstanceID(p.Labels); id != "" && p.Namespace == ns {
+			ids[id] = true
+		}
+	}); err != nil {
+		return "", nil, nil, err
+	}
+	return node, pods, ids, nil
+}
+
+// busiest is the key with the largest count (the first by name on a tie).
+func busiest(counts map[string]int) string {
+	names := make([]string, 0, len(counts))
+	for n := range counts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	best := ""
+	for _, n := range names {
+		if best == "" || counts[n] > counts[best] {
+			best = n
+		}
+	}
+	return best
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// eachPod lists the pods of ns ("": every namespace) in pages and calls f for each.
+func (e *Env) eachPod(ctx context.Context, ns string, opts metav1.ListOptions, f func(*corev1.Pod)) error {
+	opts.Limit = 1000
+	for {
+		l, err := e.Admin.CoreV1().Pods(ns).List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		for i := range l.Items {
+			f(&l.Items[i])
+		}
+		if opts.Continue = l.Continue; opts.Continue == "" {
+			return nil
+		}
+	}
+}
+
+// ChangeStatus turns the pods' Ready condition to ready with writers concurrent clients
+// and waits for the event with status expect of every container in ids (the pods'
+// containers the service publishes). It returns the pods as written, for the next round.
+func (e *Env) ChangeStatus(ctx context.Context, pods []*corev1.Pod, ids map[string]bool, ready bool, expect string, writers int) (ThroughputResult, []*corev1.Pod, error) {
+	res := ThroughputResult{Pods: len(pods), Containers: len(ids), Writers: writers}
 	events, err := e.logEvents(ids, func(st string) bool { return st == expect })
 	if err != nil {
 		return res, nil, err
 	}
 	defer events.stop()
 	out := make([]*corev1.Pod, len(pods))
+	var mu sync.Mutex
+	writtenAt := map[string]time.Time{} // container id → its pod's write answered
 	start := time.Now()
 	if err := parallel(writers, 0, len(pods), func(i int) error {
 		var err error
 		out[i], err = e.setReady(ctx, pods[i], ready)
+		if id := container.InstanceID(pods[i].Labels); err == nil && ids[id] {
+			mu.Lock()
+			writtenAt[id] = time.Now()
+			mu.Unlock()
+		}
 		return err
 	}); err != nil {
 		return res, nil, err
@@ -129,14 +203,15 @@ func (e *Env) ChangeStatus(ctx context.Context, pods []*corev1.Pod, ready bool, 
 	written := time.Now()
 	res.WritesS = written.Sub(start).Seconds()
 	res.WritesPerS = float64(len(pods)) / res.WritesS
-	if err := waitUntil(ctx, time.Minute, func() bool { return events.count() >= len(pods) }); err != nil {
+	if err := waitUntil(ctx, time.Minute, func() bool { return events.count() >= len(ids) }); err != nil {
 		if ctx.Err() != nil {
 			return res, nil, err
 		}
 		// Missing events are the result, not a reason to lose the run.
-		res.Lost = len(pods) - events.count()
-		fmt.Fprintf(e.Log, "bench: status throughput: %d of %d %s events never came (waited 1 min)\n", res.Lost, len(pods), expect)
+		res.Lost = len(ids) - events.count()
+		fmt.Fprintf(e.Log, "bench: status burst: %d of %d %s events never came (waited 1 min)\n", res.Lost, len(ids), expect)
 	}
+	res.Latency = perContainer(writtenAt, events.firsts())
 	ts := events.times()
 	if len(ts) == 0 {
 		return res, out, nil
@@ -148,21 +223,41 @@ func (e *Env) ChangeStatus(ctx context.Context, pods []*corev1.Pod, ready bool, 
 	return res, out, nil
 }
 
-// Throughput loses n containers' pods (RUNNING → UNKNOWN) with the service publishing
-// on core NATS, then restores them (→ RUNNING) with a JetStream stream capturing
-// dcm.container, as DCM's registry makes one, so every event waits for the stream's
-// acknowledgement.
-func (e *Env) Throughput(ctx context.Context, ns string, ids []string) ([]ThroughputResult, error) {
-	pods, err := e.podsOf(ctx, ns, ids)
+// perContainer is the distribution of each container's time from its write to its
+// event. An event can come before the write's answer (the watch is that fast): 0 then.
+func perContainer(written, event map[string]time.Time) Dist {
+	var lat []time.Duration
+	for id, w := range written {
+		if ev, ok := event[id]; ok {
+			lat = append(lat, max(0, ev.Sub(w)))
+		}
+	}
+	return summarize(lat)
+}
+
+// burstOK: every container's event within the debounce plus burstTarget of its write,
+// none lost.
+func burstOK(t ThroughputResult) bool {
+	return t.Lost == 0 && t.Latency.N > 0 && t.Latency.Max <= float64(debounceMS+burstTarget.Milliseconds())
+}
+
+// Burst loses every pod of the node holding most of ns's pods at once (RUNNING →
+// UNKNOWN) with the service publishing on core NATS, then restores them (→ RUNNING)
+// with a JetStream stream capturing dcm.container, as DCM's registry makes one, so
+// every event waits for the stream's acknowledgement.
+func (e *Env) Burst(ctx context.Context, ns string) ([]ThroughputResult, error) {
+	node, pods, ids, err := e.nodePods(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
+	fmt.Fprintf(e.Log, "bench: status burst: every pod of %s (%d, %d of them the service's) lost at once, then back\n", node, len(pods), len(ids))
 	const writers = 32
-	lost, pods, err := e.ChangeStatus(ctx, pods, false, "UNKNOWN", writers)
+	lost, pods, err := e.ChangeStatus(ctx, pods, ids, false, "UNKNOWN", writers)
 	if err != nil {
 		return nil, fmt.Errorf("lose: %w", err)
 	}
-	lost.Change, lost.Transport = "pods lost (MarkPodLost): RUNNING → UNKNOWN", "core NATS (no stream)"
+	lost.Node = node
+	lost.Change, lost.Transport = "node lost (MarkPodLost on each pod): RUNNING → UNKNOWN", "core NATS (no stream)"
 
 	js, err := jetstream.New(e.NC)
 	if err != nil {
@@ -180,11 +275,12 @@ func (e *Env) Throughput(ctx context.Context, ns string, ids []string) ([]Throug
 	}()
 	// The service asks whether a stream captures the subject at most every 5 s.
 	time.Sleep(6 * time.Second)
-	restored, _, err := e.ChangeStatus(ctx, pods, true, "RUNNING", writers)
+	restored, _, err := e.ChangeStatus(ctx, pods, ids, true, "RUNNING", writers)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	restored.Change, restored.Transport = "pods back (Ready again): UNKNOWN → RUNNING", "JetStream (stream acknowledges each event)"
+	restored.Node = node
+	restored.Change, restored.Transport = "node back (Ready again): UNKNOWN → RUNNING", "JetStream (stream acknowledges each event)"
 	if info, err := stream.Info(ctx); err == nil {
 		restored.StreamMessages = info.State.Msgs
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,21 +19,25 @@ import (
 )
 
 func main() {
-	sizes := flag.String("sizes", "1000,5000,10000", "container counts for the read benchmark (the first is also the bulk size; the last is the restart, replicas and throughput size)")
-	createN := flag.Int("create", 200, "POST / raw create pairs")
+	sizes := flag.String("sizes", "1000,10000", "container counts for the read benchmark (the first is also the bulk size; the last is the restart, replicas and throughput size)")
+	createN := flag.Int("create", 100, "POST / raw create pairs")
 	latency := flag.Int("latency", 40, "status latency samples per debounce setting")
-	replicas := flag.Int("replicas", 200, "creates and deletes on one replica, each read on the other until it agrees")
-	throughput := flag.Int("throughput", 1000, "containers changing status at once")
+	replicas := flag.Int("replicas", 100, "creates and deletes on one replica, each read on the other until it agrees")
+	bulkRaw := flag.Bool("bulk-raw", false, "also make the bulk with raw client-go (the concurrency phase compares with raw client-go already)")
+	limit := flag.Bool("limit", true, "measure the memory at the limit (its own fill of SP_MAX_CONTAINERS containers: minutes)")
+	limitFrom := flag.String("limit-from", "", "take the memory at the limit from this earlier -only="+bench.PhaseMemoryLimit+" run's JSON instead of measuring it")
+	fillClients := flag.Int("fill-clients", 16, "concurrent clients making the populations")
+	fillAhead := flag.Int("fill-ahead", 400, "how far the populations' creates may run ahead of the RUNNING events (< 0: no bound)")
 	nodes := flag.Int("nodes", 4, "fake (kwok) nodes the pods are spread over")
 	heap := flag.String("heap-profile", filepath.Join(os.TempDir(), "sp-bench-heap.pb.gz"), "where the service's heap profile at the largest size is kept")
 	out := flag.String("out", "docs", "folder for benchmarks.md and benchmarks.json")
 	render := flag.Bool("render", false, "only rewrite benchmarks.md from benchmarks.json (e.g. after editing benchmarks-analysis.md)")
 	serviceEnv := flag.String("service-env", "", "extra environment for the service, comma-separated (e.g. GOMEMLIMIT=120MiB)")
-	only := flag.String("only", "", "run one phase alone in its own fresh environment ("+bench.PhaseMemoryLimit+"); its section is printed and its results go to -only-out, docs are left alone")
+	only := flag.String("only", "", "run one phase alone in its own fresh environment ("+strings.Join(bench.Phases, ", ")+"; "+bench.PhaseBurst+" first fills to the largest -sizes); its results go to -only-out, docs are left alone")
 	onlyOut := flag.String("only-out", filepath.Join(os.TempDir(), "sp-bench-only.json"), "where -only writes its results")
 	flag.Parse()
-	if *only != "" && *only != bench.PhaseMemoryLimit {
-		fmt.Fprintf(os.Stderr, "sp-bench: no phase %q (there is %q)\n", *only, bench.PhaseMemoryLimit)
+	if *only != "" && !slices.Contains(bench.Phases, *only) {
+		fmt.Fprintf(os.Stderr, "sp-bench: no phase %q (there are %s)\n", *only, strings.Join(bench.Phases, ", "))
 		os.Exit(2)
 	}
 	var ns []int
@@ -80,15 +85,17 @@ func main() {
 	if len(os.Args) > 1 {
 		command = "go run ./tools/devenv/cmd/sp-bench " + strings.Join(os.Args[1:], " ")
 	}
-	res, err := bench.Run(ctx, bench.Options{Command: command, Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, Nodes: *nodes, LatencyRuns: *latency,
-		ReplicaTries: *replicas, ThroughputN: *throughput, HeapProfile: *heap, ServiceEnv: extra, Only: *only, Log: os.Stderr})
+	res, err := bench.Run(ctx, bench.Options{Command: command, Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, BulkRaw: *bulkRaw, NoLimit: !*limit, LimitFrom: *limitFrom, Nodes: *nodes, LatencyRuns: *latency,
+		ReplicaTries: *replicas, FillClients: *fillClients, FillAhead: *fillAhead, HeapProfile: *heap, ServiceEnv: extra, Only: *only, Log: os.Stderr})
 	if err != nil {
 		// The service logs and the control plane's are there.
 		fail(fmt.Errorf("%w (logs kept in %s)", err, dir))
 	}
 	os.RemoveAll(dir)
 	if *only != "" {
-		fmt.Println(bench.LimitMarkdown(res))
+		if *only == bench.PhaseMemoryLimit {
+			fmt.Println(bench.LimitMarkdown(res))
+		}
 		j, err := json.MarshalIndent(res, "", "  ")
 		if err == nil {
 			err = os.WriteFile(*onlyOut, append(j, '\n'), 0o644)

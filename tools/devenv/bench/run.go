@@ -34,31 +34,36 @@ type Options struct {
 	// Command is how the run was asked for (the report's first line).
 	Command    string
 	ServiceEnv []string // extra environment for the service process
-	// Only, when set, runs that phase alone (PhaseMemoryLimit).
+	// ConcurrencyN: creates (then deletes) per client count and side in the phase
+	// "concurrency"; 0 skips it.
+	ConcurrencyN int
+	// Only, when set, runs that phase alone (PhaseMemoryLimit, PhaseConcurrency).
 	Only string
 	Log  io.Writer
 }
 
 // Results of one run.
 type Results struct {
-	When       time.Time          `json:"when"`
-	Machine    Machine            `json:"machine"`
-	Versions   map[string]string  `json:"versions"`
-	Command    string             `json:"command"`
-	ServiceEnv []string           `json:"service_env,omitempty"`
-	Create     CreateResult       `json:"create"`
-	Bulk       BulkResult         `json:"bulk"`
-	Reads      []ReadResult       `json:"reads"`
-	Latency    map[string]Dist    `json:"status_latency"`
-	Throughput []ThroughputResult `json:"status_throughput"`
-	Startup    *StartupResult     `json:"startup,omitempty"`
-	Heap       *HeapProfile       `json:"heap_profile,omitempty"`
-	Replicas   *ReplicaResult     `json:"replicas,omitempty"`
-	Missing    *MissingResult     `json:"get_unknown_id,omitempty"`
-	Nodes      []NodeInfo         `json:"nodes"`
-	Fills      []FillResult       `json:"fills"`
-	Limit      *LimitResult       `json:"memory_at_the_limit,omitempty"`
-	Duration   float64            `json:"duration_s"`
+	When       time.Time         `json:"when"`
+	Machine    Machine           `json:"machine"`
+	Versions   map[string]string `json:"versions"`
+	Command    string            `json:"command"`
+	ServiceEnv []string          `json:"service_env,omitempty"`
+	Create     CreateResult      `json:"create"`
+	// Concurrency: creates and deletes from 8, 32, 64 clients at once, API and raw.
+	Concurrency *ConcurrencyResult `json:"concurrency,omitempty"`
+	Bulk        BulkResult         `json:"bulk"`
+	Reads       []ReadResult       `json:"reads"`
+	Latency     map[string]Dist    `json:"status_latency"`
+	Throughput  []ThroughputResult `json:"status_throughput"`
+	Startup     *StartupResult     `json:"startup,omitempty"`
+	Heap        *HeapProfile       `json:"heap_profile,omitempty"`
+	Replicas    *ReplicaResult     `json:"replicas,omitempty"`
+	Missing     *MissingResult     `json:"get_unknown_id,omitempty"`
+	Nodes       []NodeInfo         `json:"nodes"`
+	Fills       []FillResult       `json:"fills"`
+	Limit       *LimitResult       `json:"memory_at_the_limit,omitempty"`
+	Duration    float64            `json:"duration_s"`
 }
 
 // NodeInfo is one fake node and how many pods it may hold.
@@ -78,8 +83,8 @@ type Machine struct {
 
 // Run performs every benchmark (or o.Only) in one fresh environment.
 func Run(ctx context.Context, o Options) (*Results, error) {
-	if o.Only != "" && o.Only != PhaseMemoryLimit {
-		return nil, fmt.Errorf("no phase %q (there is %q)", o.Only, PhaseMemoryLimit)
+	if o.Only != "" && o.Only != PhaseMemoryLimit && o.Only != PhaseConcurrency {
+		return nil, fmt.Errorf("no phase %q (there are %q, %q)", o.Only, PhaseMemoryLimit, PhaseConcurrency)
 	}
 	start := time.Now()
 	log := &stamped{w: o.Log, start: start}
@@ -94,6 +99,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if err := e.runAll(ctx, o, res, log); err != nil {
 			return nil, err
 		}
+	}
+	if o.Only == PhaseConcurrency {
+		if err := e.concurrencyAlone(ctx, o, res, log); err != nil {
+			return nil, err
+		}
+		res.Duration = time.Since(start).Seconds()
+		return res, nil
 	}
 	// Last: its own namespace and services (the others' are stopped by now).
 	fmt.Fprintln(log, "bench: memory at the limit")
@@ -146,6 +158,14 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 	}
 	for i := range o.CreateN {
 		ids = append(ids, fmt.Sprintf("create-%04d", i))
+	}
+	if o.ConcurrencyN > 0 {
+		fmt.Fprintf(log, "bench: concurrency: %d creates, then deletes, per side at %v clients, API and raw in rounds\n", o.ConcurrencyN, concurrencyClients)
+		cr, err := e.Concurrency(ctx, svc, "bench", o.ConcurrencyN)
+		if err != nil {
+			return fmt.Errorf("concurrency: %w", err)
+		}
+		res.Concurrency = &cr
 	}
 	filled := 0
 	for _, size := range o.Sizes[1:] {

@@ -28,11 +28,12 @@ func main() {
 	out := flag.String("out", "docs", "folder for benchmarks.md and benchmarks.json")
 	render := flag.Bool("render", false, "only rewrite benchmarks.md from benchmarks.json (e.g. after editing benchmarks-analysis.md)")
 	serviceEnv := flag.String("service-env", "", "extra environment for the service, comma-separated (e.g. GOMEMLIMIT=120MiB)")
-	only := flag.String("only", "", "run one phase alone in its own fresh environment ("+bench.PhaseMemoryLimit+"); its section is printed and its results go to -only-out, docs are left alone")
+	concurrency := flag.Int("concurrency", bench.DefaultConcurrencyN, "creates (then deletes) per client count (8, 32, 64) and side, API and raw; 0 skips the phase")
+	only := flag.String("only", "", "run one phase alone in its own fresh environment ("+bench.PhaseMemoryLimit+", "+bench.PhaseConcurrency+"); its section is printed and its results go to -only-out, docs are left alone")
 	onlyOut := flag.String("only-out", filepath.Join(os.TempDir(), "sp-bench-only.json"), "where -only writes its results")
 	flag.Parse()
-	if *only != "" && *only != bench.PhaseMemoryLimit {
-		fmt.Fprintf(os.Stderr, "sp-bench: no phase %q (there is %q)\n", *only, bench.PhaseMemoryLimit)
+	if *only != "" && *only != bench.PhaseMemoryLimit && *only != bench.PhaseConcurrency {
+		fmt.Fprintf(os.Stderr, "sp-bench: no phase %q (there are %q, %q)\n", *only, bench.PhaseMemoryLimit, bench.PhaseConcurrency)
 		os.Exit(2)
 	}
 	var ns []int
@@ -81,14 +82,18 @@ func main() {
 		command = "go run ./tools/devenv/cmd/sp-bench " + strings.Join(os.Args[1:], " ")
 	}
 	res, err := bench.Run(ctx, bench.Options{Command: command, Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, Nodes: *nodes, LatencyRuns: *latency,
-		ReplicaTries: *replicas, ThroughputN: *throughput, HeapProfile: *heap, ServiceEnv: extra, Only: *only, Log: os.Stderr})
+		ReplicaTries: *replicas, ThroughputN: *throughput, ConcurrencyN: *concurrency, HeapProfile: *heap, ServiceEnv: extra, Only: *only, Log: os.Stderr})
 	if err != nil {
 		// The service logs and the control plane's are there.
 		fail(fmt.Errorf("%w (logs kept in %s)", err, dir))
 	}
 	os.RemoveAll(dir)
 	if *only != "" {
-		fmt.Println(bench.LimitMarkdown(res))
+		if *only == bench.PhaseConcurrency {
+			fmt.Println(bench.ConcurrencyMarkdown(res))
+		} else {
+			fmt.Println(bench.LimitMarkdown(res))
+		}
 		j, err := json.MarshalIndent(res, "", "  ")
 		if err == nil {
 			err = os.WriteFile(*onlyOut, append(j, '\n'), 0o644)

@@ -48,6 +48,7 @@ func TestMarkdownGolden(t *testing.T) {
 	full := loadResults(t)
 	full.ServiceEnv = []string{"GOMEMLIMIT=120MiB"}
 	full.Limit = limitSample()
+	full.Concurrency = concurrencySample()
 	cases := []struct {
 		name     string
 		r        *Results

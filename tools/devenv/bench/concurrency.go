@@ -40,7 +40,11 @@ const (
 )
 
 // DefaultConcurrencyN is the phase's creates (then deletes) per client count and side.
-const DefaultConcurrencyN = 128
+const DefaultConcurrencyN = 96
+
+// concurrencyOps is how many operations each side makes at clients clients: n, but at
+// least two rounds of clients at once.
+func concurrencyOps(n, clients int) int { return max(n, 2*clients) }
 
 // concurrencyStream is the JetStream stream the phase makes for its duration.
 const concurrencyStream = "BENCH_CONC_DCM_CONTAINER"
@@ -144,7 +148,7 @@ type concurrentSide struct {
 }
 
 // Concurrency measures creates and then deletes at each client count in
-// concurrencyClients, n of each per side, API and raw interleaved in rounds (who goes
+// concurrencyClients, concurrencyOps(n, clients) of each per side, API and raw interleaved in rounds (who goes
 // first alternates, so the controllers' work after one side's creates loads the other
 // side's next batch as often as its own). Every container it makes is deleted by its
 // delete batches; it returns once their pods and records are gone and the control
@@ -265,7 +269,7 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 				}
 			}
 			from := 0
-			for _, size := range concurrencyRounds(n, clients) {
+			for _, size := range concurrencyRounds(concurrencyOps(n, clients), clients) {
 				sides := []concurrentSide{api, rawSide}
 				if first%2 == 1 {
 					sides[0], sides[1] = sides[1], sides[0]
@@ -526,7 +530,7 @@ func concurrencyVerdict(a, r ConcurrencyRow, qps, burst float64, throttleLogs in
 		return ratio, true, ""
 	}
 	var reasons []string
-	if qps > 0 && a.LimiterFloorS >= 0.8*a.Seconds {
+	if qps > 0 && a.LimiterFloorS >= 0.5*a.Seconds {
 		reasons = append(reasons, fmt.Sprintf("the service's Kubernetes client limiter (%.0f requests/s, burst %.0f): at %.1f requests per %s it lets these batches take no less than %.1f s of the %.1f s they took",
 			qps, burst, a.CallsPerOp, a.Op, a.LimiterFloorS, a.Seconds))
 	}

@@ -38,6 +38,14 @@ func TestConcurrencyRounds(t *testing.T) {
 	}
 }
 
+func TestConcurrencyOps(t *testing.T) {
+	for _, c := range []struct{ n, clients, want int }{{96, 8, 96}, {96, 32, 96}, {96, 64, 128}, {200, 64, 200}} {
+		if got := concurrencyOps(c.n, c.clients); got != c.want {
+			t.Errorf("concurrencyOps(%d, %d) = %d, want %d", c.n, c.clients, got, c.want)
+		}
+	}
+}
+
 func TestLimiterFloor(t *testing.T) {
 	cases := []struct {
 		name                    string
@@ -66,19 +74,26 @@ func TestConcurrencyVerdict(t *testing.T) {
 		throttle int
 		ok       bool
 		reason   []string // substrings of the reason; none: empty
+		// notLimiter: the reason must not name the limiter.
+		notLimiter bool
 	}{
-		{"at 0.9 × raw", api(28.8, 0, 4), raw, 0, true, nil},
-		{"above raw", api(40, 0, 4), raw, 0, true, nil},
+		{"at 0.9 × raw", api(28.8, 0, 4), raw, 0, true, nil, false},
+		{"above raw", api(40, 0, 4), raw, 0, true, nil, false},
 		{"below, the limiter's floor near the time taken", api(20, 5.6, 4), raw, 0, false,
-			[]string{"client limiter (100 requests/s, burst 200)", "no less than 5.6 s of the 6.4 s", "4.0 Kubernetes requests per create against raw's 3"}},
-		{"below, only the throttle log", api(20, 1, 3), raw, 2, false, []string{"says 2 times that client-go waited"}},
-		{"below, only more requests", api(20, 1, 4), raw, 0, false, []string{"4.0 Kubernetes requests per create against raw's 3 (GET 128, POST 384)"}},
-		{"below, nothing measured", api(20, 1, 3), raw, 0, false, nil},
-		{"no raw figure", api(20, 0, 4), ConcurrencyRow{}, 0, false, nil},
+			[]string{"client limiter (100 requests/s, burst 200)", "no less than 5.6 s of the 6.4 s", "4.0 Kubernetes requests per create against raw's 3"}, false},
+		{"below, the limiter's floor half the time taken", api(20, 3.2, 4), raw, 0, false, []string{"client limiter", "no less than 3.2 s of the 6.4 s"}, false},
+		{"below, the limiter's floor under half: more requests only", api(20, 3.1, 4), raw, 0, false, []string{"4.0 Kubernetes requests per create against raw's 3 (GET 128, POST 384)"}, true},
+		{"below, only the throttle log", api(20, 1, 3), raw, 2, false, []string{"says 2 times that client-go waited"}, false},
+		{"below, only more requests", api(20, 1, 4), raw, 0, false, []string{"4.0 Kubernetes requests per create against raw's 3 (GET 128, POST 384)"}, false},
+		{"below, nothing measured", api(20, 1, 3), raw, 0, false, nil, false},
+		{"no raw figure", api(20, 0, 4), ConcurrencyRow{}, 0, false, nil, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, ok, reason := concurrencyVerdict(c.api, c.raw, 100, 200, c.throttle)
+			if c.notLimiter && strings.Contains(reason, "limiter") {
+				t.Errorf("reason %q names the limiter", reason)
+			}
 			if ok != c.ok {
 				t.Errorf("ok = %v, want %v", ok, c.ok)
 			}

@@ -39,6 +39,10 @@ func sparse(r *Results) *Results {
 	s.Throughput[0].StreamMessages = 0
 	s.Fills, s.Nodes = nil, nil
 	s.Startup, s.Heap, s.Replicas, s.Missing = nil, nil, nil, nil
+	// A phase "concurrency" that left pods behind, had answers 503 and throttling.
+	s.Concurrency = concurrencySample()
+	s.Concurrency.PodsLeft, s.Concurrency.RecordsLeft, s.Concurrency.ThrottleLogs = 3, 1, 2
+	s.Concurrency.Rows[0].Retried = 2
 	return &s
 }
 

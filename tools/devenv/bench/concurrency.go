@@ -566,6 +566,6 @@ func (e *Env) concurrencyAlone(ctx context.Context, o Options, res *Results, log
 	if err != nil {
 		return fmt.Errorf("concurrency: %w", err)
 	}
-	res.Concurrency = &cr
+	res.Concurrent = &cr
 	return nil
 }

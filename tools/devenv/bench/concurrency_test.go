@@ -137,7 +137,7 @@ func concurrencySample() *ConcurrencyResult {
 // sp-bench -only=concurrency prints the same section the full report has.
 func TestConcurrencyMarkdown(t *testing.T) {
 	r := loadResults(t)
-	r.Concurrency = concurrencySample()
+	r.Concurrent = concurrencySample()
 	section := ConcurrencyMarkdown(r)
 	if !strings.HasPrefix(section, "## 1b. Creates and deletes from many clients at once\n") ||
 		!strings.Contains(section, "64 clients, creates, target ≥ 0.9 missed: 4.0 Kubernetes requests per create against raw's 3 (GET 128, POST 384); the service's Kubernetes client limiter") {
@@ -146,7 +146,7 @@ func TestConcurrencyMarkdown(t *testing.T) {
 	if full := Markdown(r, ""); !strings.Contains(full, section) {
 		t.Errorf("the full report does not hold the section")
 	}
-	r.Concurrency = nil
+	r.Concurrent = nil
 	if s := ConcurrencyMarkdown(r); s != "" {
 		t.Errorf("no phase, yet: %q", s)
 	}

@@ -30,13 +30,14 @@ const (
 	targetStartupLists = 4   // initial lists at start-up: one per cached resource (proposed)
 	targetAgreeMS      = 100 // replica B agrees with A within this, p99 (proposed)
 	targetConfirmMS    = 5   // a 404's confirmation adds at most this to a GET, p50 (proposed)
-	// targetConcurrentRatio: API creates (deletes) per second / raw client-go's, same
-	// clients at once.
-	targetConcurrentRatio = 0.9
-	confirmQPS            = float64(store.ConfirmQPS)
-	confirmBurst          = float64(store.ConfirmBurst)
-	debounceMS            = 500 // the service's default SP_MONITOR_DEBOUNCE_MS
+	confirmQPS         = float64(store.ConfirmQPS)
+	confirmBurst       = float64(store.ConfirmBurst)
+	debounceMS         = 500 // the service's default SP_MONITOR_DEBOUNCE_MS
 )
+
+// targetConcurrentRatio: API creates (deletes) per second / raw client-go's, same
+// clients at once.
+const targetConcurrentRatio = 0.9
 
 func mb(b float64) float64 { return b / (1 << 20) }
 
@@ -64,7 +65,7 @@ func checks(r *Results) []check {
 		add("create: POST p50 / raw client-go p50, Deployment and Service at once", fmt.Sprintf("%.2f ms / %.2f ms = **%.2f**", c.Post.P50, c.RawParallel.P50, ratio),
 			"raw client-go, same objects, in parallel", fmt.Sprintf("≤ %.1f", targetCreateRatio), ratio <= targetCreateRatio)
 	}
-	if cr := r.Concurrency; cr != nil {
+	if cr := r.Concurrent; cr != nil {
 		for _, op := range []string{"create", "delete"} {
 			for _, row := range concurrencyRows(cr) {
 				if row.Via != "api" || row.Op != op {
@@ -201,12 +202,11 @@ type reportView struct {
 	Latency           []latencyRow
 	Throughput        []throughputRow
 	TargetCreateRatio float64
-	// Concurrency: the phase's rows, each API row with its raw one and the verdict.
-	Concurrency           []concurrencyRow
-	TargetConcurrentRatio float64
-	ConfirmQPS            float64
-	ConfirmBurst          float64
-	Analysis              string
+	Concurrency       []concurrencyRow // each API row with its raw one and the verdict
+	TargetConcRatio   float64
+	ConfirmQPS        float64
+	ConfirmBurst      float64
+	Analysis          string
 }
 
 // concurrencyRow is one row of the concurrency table: an API row carries its raw row,
@@ -262,9 +262,9 @@ func latencyOK(d Dist, debounceMS float64) bool { return d.P99 <= debounceMS+100
 
 func newReportView(r *Results, analysis string) reportView {
 	v := reportView{R: r, Checks: checks(r), TargetCreateRatio: targetCreateRatio,
-		ConfirmQPS: confirmQPS, ConfirmBurst: confirmBurst, Analysis: analysis, TargetConcurrentRatio: targetConcurrentRatio}
-	if r.Concurrency != nil {
-		v.Concurrency = concurrencyRows(r.Concurrency)
+		ConfirmQPS: confirmQPS, ConfirmBurst: confirmBurst, Analysis: analysis, TargetConcRatio: targetConcurrentRatio}
+	if r.Concurrent != nil {
+		v.Concurrency = concurrencyRows(r.Concurrent)
 	}
 	var ns []string
 	for _, n := range r.Nodes {

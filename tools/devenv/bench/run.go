@@ -44,26 +44,25 @@ type Options struct {
 
 // Results of one run.
 type Results struct {
-	When       time.Time         `json:"when"`
-	Machine    Machine           `json:"machine"`
-	Versions   map[string]string `json:"versions"`
-	Command    string            `json:"command"`
-	ServiceEnv []string          `json:"service_env,omitempty"`
-	Create     CreateResult      `json:"create"`
-	// Concurrency: creates and deletes from 8, 32, 64 clients at once, API and raw.
-	Concurrency *ConcurrencyResult `json:"concurrency,omitempty"`
-	Bulk        BulkResult         `json:"bulk"`
-	Reads       []ReadResult       `json:"reads"`
-	Latency     map[string]Dist    `json:"status_latency"`
-	Throughput  []ThroughputResult `json:"status_throughput"`
-	Startup     *StartupResult     `json:"startup,omitempty"`
-	Heap        *HeapProfile       `json:"heap_profile,omitempty"`
-	Replicas    *ReplicaResult     `json:"replicas,omitempty"`
-	Missing     *MissingResult     `json:"get_unknown_id,omitempty"`
-	Nodes       []NodeInfo         `json:"nodes"`
-	Fills       []FillResult       `json:"fills"`
-	Limit       *LimitResult       `json:"memory_at_the_limit,omitempty"`
-	Duration    float64            `json:"duration_s"`
+	When       time.Time          `json:"when"`
+	Machine    Machine            `json:"machine"`
+	Versions   map[string]string  `json:"versions"`
+	Command    string             `json:"command"`
+	ServiceEnv []string           `json:"service_env,omitempty"`
+	Create     CreateResult       `json:"create"`
+	Concurrent *ConcurrencyResult `json:"concurrency,omitempty"` // creates and deletes from many clients
+	Bulk       BulkResult         `json:"bulk"`
+	Reads      []ReadResult       `json:"reads"`
+	Latency    map[string]Dist    `json:"status_latency"`
+	Throughput []ThroughputResult `json:"status_throughput"`
+	Startup    *StartupResult     `json:"startup,omitempty"`
+	Heap       *HeapProfile       `json:"heap_profile,omitempty"`
+	Replicas   *ReplicaResult     `json:"replicas,omitempty"`
+	Missing    *MissingResult     `json:"get_unknown_id,omitempty"`
+	Nodes      []NodeInfo         `json:"nodes"`
+	Fills      []FillResult       `json:"fills"`
+	Limit      *LimitResult       `json:"memory_at_the_limit,omitempty"`
+	Duration   float64            `json:"duration_s"`
 }
 
 // NodeInfo is one fake node and how many pods it may hold.
@@ -165,7 +164,7 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 		if err != nil {
 			return fmt.Errorf("concurrency: %w", err)
 		}
-		res.Concurrency = &cr
+		res.Concurrent = &cr
 	}
 	filled := 0
 	for _, size := range o.Sizes[1:] {

@@ -123,6 +123,12 @@ func met() *Results {
 			RSSBytes:  120 << 20, SecondRSSBytes: 110 << 20},
 		Replicas: &ReplicaResult{Tries: 200, CreateAgree: Dist{P99: 50}, DeleteAgree: Dist{P99: 50}},
 		Missing:  &MissingResult{Containers: 10000, ConfirmsPerGet: 1, Unknown: Dist{P50: 2}, Known: Dist{P50: 0.3}, FloodSeconds: 5, FloodConfirmsPerS: 20},
+		Concurrent: &ConcurrencyResult{ServiceQPS: 100, ServiceBurst: 200, Rows: []ConcurrencyRow{
+			{Clients: 8, Op: "create", Via: "api", Ops: 100, Seconds: 10, PerSecond: 10, CallsPerOp: 3},
+			{Clients: 8, Op: "create", Via: "raw", Ops: 100, Seconds: 10, PerSecond: 10, CallsPerOp: 3},
+			{Clients: 8, Op: "delete", Via: "api", Ops: 100, Seconds: 10, PerSecond: 10, CallsPerOp: 3},
+			{Clients: 8, Op: "delete", Via: "raw", Ops: 100, Seconds: 10, PerSecond: 10, CallsPerOp: 3},
+		}},
 	}
 }
 
@@ -185,6 +191,9 @@ func TestChecksMeetTheirTargets(t *testing.T) {
 		// The limiter's bound: 20/s plus the burst of 40 spread over the 5 s flood = 28/s.
 		{"flood at the limiter's bound", func(r *Results) { r.Missing.FloodConfirmsPerS = 28 }, "GETs of unknown ids from 8 clients", true},
 		{"flood over the limiter's bound", func(r *Results) { r.Missing.FloodConfirmsPerS = 28.1 }, "GETs of unknown ids from 8 clients", false},
+		{"concurrent API creates at exactly 0.9 × raw", func(r *Results) { r.Concurrent.Rows[0].PerSecond = 9 }, "concurrent creates, 8 clients", true},
+		{"concurrent API creates below 0.9 × raw", func(r *Results) { r.Concurrent.Rows[0].PerSecond = 8.9 }, "concurrent creates, 8 clients", false},
+		{"concurrent API deletes below 0.9 × raw", func(r *Results) { r.Concurrent.Rows[2].PerSecond = 8.9 }, "concurrent deletes, 8 clients", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -203,7 +212,7 @@ func TestChecksSkipWhatWasNotMeasured(t *testing.T) {
 	r.Create.RawParallel = Dist{}
 	r.Reads = r.Reads[:1]
 	r.Latency = map[string]Dist{}
-	r.Throughput, r.Startup, r.Replicas, r.Missing = nil, nil, nil, nil
+	r.Throughput, r.Startup, r.Replicas, r.Missing, r.Concurrent = nil, nil, nil, nil, nil
 	var got []string
 	for _, c := range checks(r) {
 		got = append(got, c.What)

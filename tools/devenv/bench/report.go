@@ -35,6 +35,10 @@ const (
 	debounceMS         = 500 // the service's default SP_MONITOR_DEBOUNCE_MS
 )
 
+// targetConcurrentRatio: API creates (deletes) per second / raw client-go's, same
+// clients at once.
+const targetConcurrentRatio = 0.9
+
 func mb(b float64) float64 { return b / (1 << 20) }
 
 // check is one row of the summary: a number, the limit it is compared with and whether
@@ -60,6 +64,25 @@ func checks(r *Results) []check {
 		ratio := c.Post.P50 / c.RawParallel.P50
 		add("create: POST p50 / raw client-go p50, Deployment and Service at once", fmt.Sprintf("%.2f ms / %.2f ms = **%.2f**", c.Post.P50, c.RawParallel.P50, ratio),
 			"raw client-go, same objects, in parallel", fmt.Sprintf("≤ %.1f", targetCreateRatio), ratio <= targetCreateRatio)
+	}
+	if cr := r.Concurrent; cr != nil {
+		for _, op := range []string{"create", "delete"} {
+			for _, row := range concurrencyRows(cr) {
+				if row.Via != "api" || row.Op != op {
+					continue
+				}
+				measured := fmt.Sprintf("%.1f/s / %.1f/s = **%.2f**", row.PerSecond, row.Raw.PerSecond, row.Ratio)
+				if !row.OK {
+					if row.Reason == "" {
+						row.Reason = "none measured"
+					}
+					measured += "; reason: " + row.Reason
+				}
+				add(fmt.Sprintf("concurrent %ss, %d clients: API %ss/s / raw client-go's", row.Op, row.Clients, row.Op), measured,
+					"raw client-go, same objects (record, Service, Deployment), same clients at once",
+					fmt.Sprintf("≥ %.1f", targetConcurrentRatio), row.OK)
+			}
+		}
 	}
 	if len(r.Reads) > 0 {
 		var reads, service float64
@@ -181,9 +204,39 @@ type reportView struct {
 	Throughput        []throughputRow
 	TargetCreateRatio float64
 	BurstTargetS      float64 // debounce + burstTarget, s
+	Concurrency       []concurrencyRow // each API row with its raw one and the verdict
+	TargetConcRatio   float64
 	ConfirmQPS        float64
 	ConfirmBurst      float64
 	Analysis          string
+}
+
+// concurrencyRow is one row of the concurrency table: an API row carries its raw row,
+// their ratio, its verdict and, when missed, the reason measured.
+type concurrencyRow struct {
+	ConcurrencyRow
+	Raw    ConcurrencyRow
+	Ratio  float64
+	OK     bool
+	Reason string
+}
+
+// concurrencyRows pairs each API row with the raw row of the same clients and operation.
+func concurrencyRows(cr *ConcurrencyResult) []concurrencyRow {
+	var out []concurrencyRow
+	for _, row := range cr.Rows {
+		cr2 := concurrencyRow{ConcurrencyRow: row}
+		if row.Via == "api" {
+			for _, r := range cr.Rows {
+				if r.Via == "raw" && r.Clients == row.Clients && r.Op == row.Op {
+					cr2.Raw = r
+					cr2.Ratio, cr2.OK, cr2.Reason = concurrencyVerdict(row, r, cr.ServiceQPS, cr.ServiceBurst, cr.ThrottleLogs)
+				}
+			}
+		}
+		out = append(out, cr2)
+	}
+	return out
 }
 
 // latencyRow is one debounce setting's status latency and whether it met its target.
@@ -221,7 +274,10 @@ func latencyOK(d Dist, debounceMS float64) bool { return d.P99 <= debounceMS+100
 
 func newReportView(r *Results, analysis string) reportView {
 	v := reportView{R: r, Checks: checks(r), TargetCreateRatio: targetCreateRatio, BurstTargetS: float64(debounceMS)/1000 + burstTarget.Seconds(),
-		ConfirmQPS: confirmQPS, ConfirmBurst: confirmBurst, Analysis: analysis}
+		ConfirmQPS: confirmQPS, ConfirmBurst: confirmBurst, Analysis: analysis, TargetConcRatio: targetConcurrentRatio}
+	if r.Concurrent != nil {
+		v.Concurrency = concurrencyRows(r.Concurrent)
+	}
 	var ns []string
 	for _, n := range r.Nodes {
 		ns = append(ns, fmt.Sprintf("%s (%d pods allocatable, %d pods at the end)", n.Name, n.AllocatablePods, n.Pods))
@@ -260,6 +316,16 @@ func Markdown(r *Results, analysis string) string {
 func LimitMarkdown(r *Results) string {
 	var b strings.Builder
 	if err := reportTmpl.ExecuteTemplate(&b, "limit", newReportView(r, "")); err != nil {
+		panic(fmt.Sprintf("bench: rendering the report: %v", err))
+	}
+	return b.String()
+}
+
+// ConcurrencyMarkdown renders the section "creates and deletes from many clients at
+// once" alone (sp-bench -only=concurrency).
+func ConcurrencyMarkdown(r *Results) string {
+	var b strings.Builder
+	if err := reportTmpl.ExecuteTemplate(&b, "concurrency", newReportView(r, "")); err != nil {
 		panic(fmt.Sprintf("bench: rendering the report: %v", err))
 	}
 	return b.String()

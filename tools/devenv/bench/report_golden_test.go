@@ -40,6 +40,10 @@ func sparse(r *Results) *Results {
 	s.Throughput[0].StreamMessages = 0
 	s.Fills, s.Nodes = nil, nil
 	s.Startup, s.Heap, s.Replicas, s.Missing = nil, nil, nil, nil
+	// A phase "concurrency" that left pods behind, had answers 503 and throttling.
+	s.Concurrent = concurrencySample()
+	s.Concurrent.PodsLeft, s.Concurrent.RecordsLeft, s.Concurrent.ThrottleLogs = 3, 1, 2
+	s.Concurrent.Rows[0].Retried = 2
 	return &s
 }
 
@@ -49,6 +53,7 @@ func TestMarkdownGolden(t *testing.T) {
 	full := loadResults(t)
 	full.ServiceEnv = []string{"GOMEMLIMIT=120MiB"}
 	full.Limit = limitSample()
+	full.Concurrent = concurrencySample()
 	cases := []struct {
 		name     string
 		r        *Results

@@ -43,6 +43,9 @@ type Options struct {
 	// Command is how the run was asked for (the report's first line).
 	Command    string
 	ServiceEnv []string // extra environment for the service process
+	// ConcurrencyN: creates (then deletes) per client count and side in the phase
+	// "concurrency"; 0 skips it.
+	ConcurrencyN int
 	// Only, when set, runs that phase alone (one of Phases).
 	Only string
 	// The phase "memory at the limit" fills SP_MAX_CONTAINERS containers of its own
@@ -61,6 +64,7 @@ type Results struct {
 	Command    string             `json:"command"`
 	ServiceEnv []string           `json:"service_env,omitempty"`
 	Create     CreateResult       `json:"create"`
+	Concurrent *ConcurrencyResult `json:"concurrency,omitempty"` // creates and deletes from many clients
 	Bulk       BulkResult         `json:"bulk"`
 	Reads      []ReadResult       `json:"reads"`
 	Latency    map[string]Dist    `json:"status_latency"`
@@ -95,7 +99,7 @@ type Machine struct {
 const PhaseBurst = "burst"
 
 // Phases are the phases -only can run alone.
-var Phases = []string{PhaseMemoryLimit, PhaseBurst}
+var Phases = []string{PhaseMemoryLimit, PhaseBurst, PhaseConcurrency}
 
 // Run performs every benchmark (or o.Only) in one fresh environment.
 func Run(ctx context.Context, o Options) (*Results, error) {
@@ -124,6 +128,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 	case PhaseBurst:
 		if err := e.burstAlone(ctx, o, res, log); err != nil {
+			return nil, err
+		}
+		res.Duration = time.Since(start).Seconds()
+		return res, nil
+	}
+	if o.Only == PhaseConcurrency {
+		if err := e.concurrencyAlone(ctx, o, res, log); err != nil {
 			return nil, err
 		}
 		res.Duration = time.Since(start).Seconds()
@@ -196,6 +207,14 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 	}
 	for i := range o.CreateN {
 		ids = append(ids, fmt.Sprintf("create-%04d", i))
+	}
+	if o.ConcurrencyN > 0 {
+		fmt.Fprintf(log, "bench: concurrency: %d creates, then deletes, per side at %v clients, API and raw in rounds\n", o.ConcurrencyN, concurrencyClients)
+		cr, err := e.Concurrency(ctx, svc, "bench", o.ConcurrencyN)
+		if err != nil {
+			return fmt.Errorf("concurrency: %w", err)
+		}
+		res.Concurrent = &cr
 	}
 	filled := 0
 	for _, size := range o.Sizes[1:] {

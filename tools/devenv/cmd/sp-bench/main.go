@@ -33,6 +33,7 @@ func main() {
 	out := flag.String("out", "docs", "folder for benchmarks.md and benchmarks.json")
 	render := flag.Bool("render", false, "only rewrite benchmarks.md from benchmarks.json (e.g. after editing benchmarks-analysis.md)")
 	serviceEnv := flag.String("service-env", "", "extra environment for the service, comma-separated (e.g. GOMEMLIMIT=120MiB)")
+	concurrency := flag.Int("concurrency", bench.DefaultConcurrencyN, "creates (then deletes) per client count (8, 32, 64) and side, API and raw; 0 skips the phase")
 	only := flag.String("only", "", "run one phase alone in its own fresh environment ("+strings.Join(bench.Phases, ", ")+"; "+bench.PhaseBurst+" first fills to the largest -sizes); its results go to -only-out, docs are left alone")
 	onlyOut := flag.String("only-out", filepath.Join(os.TempDir(), "sp-bench-only.json"), "where -only writes its results")
 	flag.Parse()
@@ -86,14 +87,17 @@ func main() {
 		command = "go run ./tools/devenv/cmd/sp-bench " + strings.Join(os.Args[1:], " ")
 	}
 	res, err := bench.Run(ctx, bench.Options{Command: command, Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, BulkRaw: *bulkRaw, NoLimit: !*limit, LimitFrom: *limitFrom, Nodes: *nodes, LatencyRuns: *latency,
-		ReplicaTries: *replicas, FillClients: *fillClients, FillAhead: *fillAhead, HeapProfile: *heap, ServiceEnv: extra, Only: *only, Log: os.Stderr})
+		ReplicaTries: *replicas, FillClients: *fillClients, FillAhead: *fillAhead, ConcurrencyN: *concurrency, HeapProfile: *heap, ServiceEnv: extra, Only: *only, Log: os.Stderr})
 	if err != nil {
 		// The service logs and the control plane's are there.
 		fail(fmt.Errorf("%w (logs kept in %s)", err, dir))
 	}
 	os.RemoveAll(dir)
 	if *only != "" {
-		if *only == bench.PhaseMemoryLimit {
+		switch *only {
+		case bench.PhaseConcurrency:
+			fmt.Println(bench.ConcurrencyMarkdown(res))
+		case bench.PhaseMemoryLimit:
 			fmt.Println(bench.LimitMarkdown(res))
 		}
 		j, err := json.MarshalIndent(res, "", "  ")

@@ -1,0 +1,571 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+
+	"github.com/dcm-project/k8s-container-sp/internal/app"
+	"github.com/dcm-project/k8s-container-sp/internal/config"
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/status"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
+)
+
+// PhaseConcurrency is the phase "creates and deletes from many clients at once"
+// (-only=concurrency).
+const PhaseConcurrency = "concurrency"
+
+// concurrencyClients are the client counts the phase measures at.
+var concurrencyClients = []int{8, 32, 64}
+
+// rawCallsPerCreate and rawCallsPerDelete are the raw side's Kubernetes requests per
+// container: the record, the Service, the Deployment.
+const (
+	rawCallsPerCreate = 3
+	rawCallsPerDelete = 3
+)
+
+// DefaultConcurrencyN is the phase's creates (then deletes) per client count and side.
+const DefaultConcurrencyN = 96
+
+// concurrencyOps is how many operations each side makes at clients clients: n, but at
+// least two rounds of clients at once.
+func concurrencyOps(n, clients int) int { return max(n, 2*clients) }
+
+// concurrencyStream is the JetStream stream the phase makes for its duration.
+const concurrencyStream = "BENCH_CONC_DCM_CONTAINER"
+
+// concurrencyRawNS is where the raw side's containers go (the API's go to the
+// service's namespace).
+const concurrencyRawNS = "bench-conc-raw"
+
+// ConcurrencyResult is the phase "creates and deletes from many clients at once": the
+// API against raw client-go making (and then deleting) the same objects, at each
+// client count.
+type ConcurrencyResult struct {
+	Rows []ConcurrencyRow `json:"rows"`
+	// ServiceQPS and ServiceBurst are the service's Kubernetes client limiter
+	// (app.RESTConfig): every request it makes waits there, the reporter's included.
+	ServiceQPS   float64 `json:"service_client_qps"`
+	ServiceBurst float64 `json:"service_client_burst"`
+	// PodsBefore: pods in the service's namespace when the phase began (the controllers
+	// and the service's informers carry them; the raw namespace starts empty).
+	PodsBefore int `json:"pods_in_service_namespace_before"`
+	// ThrottleLogs: lines of the service's log during the phase saying client-go
+	// waited a second or more for its limiter (client-go logs at most one per 10 s).
+	ThrottleLogs int `json:"service_throttle_log_lines"`
+	// CleanupS: from the last delete until every pod and record the phase made was
+	// gone; SettleS: then until the control plane was quiet.
+	CleanupS float64 `json:"cleanup_s"`
+	// PodsLeft and RecordsLeft: what was still there when the wait gave up (2 min).
+	PodsLeft    int     `json:"pods_left,omitempty"`
+	RecordsLeft int     `json:"records_left,omitempty"`
+	SettleS     float64 `json:"settle_s"`
+	PhaseS      float64 `json:"phase_s"`
+}
+
+// ConcurrencyRow is one (client count, operation, side): its batches summed.
+type ConcurrencyRow struct {
+	Clients int    `json:"clients"`
+	Op      string `json:"op"`  // "create" or "delete"
+	Via     string `json:"via"` // "api" or "raw"
+	Ops     int    `json:"ops"`
+	Rounds  int    `json:"rounds"`
+	// Seconds: the batches' wall time, summed (each from its first request to its last
+	// answer); PerSecond = Ops / Seconds.
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"ops_per_s"`
+	Latency   Dist    `json:"latency"`
+	// Retried: answers 503 (the service's in-flight cap) retried after Retry-After.
+	Retried int `json:"retried_503,omitempty"`
+	// CallsPerOp: Kubernetes requests per operation: the service's own count during
+	// its batches (everything it sent meanwhile, the reporter's too), or the raw
+	// side's fixed number.
+	CallsPerOp float64 `json:"kubernetes_calls_per_op"`
+	// CallsBy: the service's requests during its batches, by method (API rows).
+	CallsBy map[string]float64 `json:"service_kubernetes_requests_by_method,omitempty"`
+	// LimiterFloorS: the least time the service's limiter lets its batches take,
+	// summed: the requests above the burst at QPS each (API rows).
+	LimiterFloorS float64 `json:"limiter_floor_s,omitempty"`
+}
+
+// concurrencyID is the id of container i of the batches at clients clients (both sides
+// use the same ids, each in its own namespace).
+func concurrencyID(clients, i int) string { return fmt.Sprintf("conc-%02d-%04d", clients, i) }
+
+// concurrencyRounds splits n operations into rounds of at least clients operations each
+// (fewer would not keep every client busy), at least 2 so that each side goes first
+// once, at most 4: it returns the rounds' sizes.
+func concurrencyRounds(n, clients int) []int {
+	if n <= 0 {
+		return nil
+	}
+	rounds := min(4, max(2, n/(2*clients)))
+	for rounds > 1 && n/rounds < clients {
+		rounds--
+	}
+	var out []int
+	for r := range rounds {
+		out = append(out, (n*(r+1))/rounds-(n*r)/rounds)
+	}
+	return out
+}
+
+// limiterFloor is the least time a token bucket (qps, burst, full at the start) lets
+// calls requests take.
+func limiterFloor(calls, qps, burst float64) float64 {
+	if qps <= 0 || calls <= burst {
+		return 0
+	}
+	return (calls - burst) / qps
+}
+
+// rawContainer is what the raw side made of one container: the names and UIDs to
+// delete, in the service's order.
+type rawContainer struct {
+	record, service, deployment   string
+	recordUID, serviceUID, depUID types.UID
+}
+
+// concurrentSide is one side's create and delete of container id.
+type concurrentSide struct {
+	via            string
+	create, delete func(ctx context.Context, id string) (retried int, err error)
+}
+
+// Concurrency measures creates and then deletes at each client count in
+// concurrencyClients, concurrencyOps(n, clients) of each per side, API and raw interleaved in rounds (who goes
+// first alternates, so the controllers' work after one side's creates loads the other
+// side's next batch as often as its own). Every container it makes is deleted by its
+// delete batches; it returns once their pods and records are gone and the control
+// plane is quiet.
+func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n int) (res ConcurrencyResult, err error) {
+	start := time.Now()
+	rc, err := app.RESTConfig(&config.Config{Kubernetes: config.Kubernetes{Kubeconfig: e.Cluster.Kubeconfig}})
+	if err != nil {
+		return res, err
+	}
+	res.ServiceQPS, res.ServiceBurst = float64(rc.QPS), float64(rc.Burst)
+	if err := harness.EnsureNamespace(ctx, e.Admin, concurrencyRawNS); err != nil {
+		return res, err
+	}
+	md, err := metadata.NewForConfig(e.RC)
+	if err != nil {
+		return res, err
+	}
+	before, err := e.countPods(ctx, md, serviceNS, func(string) bool { return true })
+	if err != nil {
+		return res, err
+	}
+	res.PodsBefore = before
+	logFrom := logSize(s.Log)
+
+	// A JetStream stream captures the status events, as DCM's registry makes one: the
+	// service deletes a deleted container's record only once a stream has stored its
+	// DELETED. Without one every API-deleted record stays, owing its DELETED, and the
+	// reporter retries it (3 reads each time) for as long as the service runs: on the
+	// service's limiter, in this phase's later batches and every later phase.
+	js, err := jetstream.New(e.NC)
+	if err != nil {
+		return res, err
+	}
+	if _, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: concurrencyStream, Subjects: []string{status.Subject},
+		Storage: jetstream.FileStorage, MaxBytes: 128 << 20}); err != nil {
+		return res, err
+	}
+	streamMade := time.Now()
+	defer func() {
+		if derr := js.DeleteStream(context.WithoutCancel(ctx), concurrencyStream); derr != nil {
+			fmt.Fprintln(e.Log, "bench: concurrency: deleting the stream:", derr)
+		}
+	}()
+
+	var mu sync.Mutex
+	raw := map[string]rawContainer{}
+	made := map[string]bool{} // API ids created and not yet deleted
+	api := concurrentSide{via: "api",
+		create: func(_ context.Context, id string) (int, error) {
+			retried, err := s.send(http.MethodPost, "/api/v1alpha1/containers?id="+id, specJSON("app"), http.StatusCreated)
+			if err == nil {
+				mu.Lock()
+				made[id] = true
+				mu.Unlock()
+			}
+			return retried, err
+		},
+		delete: func(_ context.Context, id string) (int, error) {
+			retried, err := s.send(http.MethodDelete, "/api/v1alpha1/containers/"+id, nil, http.StatusNoContent)
+			if err == nil {
+				mu.Lock()
+				delete(made, id)
+				mu.Unlock()
+			}
+			return retried, err
+		}}
+	rawSide := concurrentSide{via: "raw",
+		create: func(ctx context.Context, id string) (int, error) {
+			c, err := e.rawCreateAsService(ctx, concurrencyRawNS, id)
+			if err == nil {
+				mu.Lock()
+				raw[id] = c
+				mu.Unlock()
+			}
+			return 0, err
+		},
+		delete: func(ctx context.Context, id string) (int, error) {
+			mu.Lock()
+			c := raw[id]
+			mu.Unlock()
+			err := e.rawDeleteAsService(ctx, concurrencyRawNS, c)
+			if err == nil {
+				mu.Lock()
+				delete(raw, id)
+				mu.Unlock()
+			}
+			return 0, err
+		}}
+	// Whatever a failure left behind is deleted too: thousands of pods would slow
+	// every later phase.
+	defer func() {
+		if err == nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for id := range made {
+			_, _ = api.delete(cctx, id)
+		}
+		for id := range raw {
+			_, _ = rawSide.delete(cctx, id)
+		}
+	}()
+
+	first := 0 // which side goes first in a round; alternates across every round
+	for _, clients := range concurrencyClients {
+		for _, op := range []string{"create", "delete"} {
+			rows := map[string]*ConcurrencyRow{}
+			var samples = map[string][]time.Duration{}
+			for _, side := range []concurrentSide{api, rawSide} {
+				rows[side.via] = &ConcurrencyRow{Clients: clients, Op: op, Via: side.via, CallsBy: map[string]float64{}}
+			}
+			if op == "delete" {
+				// The service asks whether a stream captures the subject at most every 5 s.
+				if w := 6*time.Second - time.Since(streamMade); w > 0 {
+					time.Sleep(w)
+				}
+			}
+			from := 0
+			for _, size := range concurrencyRounds(concurrencyOps(n, clients), clients) {
+				sides := []concurrentSide{api, rawSide}
+				if first%2 == 1 {
+					sides[0], sides[1] = sides[1], sides[0]
+				}
+				first++
+				for _, side := range sides {
+					row := rows[side.via]
+					f := side.create
+					if op == "delete" {
+						f = side.delete
+					}
+					m0, err := s.Metrics()
+					if err != nil {
+						return res, err
+					}
+					d, took, retried, err := batch(ctx, clients, from, from+size, func(ctx context.Context, i int) (int, error) {
+						return f(ctx, concurrencyID(clients, i))
+					})
+					if err != nil {
+						return res, fmt.Errorf("%s %s, %d clients: %w", side.via, op, clients, err)
+					}
+					m1, err := s.Metrics()
+					if err != nil {
+						return res, err
+					}
+					samples[side.via] = append(samples[side.via], d...)
+					row.Ops += size
+					row.Rounds++
+					row.Seconds += took.Seconds()
+					row.Retried += retried
+					if side.via == "api" {
+						by0, by1 := serviceRequestsByMethod(m0), serviceRequestsByMethod(m1)
+						var calls float64
+						for k, v := range by1 {
+							if dv := v - by0[k]; dv != 0 {
+								row.CallsBy[k] += dv
+								calls += dv
+							}
+						}
+						row.LimiterFloorS += limiterFloor(calls, res.ServiceQPS, res.ServiceBurst)
+					}
+				}
+				from += size
+			}
+			for _, via := range []string{"api", "raw"} {
+				row := rows[via]
+				row.Latency = summarize(samples[via])
+				if row.Seconds > 0 {
+					row.PerSecond = float64(row.Ops) / row.Seconds
+				}
+				switch {
+				case via == "api":
+					var calls float64
+					for _, v := range row.CallsBy {
+						calls += v
+					}
+					row.CallsPerOp = calls / float64(row.Ops)
+				case op == "create":
+					row.CallsPerOp, row.CallsBy = rawCallsPerCreate, nil
+				default:
+					row.CallsPerOp, row.CallsBy = rawCallsPerDelete, nil
+				}
+				res.Rows = append(res.Rows, *row)
+			}
+			a, r := rows["api"], rows["raw"]
+			fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s: API %.1f/s (p99 %.0f ms), raw %.1f/s (p99 %.0f ms)\n",
+				clients, op, a.PerSecond, a.Latency.P99, r.PerSecond, r.Latency.P99)
+		}
+	}
+	res.ThrottleLogs = throttleLines(s.Log, logFrom)
+
+	// The pods go by cascade, the API records once the reporter has published their
+	// DELETED: wait for both, then for the controllers to go quiet.
+	cleanup := time.Now()
+	ours := func(id string) bool { return strings.HasPrefix(id, "conc-") }
+	if werr := waitUntil(ctx, 2*time.Minute, func() bool {
+		a, err1 := e.countPods(ctx, md, serviceNS, ours)
+		b, err2 := e.countPods(ctx, md, concurrencyRawNS, ours)
+		recs, err3 := e.Admin.CoreV1().ConfigMaps(serviceNS).List(ctx, metav1.ListOptions{LabelSelector: container.RecordSelector, ResourceVersion: "0"})
+		left := 0
+		if err3 == nil {
+			for _, r := range recs.Items {
+				if ours(container.InstanceID(r.Labels)) {
+					left++
+				}
+			}
+		}
+		res.PodsLeft, res.RecordsLeft = a+b, left
+		return err1 == nil && err2 == nil && err3 == nil && a+b+left == 0
+	}); werr != nil {
+		fmt.Fprintf(e.Log, "bench: concurrency: %d pods and %d records still there after 2 minutes; going on\n", res.PodsLeft, res.RecordsLeft)
+	}
+	res.CleanupS = time.Since(cleanup).Seconds()
+	settled, err := e.settle(ctx, time.Minute)
+	if err != nil {
+		return res, err
+	}
+	res.SettleS = settled.Seconds()
+	res.PhaseS = time.Since(start).Seconds()
+	return res, nil
+}
+
+// batch runs f(i) for i in [from, to) from clients clients at once and returns each
+// one's latency, the wall time from the first request to the last answer, and the
+// retries f reported.
+func batch(ctx context.Context, clients, from, to int, f func(ctx context.Context, i int) (int, error)) ([]time.Duration, time.Duration, int, error) {
+	var mu sync.Mutex
+	var ds []time.Duration
+	retried := 0
+	start := time.Now()
+	err := parallel(clients, from, to, func(i int) error {
+		t := time.Now()
+		r, err := f(ctx, i)
+		d := time.Since(t)
+		mu.Lock()
+		ds = append(ds, d)
+		retried += r
+		mu.Unlock()
+		return err
+	})
+	return ds, time.Since(start), retried, err
+}
+
+// send makes one API request and retries it after a 503 (the in-flight cap) for up to
+// 10 tries; it returns how many times it retried.
+func (s *Service) send(method, path string, body []byte, want int) (int, error) {
+	for try := 0; ; try++ {
+		var rd io.Reader
+		if body != nil {
+			rd = strings.NewReader(string(body))
+		}
+		req, err := http.NewRequest(method, s.URL+path, rd)
+		if err != nil {
+			return try, err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			return try, err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == want:
+			return try, nil
+		case resp.StatusCode == http.StatusServiceUnavailable && try < 10:
+			time.Sleep(time.Second)
+		default:
+			return try, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+	}
+}
+
+// rawCreateAsService creates container id's record, Service and Deployment in ns with
+// client-go, one after the other in the service's order (internal/store/create.go),
+// stamped with a new incarnation: the same objects a POST makes, without the service's
+// checks (its LIST of the id's Deployments) and waits (for its caches).
+func (e *Env) rawCreateAsService(ctx context.Context, ns, id string) (rawContainer, error) {
+	objs, err := rawObjects(ns, id)
+	if err != nil {
+		return rawContainer{}, err
+	}
+	inc := uuid.NewString()
+	rec, err := e.Admin.CoreV1().ConfigMaps(ns).Create(ctx, container.NewRecord(id, inc, false), metav1.CreateOptions{})
+	if err != nil {
+		return rawContainer{}, fmt.Errorf("record of %s: %w", id, err)
+	}
+	c := rawContainer{record: rec.Name, recordUID: rec.UID}
+	objs = objs.ForIncarnation(inc)
+	objs.Deployment.Namespace, objs.Service.Namespace = ns, ns
+	svc, err := e.Admin.CoreV1().Services(ns).Create(ctx, objs.Service, metav1.CreateOptions{})
+	if err != nil {
+		return c, err
+	}
+	c.service, c.serviceUID = svc.Name, svc.UID
+	dep, err := e.Admin.AppsV1().Deployments(ns).Create(ctx, objs.Deployment, metav1.CreateOptions{})
+	if err != nil {
+		return c, err
+	}
+	c.deployment, c.depUID = dep.Name, dep.UID
+	return c, nil
+}
+
+// rawDeleteAsService deletes what rawCreateAsService made in the service's order
+// (internal/store/delete.go): the Deployment (pods follow by cascade, in the
+// background), the Service, then the record (which the service's reporter deletes
+// once it has published DELETED), each with a UID precondition as the service sends.
+func (e *Env) rawDeleteAsService(ctx context.Context, ns string, c rawContainer) error {
+	bg := metav1.DeletePropagationBackground
+	opts := func(uid types.UID) metav1.DeleteOptions {
+		return metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}}
+	}
+	gone := func(err error) bool { return err == nil || apierrors.IsNotFound(err) }
+	if c.deployment != "" {
+		if err := e.Admin.AppsV1().Deployments(ns).Delete(ctx, c.deployment, opts(c.depUID)); !gone(err) {
+			return err
+		}
+	}
+	if c.service != "" {
+		if err := e.Admin.CoreV1().Services(ns).Delete(ctx, c.service, opts(c.serviceUID)); !gone(err) {
+			return err
+		}
+	}
+	if c.record != "" {
+		if err := e.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, c.record, opts(c.recordUID)); !gone(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// countPods counts the pods in ns whose container id keep accepts (a metadata-only list
+// from the apiserver's cache).
+func (e *Env) countPods(ctx context.Context, md metadata.Interface, ns string, keep func(id string) bool) (int, error) {
+	pods, err := md.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if keep(container.InstanceID(p.Labels)) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// logSize is the length of a log file now (0 when unreadable).
+func logSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// throttleLines counts the lines of the log at path after offset from where client-go
+// says it waited for its own rate limiter.
+func throttleLines(path string, from int64) int {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < from {
+		return 0
+	}
+	return strings.Count(string(b[from:]), "client-side throttling")
+}
+
+// concurrencyVerdict compares one client count's API row with its raw row: the ratio
+// of their rates, whether it met targetConcurrentRatio and, when it did not, the reason
+// measured (empty when none was).
+func concurrencyVerdict(a, r ConcurrencyRow, qps, burst float64, throttleLogs int) (ratio float64, ok bool, reason string) {
+	if r.PerSecond <= 0 {
+		return 0, false, ""
+	}
+	ratio = a.PerSecond / r.PerSecond
+	if ratio >= targetConcurrentRatio {
+		return ratio, true, ""
+	}
+	// The apiserver's work first (on a machine whose CPUs the control plane saturates,
+	// requests per operation is what sets the rate), then the service's own limiter.
+	var reasons []string
+	if a.CallsPerOp > r.CallsPerOp {
+		reasons = append(reasons, fmt.Sprintf("%.1f Kubernetes requests per %s against raw's %.0f (%s)", a.CallsPerOp, a.Op, r.CallsPerOp, kv(a.CallsBy)))
+	}
+	switch {
+	case qps > 0 && a.LimiterFloorS >= 0.5*a.Seconds:
+		reasons = append(reasons, fmt.Sprintf("the service's Kubernetes client limiter (%.0f requests/s, burst %.0f): at %.1f requests per %s it lets these batches take no less than %.1f s of the %.1f s they took",
+			qps, burst, a.CallsPerOp, a.Op, a.LimiterFloorS, a.Seconds))
+	case throttleLogs > 0:
+		reasons = append(reasons, fmt.Sprintf("the service's log says %d times that client-go waited 1 s or more for its limiter", throttleLogs))
+	}
+	return ratio, false, strings.Join(reasons, "; ")
+}
+
+// concurrencyAlone is the phase alone (sp-bench -only=concurrency): a service in the
+// empty namespace "bench", then the phase.
+func (e *Env) concurrencyAlone(ctx context.Context, o Options, res *Results, log io.Writer) error {
+	if err := harness.EnsureNamespace(ctx, e.Admin, "bench"); err != nil {
+		return err
+	}
+	res.ServiceEnv = o.ServiceEnv
+	svc, err := e.StartService(ctx, "bench", o.ServiceEnv...)
+	if err != nil {
+		return err
+	}
+	defer svc.Stop()
+	n := o.ConcurrencyN
+	if n <= 0 {
+		n = DefaultConcurrencyN
+	}
+	fmt.Fprintf(log, "bench: concurrency: %d creates, then deletes, per side at %v clients, API and raw in rounds\n", n, concurrencyClients)
+	cr, err := e.Concurrency(ctx, svc, "bench", n)
+	if err != nil {
+		return fmt.Errorf("concurrency: %w", err)
+	}
+	res.Concurrent = &cr
+	return nil
+}

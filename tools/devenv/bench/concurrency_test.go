@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConcurrencyRounds(t *testing.T) {
+	cases := []struct {
+		name       string
+		n, clients int
+		want       []int
+	}{
+		{"nothing", 0, 8, nil},
+		{"8 clients: 4 rounds, each side first twice", 128, 8, []int{32, 32, 32, 32}},
+		{"32 clients: 2 rounds of 64", 128, 32, []int{64, 64}},
+		{"64 clients: 2 rounds, each of 64 at once", 128, 64, []int{64, 64}},
+		{"too few for 2 rounds of 64: one round", 96, 64, []int{96}},
+		{"fewer than the clients: one round", 10, 8, []int{10}},
+		{"uneven split keeps every operation", 101, 8, []int{25, 25, 25, 26}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := concurrencyRounds(c.n, c.clients)
+			sum := 0
+			for _, s := range got {
+				sum += s
+			}
+			if len(got) != len(c.want) || sum != c.n {
+				t.Fatalf("concurrencyRounds(%d, %d) = %v, want %v", c.n, c.clients, got, c.want)
+			}
+			for i := range got {
+				if got[i] != c.want[i] {
+					t.Fatalf("concurrencyRounds(%d, %d) = %v, want %v", c.n, c.clients, got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestConcurrencyOps(t *testing.T) {
+	for _, c := range []struct{ n, clients, want int }{{96, 8, 96}, {96, 32, 96}, {96, 64, 128}, {200, 64, 200}} {
+		if got := concurrencyOps(c.n, c.clients); got != c.want {
+			t.Errorf("concurrencyOps(%d, %d) = %d, want %d", c.n, c.clients, got, c.want)
+		}
+	}
+}
+
+func TestLimiterFloor(t *testing.T) {
+	cases := []struct {
+		name                    string
+		calls, qps, burst, want float64
+	}{
+		{"within the burst", 200, 100, 200, 0},
+		{"above it at QPS", 512, 100, 200, 3.12},
+		{"no limiter", 512, 0, 0, 0},
+	}
+	for _, c := range cases {
+		if got := limiterFloor(c.calls, c.qps, c.burst); got != c.want {
+			t.Errorf("%s: limiterFloor = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestConcurrencyVerdict(t *testing.T) {
+	raw := ConcurrencyRow{Clients: 64, Op: "create", Via: "raw", Ops: 128, Seconds: 4, PerSecond: 32, CallsPerOp: 3}
+	api := func(perS, floor, calls float64) ConcurrencyRow {
+		return ConcurrencyRow{Clients: 64, Op: "create", Via: "api", Ops: 128, Seconds: 128 / perS, PerSecond: perS,
+			CallsPerOp: calls, CallsBy: map[string]float64{"POST": 3 * 128, "GET": (calls - 3) * 128}, LimiterFloorS: floor}
+	}
+	cases := []struct {
+		name     string
+		api, raw ConcurrencyRow
+		throttle int
+		ok       bool
+		reason   []string // substrings of the reason; none: empty
+		// notLimiter: the reason must not name the limiter.
+		notLimiter bool
+	}{
+		{"at 0.9 × raw", api(28.8, 0, 4), raw, 0, true, nil, false},
+		{"above raw", api(40, 0, 4), raw, 0, true, nil, false},
+		{"below, the limiter's floor near the time taken", api(20, 5.6, 4), raw, 0, false,
+			[]string{"client limiter (100 requests/s, burst 200)", "no less than 5.6 s of the 6.4 s", "4.0 Kubernetes requests per create against raw's 3"}, false},
+		{"below, the limiter's floor half the time taken", api(20, 3.2, 4), raw, 0, false, []string{"client limiter", "no less than 3.2 s of the 6.4 s"}, false},
+		{"below, the limiter's floor under half: more requests only", api(20, 3.1, 4), raw, 0, false, []string{"4.0 Kubernetes requests per create against raw's 3 (GET 128, POST 384)"}, true},
+		{"below, only the throttle log", api(20, 1, 3), raw, 2, false, []string{"says 2 times that client-go waited"}, false},
+		{"below, only more requests", api(20, 1, 4), raw, 0, false, []string{"4.0 Kubernetes requests per create against raw's 3 (GET 128, POST 384)"}, false},
+		{"below, nothing measured", api(20, 1, 3), raw, 0, false, nil, false},
+		{"no raw figure", api(20, 0, 4), ConcurrencyRow{}, 0, false, nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, ok, reason := concurrencyVerdict(c.api, c.raw, 100, 200, c.throttle)
+			if c.notLimiter && strings.Contains(reason, "limiter") {
+				t.Errorf("reason %q names the limiter", reason)
+			}
+			if ok != c.ok {
+				t.Errorf("ok = %v, want %v", ok, c.ok)
+			}
+			if len(c.reason) == 0 && reason != "" {
+				t.Errorf("reason %q, want none", reason)
+			}
+			for _, s := range c.reason {
+				if !strings.Contains(reason, s) {
+					t.Errorf("reason %q lacks %q", reason, s)
+				}
+			}
+		})
+	}
+}
+
+// concurrencySample is a phase "concurrency" (made up, not measured): 64 clients' API
+// creates miss their target, held by the service's limiter.
+func concurrencySample() *ConcurrencyResult {
+	cr := &ConcurrencyResult{ServiceQPS: 100, ServiceBurst: 200, PodsBefore: 1200, CleanupS: 12.5, SettleS: 8, PhaseS: 85}
+	for _, c := range concurrencyClients {
+		for _, op := range []string{"create", "delete"} {
+			calls, perS := 4.0, 30.0
+			by := map[string]float64{"POST": 384, "GET": 128}
+			if op == "delete" {
+				calls, by = 8, map[string]float64{"GET": 384, "POST": 128, "PUT": 128, "DELETE": 256, "PATCH": 128}
+			}
+			floor := 0.0
+			if c == 64 {
+				perS, floor = 20, 5.9
+			}
+			cr.Rows = append(cr.Rows,
+				ConcurrencyRow{Clients: c, Op: op, Via: "api", Ops: 128, Rounds: len(concurrencyRounds(128, c)), Seconds: 128 / perS, PerSecond: perS,
+					Latency: Dist{N: 128, P50: float64(c) * 4, P99: float64(c) * 9, Max: float64(c) * 10}, CallsPerOp: calls, CallsBy: by, LimiterFloorS: floor},
+				ConcurrencyRow{Clients: c, Op: op, Via: "raw", Ops: 128, Rounds: len(concurrencyRounds(128, c)), Seconds: 4, PerSecond: 32,
+					Latency: Dist{N: 128, P50: float64(c) * 3, P99: float64(c) * 7, Max: float64(c) * 8}, CallsPerOp: 3})
+		}
+	}
+	return cr
+}
+
+// sp-bench -only=concurrency prints the same section the full report has.
+func TestConcurrencyMarkdown(t *testing.T) {
+	r := loadResults(t)
+	r.Concurrent = concurrencySample()
+	section := ConcurrencyMarkdown(r)
+	if !strings.HasPrefix(section, "## 1b. Creates and deletes from many clients at once\n") ||
+		!strings.Contains(section, "64 clients, creates, target ≥ 0.9 missed: 4.0 Kubernetes requests per create against raw's 3 (GET 128, POST 384); the service's Kubernetes client limiter") {
+		t.Errorf("section:\n%s", section)
+	}
+	if full := Markdown(r, ""); !strings.Contains(full, section) {
+		t.Errorf("the full report does not hold the section")
+	}
+	r.Concurrent = nil
+	if s := ConcurrencyMarkdown(r); s != "" {
+		t.Errorf("no phase, yet: %q", s)
+	}
+}

@@ -24,7 +24,7 @@ func verdict(ok bool) string {
 const (
 	targetCreateRatio  = 1.5 // POST p50 / raw p50
 	targetPageRatio    = 1.3 // LIST page p50, largest size / smallest
-	targetRSSMB        = 150 // RSS at every size, idle and after the read load
+	targetRSSMB        = 100 // RSS at every size up to 10,000 containers, idle and after the read load (issue 26)
 	targetReadyRatio   = 1.5 // start-up to ready / raw informer sync (proposed)
 	targetRepublishS   = 10  // every status re-sent within this long after ready (proposed)
 	targetStartupLists = 4   // initial lists at start-up: one per cached resource (proposed)

@@ -16,7 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -106,7 +108,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && p == "apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
 		s.count("CREATE", "selfsubjectaccessreviews")
 		var rev authorizationv1.SelfSubjectAccessReview
-		if err := json.NewDecoder(r.Body).Decode(&rev); err != nil {
+		if err := decodeBody(r, &rev); err != nil {
 			s.status(w, http.StatusBadRequest, "BadRequest", err.Error())
 			return
 		}
@@ -331,7 +333,7 @@ func (s *Server) nameOf(i int, k Kind) string {
 // as the apiserver's optimistic concurrency wants.
 func (s *Server) writeLock(w http.ResponseWriter, r *http.Request, name string) {
 	var cm corev1.ConfigMap
-	if err := json.NewDecoder(r.Body).Decode(&cm); err != nil {
+	if err := decodeBody(r, &cm); err != nil {
 		s.status(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
 	}
@@ -522,6 +524,17 @@ func (s *Server) unknownRequest(w http.ResponseWriter, r *http.Request) {
 func (s *Server) status(w http.ResponseWriter, code int, reason, msg string) {
 	writeJSON(w, code, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status: metav1.StatusFailure, Message: msg, Reason: metav1.StatusReason(reason), Code: int32(code)})
+}
+
+// decodeBody reads a request's object: JSON, or protobuf, which client-go's generated
+// clients send by default (answers are JSON, which they accept too).
+func decodeBody(r *http.Request, into runtime.Object) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	_, _, err = scheme.Codecs.UniversalDeserializer().Decode(b, nil, into)
+	return err
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

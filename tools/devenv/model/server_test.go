@@ -245,3 +245,40 @@ func TestStoreSyncs(t *testing.T) {
 		t.Errorf("container 5 is %s, want RUNNING with a Service: %s", got, raw)
 	}
 }
+
+// The election's lock: created, read and updated through client-go (which writes
+// protobuf), an update from a stale read refused with a conflict.
+func TestServerLock(t *testing.T) {
+	_, client := newTestServer(t, 1)
+	ctx := context.Background()
+	cms := client.CoreV1().ConfigMaps(testNS)
+	lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "k8s-container-sp-status", Annotations: map[string]string{"a": "1"}}}
+	created, err := cms.Create(ctx, lock, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		from    *corev1.ConfigMap
+		wantErr bool
+	}{
+		{"from the last read", created, false},
+		{"from a stale read", created, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := tc.from.DeepCopy()
+			w.Annotations["a"] = "2"
+			_, err := cms.Update(ctx, w, metav1.UpdateOptions{})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("update: %v, want an error: %v", err, tc.wantErr)
+			}
+		})
+	}
+	got, err := cms.Get(ctx, lock.Name, metav1.GetOptions{})
+	if err != nil || got.Annotations["a"] != "2" {
+		t.Fatalf("get: %v, %v", got, err)
+	}
+	if _, err := cms.Create(ctx, lock, metav1.CreateOptions{}); err == nil {
+		t.Error("a second create succeeded")
+	}
+}

@@ -17,7 +17,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 # sp-harness says why and the tests that need it are skipped.
 test harness-build: REAL_NODE ?= 1
 
-.PHONY: build image deploy undeploy test test-unit fuzz lint lint-api lint-chart generate check-generated cluster-up cluster-down harness-build run bench bench-limit chaos chaos-ci chaos-explore clean
+.PHONY: build image deploy undeploy test test-unit fuzz lint lint-api lint-chart generate check-generated cluster-up cluster-down harness-build run bench bench-limit model chaos chaos-ci chaos-explore clean
 
 # The service binary carries its version (k8s-container-sp --version, /health): the
 # nearest tag, else the commit, -dirty with uncommitted changes. VERSION=v1.2.3 to choose.
@@ -177,6 +177,15 @@ bench: $(HARNESS)
 bench-limit: $(HARNESS)
 	$(HARNESS) build
 	go run $(DEVENV)/cmd/sp-bench -only=memory-limit -only-out=docs/benchmarks-limit.json
+
+# The capacity model (no cluster): the service's real store, API and status reporter fed
+# by an in-process list-watch server with 1,000 to 150,000 running containers, each size
+# in a fresh process; writes docs/model.md and docs/model.json (tools/devenv/model).
+# MODEL_FLAGS=-sizes=1000,10000 for a quick one, -out=DIR to write elsewhere.
+MODEL_FLAGS ?=
+model:
+	go build -o $(BIN)/sp-model $(DEVENV)/cmd/sp-model
+	$(BIN)/sp-model -sizes 1000,100000,150000 $(MODEL_FLAGS)
 
 # Seeded fault injection with an invariant checker (docs/reliability.md). SEED=<n> replays
 # a run; CHAOS_FLAGS=-duration=10m for a longer one. The report goes to

@@ -1,0 +1,355 @@
+package model
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/dcm-project/k8s-container-sp/internal/app"
+	"github.com/dcm-project/k8s-container-sp/internal/config"
+)
+
+// Namespace is the modelled namespace.
+const Namespace = "dcm-containers"
+
+// Dist summarizes latency samples (as make bench does).
+type Dist struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+func summarize(samples []time.Duration) Dist {
+	if len(samples) == 0 {
+		return Dist{}
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	q := func(p float64) time.Duration { return s[min(int(p*float64(len(s)-1)+0.5), len(s)-1)] }
+	return Dist{N: len(s), P50: ms(q(0.50)), P99: ms(q(0.99)), Max: ms(s[len(s)-1])}
+}
+
+// Memory is the service process's memory at one moment.
+type Memory struct {
+	RSSBytes  int64 `json:"rss_bytes"`  // VmRSS
+	PeakBytes int64 `json:"peak_bytes"` // VmHWM: the most RSS so far
+	// HeapInuseBytes is the Go heap in use as found (what make bench reads from
+	// go_memstats_heap_inuse_bytes); HeapLiveBytes is the heap left after a forced GC.
+	HeapInuseBytes uint64 `json:"go_heap_inuse_bytes"`
+	HeapLiveBytes  uint64 `json:"go_heap_live_bytes"`
+}
+
+// SizeResult is one size's figures.
+type SizeResult struct {
+	Containers int `json:"containers"`
+	// From app.New to the store synced (every cache filled), to /readyz answering 200,
+	// to this replica leading the status reporter.
+	SyncedS  float64 `json:"synced_s"`
+	ReadyS   float64 `json:"ready_s"`
+	LeadingS float64 `json:"leading_s"`
+	// RepublishSentS: from synced to every status handed to NATS (the reporter has
+	// nothing pending); RepublishS: from synced to the last container's event received
+	// by a subscriber (filled by the parent).
+	RepublishSentS  float64 `json:"republish_sent_s"`
+	RepublishS      float64 `json:"republish_s"`
+	EventsPerSecond float64 `json:"events_per_s"`
+	EventsReceived  int     `json:"events_received"`
+	// ContainersReported: distinct containers whose event arrived.
+	ContainersReported int     `json:"containers_reported"`
+	Idle               Memory  `json:"idle"`
+	AfterReads         Memory  `json:"after_reads"`
+	Get                Dist    `json:"get"`
+	ListStart          Dist    `json:"list_page_start"`
+	ListMiddle         Dist    `json:"list_page_middle"`
+	ListEnd            Dist    `json:"list_page_end"`
+	ListedPerWalk      int     `json:"listed_per_walk"`
+	Walks              int     `json:"walks"`
+	GetRPS             float64 `json:"get_rps_8_clients"`
+	// Requests the service made to the model apiserver, by "VERB resource"; Unknown:
+	// those it does not serve (should be none). Filled by the parent.
+	Requests map[string]int `json:"apiserver_requests"`
+	Unknown  map[string]int `json:"unknown_requests,omitempty"`
+
+	// CPU the service's process used from its start to synced, and in all by the end of
+	// the reads (user + system): on a shared machine the wall times above depend on
+	// what else runs; these do less.
+	SyncCPUS  float64 `json:"sync_cpu_s"`
+	TotalCPUS float64 `json:"total_cpu_s"`
+
+	SyncedAt int64 `json:"synced_at_unix_ns"` // wall clock, for the parent's event times
+}
+
+// ServiceOptions say where the service measured by MeasureService finds its world.
+type ServiceOptions struct {
+	Size                      int
+	APIServer, NATS, Registry string
+	Log                       io.Writer // the service's log (JSON lines)
+	// CPUProfile, when set, is where a CPU profile of the whole measurement goes.
+	CPUProfile string
+}
+
+// MeasureService runs the service (internal/app, as the binary wires it) against the
+// model apiserver at o.APIServer holding o.Size containers and measures it: the time to
+// synced, the republish of every status, memory idle, the read path, memory after it.
+// It returns with the service still running; stop (once the caller is done, e.g. the
+// parent has counted the events) stops it.
+func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop func(), err error) {
+	res.Containers = o.Size
+	start := time.Now()
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return res, nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, nil, err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return res, nil, err
+	}
+	base := "http://" + ln.Addr().String()
+	cfg, err := config.Load([]string{
+		"SP_NAME=k8s-container-sp", "SP_ENDPOINT=" + base, "DCM_REGISTRATION_URL=" + o.Registry, "SP_NATS_URL=" + o.NATS,
+		"SP_K8S_NAMESPACE=" + Namespace, "SP_SERVER_ADDRESS=" + ln.Addr().String(), "SP_MONITOR_IDENTITY=model-0",
+		// Creates only: the model makes none, but an operator with this many would set it.
+		"SP_MAX_CONTAINERS=" + strconv.Itoa(max(5000, o.Size+o.Size/10)),
+	})
+	if err != nil {
+		ln.Close()
+		return res, nil, err
+	}
+	log := slog.New(slog.NewJSONHandler(o.Log, nil))
+	klog.SetSlogLogger(log)
+	// As app.RESTConfig makes it from a kubeconfig: JSON (client-go's default), the
+	// service's QPS and burst.
+	rc := &rest.Config{Host: o.APIServer, QPS: 100, Burst: 200}
+	a, err := app.New(cfg, rc, "model", log)
+	if err != nil {
+		ln.Close()
+		return res, nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx, ln) }()
+	stop = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(40 * time.Second):
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: time.Minute}
+
+	// Start-up: poll what the service shows (cheaply: its own state, /readyz less often).
+	var synced, ready, leading, sent time.Time
+	since := func(t time.Time) float64 { return t.Sub(start).Seconds() }
+	deadline := time.After(20 * time.Minute)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for n := 0; sent.IsZero() || ready.IsZero(); n++ {
+		select {
+		case err := <-done:
+			return res, nil, fmt.Errorf("the service stopped: %v", err)
+		case <-deadline:
+			return res, nil, fmt.Errorf("not synced and republished in 20 minutes (synced %v, leading %v, pending %d)",
+				!synced.IsZero(), a.Leading(), a.Reporter().Pending())
+		case <-tick.C:
+		}
+		now := time.Now()
+		if synced.IsZero() && a.Store().Synced() {
+			synced = now
+			res.SyncCPUS = cpuSeconds()
+		}
+		if leading.IsZero() && a.Leading() {
+			leading = now
+		}
+		if ready.IsZero() && n%10 == 0 && readyz(client, base) {
+			ready = time.Now()
+		}
+		if !synced.IsZero() && sent.IsZero() && a.Reporter().Active() && a.Reporter().Pending() == 0 {
+			sent = now
+		}
+	}
+	res.SyncedS, res.ReadyS, res.LeadingS = since(synced), since(ready), since(leading)
+	res.RepublishSentS = sent.Sub(synced).Seconds()
+	res.SyncedAt = synced.UnixNano()
+
+	time.Sleep(2 * time.Second) // what the republish left behind settles
+	res.Idle = memory()
+
+	// Known ids, made when needed: a table of them would be the driver's memory in the
+	// service's RSS.
+	anyID := func() string { return ID(rand.IntN(o.Size)) }
+	get := func(path string) (time.Duration, []byte, error) {
+		t := time.Now()
+		resp, err := client.Get(base + path)
+		if err != nil {
+			return 0, nil, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		d := time.Since(t)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return d, b, err
+	}
+	var gets []time.Duration
+	for range 2000 {
+		d, _, err := get("/api/v1alpha1/containers/" + anyID())
+		if err != nil {
+			return res, nil, err
+		}
+		gets = append(gets, d)
+	}
+	res.Get = summarize(gets)
+
+	// Full walks in pages of 50; the start, middle and end are a tenth of the pages each.
+	res.Walks = 3
+	if o.Size > 20000 {
+		res.Walks = 1 // 2,000 pages or more: one walk has samples enough
+	}
+	var startP, midP, endP []time.Duration
+	for range res.Walks {
+		var pages []time.Duration
+		token, listed := "", 0
+		for {
+			path := "/api/v1alpha1/containers?max_page_size=50"
+			if token != "" {
+				path += "&page_token=" + url.QueryEscape(token)
+			}
+			d, b, err := get(path)
+			if err != nil {
+				return res, nil, err
+			}
+			pages = append(pages, d)
+			var page struct {
+				Containers    []json.RawMessage `json:"containers"`
+				NextPageToken string            `json:"next_page_token"`
+			}
+			if err := json.Unmarshal(b, &page); err != nil {
+				return res, nil, err
+			}
+			listed += len(page.Containers)
+			if token = page.NextPageToken; token == "" {
+				break
+			}
+		}
+		res.ListedPerWalk = listed
+		k := max(1, len(pages)/10)
+		startP = append(startP, pages[:k]...)
+		midP = append(midP, pages[len(pages)/2-k/2:len(pages)/2-k/2+k]...)
+		endP = append(endP, pages[len(pages)-k:]...)
+	}
+	res.ListStart, res.ListMiddle, res.ListEnd = summarize(startP), summarize(midP), summarize(endP)
+
+	var count atomic.Int64
+	var wg sync.WaitGroup
+	var getErr atomic.Pointer[error]
+	end := time.Now().Add(5 * time.Second)
+	for range 8 {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				if _, _, err := get("/api/v1alpha1/containers/" + anyID()); err != nil {
+					getErr.Store(&err)
+					return
+				}
+				count.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if e := getErr.Load(); e != nil {
+		return res, nil, *e
+	}
+	res.GetRPS = float64(count.Load()) / 5
+	res.AfterReads = memory()
+	res.TotalCPUS = cpuSeconds()
+	return res, stop, nil
+}
+
+// cpuSeconds is the CPU this process has used, user and system.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+func readyz(c *http.Client, base string) bool {
+	resp, err := c.Get(base + "/readyz")
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// memory reads this process's: RSS first (a forced GC would change what it shows
+// next), then the heap as found, then the heap a GC leaves.
+func memory() Memory {
+	var m Memory
+	m.RSSBytes, m.PeakBytes = procStatus("VmRSS"), procStatus("VmHWM")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.HeapInuseBytes = ms.HeapInuse
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	m.HeapLiveBytes = ms.HeapAlloc
+	return m
+}
+
+// procStatus is a "kB" line of /proc/self/status, in bytes; 0 if unknown.
+func procStatus(key string) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}

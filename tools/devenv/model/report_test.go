@@ -1,0 +1,61 @@
+package model
+
+import (
+	"bytes"
+	"testing"
+)
+
+// Each target is met or missed by its own figure, and the report says it is a model.
+func TestChecks(t *testing.T) {
+	small := SizeResult{Containers: 1000, ListMiddle: Dist{P50: 1}}
+	good := SizeResult{Containers: 100000, SyncedS: 12, ListMiddle: Dist{P50: 1.4},
+		Idle: Memory{RSSBytes: 200 << 20}, AfterReads: Memory{RSSBytes: 250 << 20}}
+	for _, tc := range []struct {
+		name   string
+		sizes  []SizeResult
+		missed []string // the checks missed, by What
+		checks int
+	}{
+		{"all met", []SizeResult{small, good}, nil, 4},
+		{"no 100,000: no checks", []SizeResult{small}, nil, 0},
+		{"no 1,000: no ratio", []SizeResult{good}, nil, 3},
+		{"RSS after reads and sync missed", []SizeResult{small, func() SizeResult {
+			b := good
+			b.AfterReads.RSSBytes, b.SyncedS = 301<<20, 20.5
+			return b
+		}()}, []string{"RSS at 100000, after the reads", "start to synced at 100000"}, 4},
+		{"ratio missed", []SizeResult{small, func() SizeResult {
+			b := good
+			b.ListMiddle.P50 = 1.6
+			return b
+		}()}, []string{"LIST page p50 (middle of a walk) at 100000 / at 1000"}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Report{Sizes: tc.sizes}
+			checks := r.Checks()
+			if len(checks) != tc.checks {
+				t.Fatalf("%d checks, want %d: %+v", len(checks), tc.checks, checks)
+			}
+			var missed []string
+			for _, c := range checks {
+				if !c.OK {
+					missed = append(missed, c.What)
+				}
+			}
+			if len(missed) != len(tc.missed) {
+				t.Fatalf("missed %q, want %q", missed, tc.missed)
+			}
+			for i := range missed {
+				if missed[i] != tc.missed[i] {
+					t.Errorf("missed %q, want %q", missed, tc.missed)
+				}
+			}
+			md := r.Markdown()
+			for _, want := range []string{"This is a model", "What the model leaves out"} {
+				if !bytes.Contains(md, []byte(want)) {
+					t.Errorf("the report does not say %q", want)
+				}
+			}
+		})
+	}
+}

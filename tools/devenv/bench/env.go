@@ -93,10 +93,10 @@ func (e *Env) Launch(ns, name, bin string, extraEnv ...string) (*Service, error)
 
 // StartService is testbed's StartService (the plain binary, caches synced and leading).
 // The bench fills namespaces with 10,000 containers and more and then creates through
-// the API, so its services hold no container limit (SP_MAX_CONTAINERS, default 10,000);
+// the API, so its services hold no container limit (SP_MAX_CONTAINERS, default 5,000);
 // a setting in extraEnv comes later and wins.
 func (e *Env) StartService(ctx context.Context, ns string, extraEnv ...string) (*Service, error) {
-	s, err := e.Env.StartService(ctx, ns, append([]string{"SP_MAX_CONTAINERS=1000000"}, extraEnv...)...)
+	s, err := e.Env.StartService(ctx, ns, unlimited(extraEnv)...)
 	if err != nil {
 		return nil, err
 	}
@@ -129,4 +129,10 @@ func readRequests(m map[string]float64) (n float64, by map[string]float64) {
 // serviceKubeRequests sums the service's own count of its Kubernetes API requests.
 func serviceKubeRequests(m map[string]float64) float64 {
 	return sumOf(m, "sp_kubernetes_requests_total", func(string) bool { return true })
+}
+
+// unlimited is the bench services' environment: no container limit (see StartService),
+// then extraEnv.
+func unlimited(extraEnv []string) []string {
+	return append([]string{"SP_MAX_CONTAINERS=1000000"}, extraEnv...)
 }

@@ -212,7 +212,7 @@ func (e *Env) Restart(ctx context.Context, old *Service, ns, bin string, ids []s
 	if err != nil {
 		return nil, nil, res, err
 	}
-	s, err := e.Launch(ns, ns+"-restarted", bin, extraEnv...)
+	s, err := e.Launch(ns, ns+"-restarted", bin, unlimited(extraEnv)...)
 	if err != nil {
 		return nil, nil, res, err
 	}
@@ -262,7 +262,7 @@ func (e *Env) Restart(ctx context.Context, old *Service, ns, bin string, ids []s
 	}
 	res.LogCachesSyncedS, res.LogLeaderS, res.LogRepublishS = since(at[0]), since(at[1]), since(at[2])
 
-	b, err := e.Launch(ns, ns+"-second", e.Bin, extraEnv...)
+	b, err := e.Launch(ns, ns+"-second", e.Bin, unlimited(extraEnv)...)
 	if err != nil {
 		return fail(err)
 	}

@@ -203,7 +203,7 @@ type reportView struct {
 	Latency           []latencyRow
 	Throughput        []throughputRow
 	TargetCreateRatio float64
-	BurstTargetS      float64 // debounce + burstTarget, s
+	BurstTargetS      float64          // debounce + burstTarget, s
 	Concurrency       []concurrencyRow // each API row with its raw one and the verdict
 	TargetConcRatio   float64
 	ConfirmQPS        float64

@@ -8,10 +8,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -306,62 +304,13 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 	phase := time.Now()
 	c0 := e.sampleCPU(map[string]*Service{"service": s})
 
-	var gets []time.Duration
-	for range 2000 {
-		d, _, err := s.get("/api/v1alpha1/containers/" + ids[rand.IntN(len(ids))])
-		if err != nil {
-			return res, err
-		}
-		gets = append(gets, d)
+	load, err := MeasureReads(s.get, func() string { return ids[rand.IntN(len(ids))] }, 3)
+	if err != nil {
+		return res, err
 	}
-	res.Get = summarize(gets)
-
-	var startP, midP, endP []time.Duration
-	for range 3 {
-		var pages []time.Duration
-		token, listed := "", 0
-		for {
-			path := "/api/v1alpha1/containers?max_page_size=50"
-			if token != "" {
-				path += "&page_token=" + url.QueryEscape(token)
-			}
-			d, b, err := s.get(path)
-			if err != nil {
-				return res, err
-			}
-			pages = append(pages, d)
-			var page struct {
-				Containers    []json.RawMessage `json:"containers"`
-				NextPageToken string            `json:"next_page_token"`
-			}
-			if err := json.Unmarshal(b, &page); err != nil {
-				return res, err
-			}
-			listed += len(page.Containers)
-			if token = page.NextPageToken; token == "" {
-				break
-			}
-		}
-		res.ListedPerWalk = listed
-		k := max(1, len(pages)/10)
-		startP = append(startP, pages[:k]...)
-		midP = append(midP, pages[len(pages)/2-k/2:len(pages)/2-k/2+k]...)
-		endP = append(endP, pages[len(pages)-k:]...)
-	}
-	res.ListStart, res.ListMiddle, res.ListEnd = summarize(startP), summarize(midP), summarize(endP)
-
-	var done atomic.Int64
-	deadline := time.Now().Add(5 * time.Second)
-	_ = parallel(8, 0, 8, func(int) error {
-		for time.Now().Before(deadline) {
-			if _, _, err := s.get("/api/v1alpha1/containers/" + ids[rand.IntN(len(ids))]); err != nil {
-				return err
-			}
-			done.Add(1)
-		}
-		return nil
-	})
-	res.RPS = float64(done.Load()) / 5
+	// An error of one of the 8 clients only stops that client (load.ClientsErr).
+	res.Get, res.ListStart, res.ListMiddle, res.ListEnd = load.Get, load.ListStart, load.ListMiddle, load.ListEnd
+	res.ListedPerWalk, res.RPS = load.ListedPerWalk, load.RPS
 
 	res.PhaseSeconds = time.Since(phase).Seconds()
 	after, err := e.APIServerMetrics(ctx)

@@ -3,22 +3,17 @@ package model
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,29 +22,14 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/internal/app"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/bench"
 )
 
 // Namespace is the modelled namespace.
 const Namespace = "dcm-containers"
 
-// Dist summarizes latency samples (as make bench does).
-type Dist struct {
-	N   int     `json:"n"`
-	P50 float64 `json:"p50_ms"`
-	P99 float64 `json:"p99_ms"`
-	Max float64 `json:"max_ms"`
-}
-
-func summarize(samples []time.Duration) Dist {
-	if len(samples) == 0 {
-		return Dist{}
-	}
-	s := slices.Clone(samples)
-	slices.Sort(s)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	q := func(p float64) time.Duration { return s[min(int(p*float64(len(s)-1)+0.5), len(s)-1)] }
-	return Dist{N: len(s), P50: ms(q(0.50)), P99: ms(q(0.99)), Max: ms(s[len(s)-1])}
-}
+// Dist summarizes latency samples, as make bench does.
+type Dist = bench.Dist
 
 // Memory is the service process's memory at one moment.
 type Memory struct {
@@ -227,75 +207,21 @@ func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop
 		}
 		return d, b, err
 	}
-	var gets []time.Duration
-	for range 2000 {
-		d, _, err := get("/api/v1alpha1/containers/" + anyID())
-		if err != nil {
-			return res, nil, err
-		}
-		gets = append(gets, d)
-	}
-	res.Get = summarize(gets)
-
-	// Full walks in pages of 50; the start, middle and end are a tenth of the pages each.
+	// Full walks in pages of 50: three up to 20,000 containers; above, 2,000 pages or
+	// more, one walk has samples enough.
 	res.Walks = 3
 	if o.Size > 20000 {
-		res.Walks = 1 // 2,000 pages or more: one walk has samples enough
+		res.Walks = 1
 	}
-	var startP, midP, endP []time.Duration
-	for range res.Walks {
-		var pages []time.Duration
-		token, listed := "", 0
-		for {
-			path := "/api/v1alpha1/containers?max_page_size=50"
-			if token != "" {
-				path += "&page_token=" + url.QueryEscape(token)
-			}
-			d, b, err := get(path)
-			if err != nil {
-				return res, nil, err
-			}
-			pages = append(pages, d)
-			var page struct {
-				Containers    []json.RawMessage `json:"containers"`
-				NextPageToken string            `json:"next_page_token"`
-			}
-			if err := json.Unmarshal(b, &page); err != nil {
-				return res, nil, err
-			}
-			listed += len(page.Containers)
-			if token = page.NextPageToken; token == "" {
-				break
-			}
-		}
-		res.ListedPerWalk = listed
-		k := max(1, len(pages)/10)
-		startP = append(startP, pages[:k]...)
-		midP = append(midP, pages[len(pages)/2-k/2:len(pages)/2-k/2+k]...)
-		endP = append(endP, pages[len(pages)-k:]...)
+	load, err := bench.MeasureReads(get, anyID, res.Walks)
+	if err == nil {
+		err = load.ClientsErr
 	}
-	res.ListStart, res.ListMiddle, res.ListEnd = summarize(startP), summarize(midP), summarize(endP)
-
-	var count atomic.Int64
-	var wg sync.WaitGroup
-	var getErr atomic.Pointer[error]
-	end := time.Now().Add(5 * time.Second)
-	for range 8 {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				if _, _, err := get("/api/v1alpha1/containers/" + anyID()); err != nil {
-					getErr.Store(&err)
-					return
-				}
-				count.Add(1)
-			}
-		})
+	if err != nil {
+		return res, nil, err
 	}
-	wg.Wait()
-	if e := getErr.Load(); e != nil {
-		return res, nil, *e
-	}
-	res.GetRPS = float64(count.Load()) / 5
+	res.Get, res.ListStart, res.ListMiddle, res.ListEnd = load.Get, load.ListStart, load.ListMiddle, load.ListEnd
+	res.ListedPerWalk, res.GetRPS = load.ListedPerWalk, load.RPS
 	res.AfterReads = memory()
 	res.TotalCPUS = cpuSeconds()
 	return res, stop, nil

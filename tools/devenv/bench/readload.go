@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"encoding/json"
+	"net/url"
+	"sync/atomic"
+	"time"
+)
+
+// ReadLoad is what the read load measured: make bench's (Reads) and the capacity
+// model's (tools/devenv/model) are the same load.
+type ReadLoad struct {
+	Get, ListStart, ListMiddle, ListEnd Dist
+	ListedPerWalk                       int
+	// RPS: GETs answered per second from 8 clients; ClientsErr, the first error one of
+	// them met (it stopped that client).
+	RPS        float64
+	ClientsErr error
+}
+
+// MeasureReads puts the read load on the service through get (one GET of path: how
+// long it took, the body, and an error for anything but 200): 2,000 GETs of anyID() one
+// after the other; walks full walks of the LIST in pages of 50 with the API's page
+// token, the start, middle and end being a tenth of the pages each; then 5 s of GETs of
+// anyID() from 8 clients. An error of the first two parts ends it.
+func MeasureReads(get func(path string) (time.Duration, []byte, error), anyID func() string, walks int) (ReadLoad, error) {
+	var res ReadLoad
+	var gets []time.Duration
+	for range 2000 {
+		d, _, err := get("/api/v1alpha1/containers/" + anyID())
+		if err != nil {
+			return res, err
+		}
+		gets = append(gets, d)
+	}
+	res.Get = summarize(gets)
+
+	var startP, midP, endP []time.Duration
+	for range walks {
+		var pages []time.Duration
+		token, listed := "", 0
+		for {
+			path := "/api/v1alpha1/containers?max_page_size=50"
+			if token != "" {
+				path += "&page_token=" + url.QueryEscape(token)
+			}
+			d, b, err := get(path)
+			if err != nil {
+				return res, err
+			}
+			pages = append(pages, d)
+			var page struct {
+				Containers    []json.RawMessage `json:"containers"`
+				NextPageToken string            `json:"next_page_token"`
+			}
+			if err := json.Unmarshal(b, &page); err != nil {
+				return res, err
+			}
+			listed += len(page.Containers)
+			if token = page.NextPageToken; token == "" {
+				break
+			}
+		}
+		res.ListedPerWalk = listed
+		k := max(1, len(pages)/10)
+		startP = append(startP, pages[:k]...)
+		midP = append(midP, pages[len(pages)/2-k/2:len(pages)/2-k/2+k]...)
+		endP = append(endP, pages[len(pages)-k:]...)
+	}
+	res.ListStart, res.ListMiddle, res.ListEnd = summarize(startP), summarize(midP), summarize(endP)
+
+	var done atomic.Int64
+	deadline := time.Now().Add(5 * time.Second)
+	res.ClientsErr = parallel(8, 0, 8, func(int) error {
+		for time.Now().Before(deadline) {
+			if _, _, err := get("/api/v1alpha1/containers/" + anyID()); err != nil {
+				return err
+			}
+			done.Add(1)
+		}
+		return nil
+	})
+	res.RPS = float64(done.Load()) / 5
+	return res, nil
+}

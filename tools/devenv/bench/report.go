@@ -128,8 +128,8 @@ func checks(r *Results) []check {
 			lost = fmt.Sprintf("; **%d events never came**", t.Lost)
 		}
 		add(fmt.Sprintf("status burst, every pod of %s at once, %s over %s: per container, its pod's write to its event, max of %d", nodeName(t.Node), t.Change, t.Transport, t.Containers),
-			fmt.Sprintf("%.2f s (p99 %.2f s; last event %.2f s after the last write%s)", t.Latency.Max/1000, t.Latency.P99/1000, t.LagS, lost),
-			fmt.Sprintf("the writes: %d in %.2f s, %.0f/s", t.Pods, t.WritesS, t.WritesPerS),
+			fmt.Sprintf("%.2f s (p99 %.2f s; last event %.2f s after the last write%s)%s", t.Latency.Max/1000, t.Latency.P99/1000, t.LagS, lost, burstReason(t)),
+			fmt.Sprintf("the writes: %d in %.2f s, %.0f/s; %s", t.Pods, t.WritesS, t.WritesPerS, watchControl(t)),
 			fmt.Sprintf("≤ debounce + %.0f s = %.1f s, none lost", burstTarget.Seconds(), float64(debounceMS)/1000+burstTarget.Seconds()), burstOK(t))
 	}
 	if st := r.Startup; st != nil {
@@ -367,4 +367,53 @@ func Write(r *Results, mdPath, jsonPath, analysisPath string) error {
 		return err
 	}
 	return os.WriteFile(jsonPath, append(j, '\n'), 0o644)
+}
+
+// watchControl says what the burst's control saw: a raw client-go watch of the same
+// pods (ThroughputResult.WatchLatency), and the service's part after it.
+func watchControl(t ThroughputResult) string {
+	if t.WatchLatency.N == 0 {
+		return "no control watch (an earlier run)"
+	}
+	return fmt.Sprintf("a raw client-go watch of the same pods saw each write p50 %.2f s / max %.2f s after it; the service's event came p50 %.2f s / max %.2f s after that",
+		t.WatchLatency.P50/1000, t.WatchLatency.Max/1000, t.AfterWatch.P50/1000, t.AfterWatch.Max/1000)
+}
+
+// burstReason is why a burst missed its target, from its control: when the
+// apiserver's own watch delivered the changes later than the target allows, no watcher
+// could have met it on this machine; the busiest processes say who held the CPUs.
+func burstReason(t ThroughputResult) string {
+	if burstOK(t) || t.WatchLatency.N == 0 {
+		return ""
+	}
+	target := float64(debounceMS + burstTarget.Milliseconds())
+	if t.WatchLatency.Max > target-float64(debounceMS) {
+		return fmt.Sprintf("; reason: the apiserver delivered the changes to a raw watch up to %.2f s after their write (p50 %.2f s), the machine's CPUs busy with %s",
+			t.WatchLatency.Max/1000, t.WatchLatency.P50/1000, topCPU(t.CPU, 3))
+	}
+	return fmt.Sprintf("; reason: the service's own part, after a raw watch saw the change, took up to %.2f s (CPU: %s)", t.AfterWatch.Max/1000, topCPU(t.CPU, 3))
+}
+
+// topCPU names the n processes that used the most CPU ("machine" and "other
+// processes" left out), with their share of one CPU.
+func topCPU(cpu map[string]float64, n int) string {
+	type use struct {
+		name string
+		pct  float64
+	}
+	var all []use
+	for k, v := range cpu {
+		if k != "machine" && k != "other processes" {
+			all = append(all, use{k, v})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].pct > all[j].pct || all[i].pct == all[j].pct && all[i].name < all[j].name })
+	var parts []string
+	for i := 0; i < len(all) && i < n; i++ {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", all[i].name, all[i].pct))
+	}
+	if m, ok := cpu["machine"]; ok {
+		parts = append(parts, fmt.Sprintf("all processes %.0f%%", m))
+	}
+	return strings.Join(parts, ", ")
 }

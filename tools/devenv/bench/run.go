@@ -296,7 +296,7 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 	res.Missing = &mr
 
 	fmt.Fprintf(log, "bench: status burst at %d: every pod of one node changing at once\n", len(ids))
-	if res.Throughput, err = e.Burst(ctx, "bench"); err != nil {
+	if res.Throughput, err = e.Burst(ctx, restarted, "bench"); err != nil {
 		return fmt.Errorf("burst: %w", err)
 	}
 	return nil
@@ -326,12 +326,12 @@ func (e *Env) burstAlone(ctx context.Context, o Options, res *Results, log io.Wr
 		return err
 	}
 	fmt.Fprintf(log, "bench: status burst at %d: every pod of one node changing at once\n", size)
-	if res.Throughput, err = e.Burst(ctx, "bench"); err != nil {
+	if res.Throughput, err = e.Burst(ctx, svc, "bench"); err != nil {
 		return fmt.Errorf("burst: %w", err)
 	}
 	for _, t := range res.Throughput {
-		fmt.Fprintf(log, "bench: burst %s: %d pods (%d containers) written in %.2f s (%.0f/s); per container write→event p50 %.0f ms, p99 %.0f ms, max %.0f ms; last event %.2f s after the last write; lost %d\n",
-			t.Change, t.Pods, t.Containers, t.WritesS, t.WritesPerS, t.Latency.P50, t.Latency.P99, t.Latency.Max, t.LagS, t.Lost)
+		fmt.Fprintf(log, "bench: burst %s: %d pods (%d containers) written in %.2f s (%.0f/s); per container write→event p50 %.0f ms, p99 %.0f ms, max %.0f ms; last event %.2f s after the last write; lost %d; %s; CPU: %s\n",
+			t.Change, t.Pods, t.Containers, t.WritesS, t.WritesPerS, t.Latency.P50, t.Latency.P99, t.Latency.Max, t.LagS, t.Lost, watchControl(t), topCPU(t.CPU, 4))
 	}
 	return nil
 }

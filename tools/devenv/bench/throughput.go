@@ -51,6 +51,15 @@ type ThroughputResult struct {
 	Latency Dist `json:"latency_ms"`
 	// Lost: containers whose event had not come a minute after the last write.
 	Lost int `json:"lost,omitempty"`
+	// WatchLatency, the control: per container, from its pod's write to a raw client-go
+	// watch of the same pods (in the benchmark's process) seeing it. It is what the
+	// apiserver and the machine take to deliver the change to any watcher, the service's
+	// informers included. AfterWatch: from that moment to the container's event, the
+	// service's own part (its informer's delivery included, which the control shares).
+	WatchLatency Dist `json:"watch_latency_ms"`
+	AfterWatch   Dist `json:"after_watch_ms"`
+	// CPU: percent of one CPU by process, from the first write to the last event.
+	CPU map[string]float64 `json:"cpu_percent,omitempty"`
 }
 
 // burstTarget is the burst's target: every container's event within the debounce plus
@@ -177,13 +186,19 @@ func (e *Env) eachPod(ctx context.Context, ns string, opts metav1.ListOptions, f
 // ChangeStatus turns the pods' Ready condition to ready with writers concurrent clients
 // and waits for the event with status expect of every container in ids (the pods'
 // containers the service publishes). It returns the pods as written, for the next round.
-func (e *Env) ChangeStatus(ctx context.Context, pods []*corev1.Pod, ids map[string]bool, ready bool, expect string, writers int) (ThroughputResult, []*corev1.Pod, error) {
+func (e *Env) ChangeStatus(ctx context.Context, svc *Service, ns string, pods []*corev1.Pod, ids map[string]bool, ready bool, expect string, writers int) (ThroughputResult, []*corev1.Pod, error) {
 	res := ThroughputResult{Pods: len(pods), Containers: len(ids), Writers: writers}
 	events, err := e.logEvents(ids, func(st string) bool { return st == expect })
 	if err != nil {
 		return res, nil, err
 	}
 	defer events.stop()
+	control, stopControl, err := e.watchReady(ctx, ns, ids, ready)
+	if err != nil {
+		return res, nil, err
+	}
+	defer stopControl()
+	c0 := e.sampleCPU(map[string]*Service{"service": svc})
 	out := make([]*corev1.Pod, len(pods))
 	var mu sync.Mutex
 	writtenAt := map[string]time.Time{} // container id → its pod's write answered
@@ -211,7 +226,12 @@ func (e *Env) ChangeStatus(ctx context.Context, pods []*corev1.Pod, ids map[stri
 		res.Lost = len(ids) - events.count()
 		fmt.Fprintf(e.Log, "bench: status burst: %d of %d %s events never came (waited 1 min)\n", res.Lost, len(ids), expect)
 	}
-	res.Latency = perContainer(writtenAt, events.firsts())
+	c1 := e.sampleCPU(map[string]*Service{"service": svc})
+	res.CPU = cpuUse(c0, c1)
+	evs, seen := events.firsts(), control.firsts()
+	res.Latency = perContainer(writtenAt, evs)
+	res.WatchLatency = perContainer(writtenAt, seen)
+	res.AfterWatch = perContainer(seen, evs)
 	ts := events.times()
 	if len(ts) == 0 {
 		return res, out, nil
@@ -245,14 +265,14 @@ func burstOK(t ThroughputResult) bool {
 // UNKNOWN) with the service publishing on core NATS, then restores them (→ RUNNING)
 // with a JetStream stream capturing dcm.container, as DCM's registry makes one, so
 // every event waits for the stream's acknowledgement.
-func (e *Env) Burst(ctx context.Context, ns string) ([]ThroughputResult, error) {
+func (e *Env) Burst(ctx context.Context, svc *Service, ns string) ([]ThroughputResult, error) {
 	node, pods, ids, err := e.nodePods(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(e.Log, "bench: status burst: every pod of %s (%d, %d of them the service's) lost at once, then back\n", node, len(pods), len(ids))
 	const writers = 32
-	lost, pods, err := e.ChangeStatus(ctx, pods, ids, false, "UNKNOWN", writers)
+	lost, pods, err := e.ChangeStatus(ctx, svc, ns, pods, ids, false, "UNKNOWN", writers)
 	if err != nil {
 		return nil, fmt.Errorf("lose: %w", err)
 	}
@@ -275,7 +295,7 @@ func (e *Env) Burst(ctx context.Context, ns string) ([]ThroughputResult, error) 
 	}()
 	// The service asks whether a stream captures the subject at most every 5 s.
 	time.Sleep(6 * time.Second)
-	restored, _, err := e.ChangeStatus(ctx, pods, ids, true, "RUNNING", writers)
+	restored, _, err := e.ChangeStatus(ctx, svc, ns, pods, ids, true, "RUNNING", writers)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}

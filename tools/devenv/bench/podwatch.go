@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+)
+
+// podWatch is the burst's control: a raw client-go watch of the service's pods, as any
+// controller of the cluster would hold one, noting when each container's pod is first
+// seen with the Ready condition written. From the write to that moment is what the
+// apiserver (and the machine it shares) takes to deliver a change to a watcher; only
+// the rest of the time to the event is the service's.
+type podWatch struct {
+	mu    sync.Mutex
+	first map[string]time.Time // container id → its pod first seen with the new Ready
+	done  chan struct{}
+}
+
+// watchReady starts a watch of ns's containers' pods from now (not from their current
+// state: that would send every pod of the namespace first) and notes, for the
+// containers in ids, when their pod is first seen with Ready == ready.
+func (e *Env) watchReady(ctx context.Context, ns string, ids map[string]bool, ready bool) (*podWatch, func(), error) {
+	l, err := e.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: container.Selector, Limit: 1})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w, err := e.Admin.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: container.Selector,
+		ResourceVersion: l.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	pw := &podWatch{first: map[string]time.Time{}, done: make(chan struct{})}
+	go func() {
+		defer close(pw.done)
+		for ev := range w.ResultChan() {
+			now := time.Now()
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || podReady(p) != ready {
+				continue
+			}
+			if id := container.InstanceID(p.Labels); ids[id] {
+				pw.mu.Lock()
+				if _, seen := pw.first[id]; !seen {
+					pw.first[id] = now
+				}
+				pw.mu.Unlock()
+			}
+		}
+	}()
+	stop := func() {
+		cancel()
+		w.Stop()
+		<-pw.done
+	}
+	return pw, stop, nil
+}
+
+// firsts is a copy of when each container's pod was first seen changed.
+func (pw *podWatch) firsts() map[string]time.Time {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	out := make(map[string]time.Time, len(pw.first))
+	for id, t := range pw.first {
+		out[id] = t
+	}
+	return out
+}

@@ -407,7 +407,9 @@ func topCPU(cpu map[string]float64, n int) string {
 			all = append(all, use{k, v})
 		}
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].pct > all[j].pct || all[i].pct == all[j].pct && all[i].name < all[j].name })
+	sort.Slice(all, func(i, j int) bool {
+		return all[i].pct > all[j].pct || all[i].pct == all[j].pct && all[i].name < all[j].name
+	})
 	var parts []string
 	for i := 0; i < len(all) && i < n; i++ {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", all[i].name, all[i].pct))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -253,29 +254,124 @@ func (s *Store) DeleteService(ctx context.Context, svc *container.Service) error
 // deleted (the client is told to retry): a container that still runs must not hold a
 // record that owes its DELETED, as if it were gone (the chaos run, seed 7: a DELETE
 // whose mark's answer was lost left a running container's record owing a DELETED for
-// good). Best effort, detached from the request, UID- and resourceVersion-guarded (an
-// Update): a record changed meanwhile is left as it is. Should it fail, a retried
-// DELETE completes the deletion; should the container be gone meanwhile, the reporter
-// reports it whatever the mark says.
+// good). Detached from the request, UID- and resourceVersion-guarded (an Update): a
+// record changed meanwhile is left as it is. The first try is made before the DELETE
+// answers; when it gets no answer (the apiserver is away: the failure that failed the
+// DELETE, often), it is tried again in the background for up to unmarkFor (seed
+// 1475124511: a DELETE failed on an apiserver restart, and the one try, 5 s, ended
+// before the apiserver was back), unless a newer DELETE of the id began on this
+// replica meanwhile: that one decides. Should every try fail, a retried DELETE
+// completes the deletion; should the container be gone meanwhile, the reporter reports
+// it whatever the mark says.
 func (s *Store) unmarkOwed(id, inc string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	settled := s.tryUnmark(ctx, id, inc)
+	cancel()
+	if settled {
+		return
+	}
+	superseded, done := s.unmarks.start(id)
+	go func() {
+		defer done()
+		ctx, cancel := context.WithTimeout(context.Background(), unmarkFor)
+		defer cancel()
+		go func() {
+			select {
+			case <-superseded: // a newer DELETE of the id decides
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		// A capped wait.Backoff would end its ExponentialBackoff at the cap: a loop.
+		for delay := 500 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+			tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
+			settled := s.tryUnmark(tctx, id, inc)
+			tcancel()
+			if settled {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+		}
+	}()
+}
+
+// unmarkFor bounds the background tries of unmarkOwed: longer than an apiserver
+// restart takes.
+const unmarkFor = 2 * time.Minute
+
+// tryUnmark makes one try of unmarkOwed; false when it got no answer to build on (try
+// again), true when it is settled: the mark is off, or is not to be taken off (the
+// record is gone, changed, not this incarnation's, or its container is gone).
+func (s *Store) tryUnmark(ctx context.Context, id, inc string) bool {
 	records := s.client.CoreV1().ConfigMaps(s.namespace)
 	cur, err := records.Get(ctx, container.RecordName(id), metav1.GetOptions{})
 	if err != nil {
-		return
+		return apierrors.IsNotFound(err)
 	}
 	rec, ours := container.RecordOf(cur, id)
 	if !ours {
-		return
+		return true
 	}
 	live, err := s.liveAtAPIServer(ctx, s.client, id)
-	if err != nil || !unmarkAfterFailedDelete(rec, inc, live) {
-		return
+	if err != nil {
+		return false
+	}
+	if !unmarkAfterFailedDelete(rec, inc, live) {
+		return true
 	}
 	w := cur.DeepCopy()
 	w.Finalizers = withoutRecordFinalizer(w.Finalizers)
-	if _, err := records.Update(ctx, w, metav1.UpdateOptions{}); err != nil {
-		s.log.Warn("DELETE failed and its mark could not be undone; a retried DELETE completes it", "id", id, "err", err)
+	_, err = records.Update(ctx, w, metav1.UpdateOptions{})
+	switch {
+	case err == nil, apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return true
+	default:
+		s.log.Warn("DELETE failed and its mark could not be undone yet; trying again (a retried DELETE completes it)", "id", id, "err", err)
+		return false
+	}
+}
+
+// pendingUnmarks are the failed DELETEs' marks being undone in the background, by id:
+// a DELETE of the id that begins closes its channel (supersede), and the undoing stops,
+// since that DELETE decides. It holds only ids whose undoing is under way (each for at
+// most unmarkFor).
+type pendingUnmarks struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// start registers an undoing of id's mark; superseded is closed when a DELETE of id
+// begins; done unregisters it.
+func (p *pendingUnmarks) start(id string) (superseded <-chan struct{}, done func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string]chan struct{}{}
+	}
+	if old, ok := p.m[id]; ok {
+		close(old) // the newer failed DELETE's undoing replaces it
+	}
+	ch := make(chan struct{})
+	p.m[id] = ch
+	return ch, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.m[id] == ch {
+			delete(p.m, id)
+		}
+	}
+}
+
+// supersede stops any undoing of id's mark: a DELETE of id begins.
+func (p *pendingUnmarks) supersede(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ch, ok := p.m[id]; ok {
+		close(ch)
+		delete(p.m, id)
 	}
 }

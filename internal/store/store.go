@@ -73,6 +73,8 @@ type Store struct {
 	// bookmark, for longer than this is behind. Default: the constant SilenceBound.
 	SilenceBound time.Duration
 	fresh        map[string]*freshness // by cache name
+	// unmarks: failed DELETEs' marks being undone in the background (unmarkOwed).
+	unmarks pendingUnmarks
 }
 
 // New builds the store and its informers (not started). Every informer watches only

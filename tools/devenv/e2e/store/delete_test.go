@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +54,48 @@ func TestDeleteCleansUpAnAbandonedCreate(t *testing.T) {
 				t.Errorf("the record does not owe a DELETED: finalizers %v", l.Finalizers)
 			}
 		})
+	}
+}
+
+// A DELETE that fails on an apiserver outage after its mark (the chaos run, seed
+// 1475124511: "deleting Deployment: EOF" on an apiserver restart) must not leave the
+// running container's record owing a DELETED: the mark comes off once the apiserver
+// answers again, though the outage outlasts the first try to take it off (5 s).
+func TestFailedDeleteUnmarksAfterAnOutage(t *testing.T) {
+	f := newFixture(t)
+	f.start(t)
+	if _, err := f.s.Create(context.Background(), "x", objectsOf("x")); err != nil {
+		t.Fatal(err)
+	}
+	deleteDeployment := func(r *http.Request) bool {
+		return r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/namespaces/"+f.ns+"/deployments/")
+	}
+	f.main.on(deleteDeployment, func() { f.main.down.Store(true) }, nil)
+	if err := f.s.Delete(context.Background(), "x"); err == nil {
+		t.Fatal("Delete = nil; want the outage's error")
+	}
+	owed := func() bool {
+		t.Helper()
+		l, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(f.ns).Get(context.Background(), container.RecordName("x"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := container.RecordOf(l, "x")
+		return rec.Owed
+	}
+	if !owed() {
+		t.Fatal("the failed DELETE left no mark: the outage came too early to test anything")
+	}
+	time.Sleep(7 * time.Second) // longer than the first try
+	f.main.down.Store(false)
+	deadline := time.Now().Add(20 * time.Second)
+	for owed() {
+		if time.Now().After(deadline) {
+			t.Fatal("20 s after the outage the running container's record still owes a DELETED")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if deps, _, _ := what(t, f.ns, "x"); len(deps) != 1 {
+		t.Errorf("Deployments %v; want the one the failed DELETE left", deps)
 	}
 }

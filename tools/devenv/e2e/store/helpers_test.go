@@ -2,11 +2,13 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,7 +115,13 @@ type hook struct {
 type hooks struct {
 	mu   sync.Mutex
 	list []*hook
+	// down: every request but a watch fails without being sent, as when the apiserver
+	// is away (set from a hook's before: that request fails too).
+	down atomic.Bool
 }
+
+// errAway is what a request gets while the hooks are down.
+var errAway = errors.New("EOF (the test's apiserver outage)")
 
 // on adds a hook; before and after may be nil.
 func (h *hooks) on(match func(*http.Request) bool, before func(), after func(*http.Request, *http.Response) error) {
@@ -143,6 +151,9 @@ func (h *hooks) wrap(gateOf func(*http.Request) *gate) func(http.RoundTripper) h
 			k := h.take(r)
 			if k != nil && k.before != nil {
 				k.before()
+			}
+			if h.down.Load() && !isWatch(r) {
+				return nil, errAway
 			}
 			resp, err := rt.RoundTrip(r)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -69,7 +70,7 @@ func (s *Store) delete(ctx context.Context, id string) error {
 			}
 		}
 		if !d.InProgress {
-			return s.carryOut(ctx, id, d)
+			return s.carryOut(ctx, id, d, r.record)
 		}
 		if deadline.IsZero() {
 			var w time.Duration
@@ -96,6 +97,9 @@ type deleteReads struct {
 	id            string
 	cacheShowsAny bool
 	found         bool // a read found something of the id: the main client from then on
+	// record is the id's record as last read (nil: absent, or not read yet), so the
+	// mark can be written over it in one request.
+	record *corev1.ConfigMap
 }
 
 func (r *deleteReads) client() (kubernetes.Interface, bool) {
@@ -159,9 +163,11 @@ func (r *deleteReads) facts(ctx context.Context) (deleteFacts, error) {
 		return f, r.fail("listing Services", confirm, err)
 	}
 	r.found = r.found || len(f.Services) > 0
+	r.record = nil
 	confirm, err = read(func(ctx context.Context, c kubernetes.Interface) error {
 		rc, err := c.CoreV1().ConfigMaps(s.namespace).Get(ctx, container.RecordName(r.id), metav1.GetOptions{})
 		if err == nil {
+			r.record = rc
 			f.Record = answered
 			f.Rec, f.Ours = container.RecordOf(rc, r.id)
 		}
@@ -185,10 +191,10 @@ func objectOf(m *metav1.ObjectMeta) object {
 
 // carryOut does what planDelete decided: the mark first, then the deletes, each with a
 // UID precondition (an object replaced meanwhile is not the one decided on, and is left
-// alone), the record last.
-func (s *Store) carryOut(ctx context.Context, id string, d deletion) error {
+// alone), the record last. read is the record as the decision read it (nil: none).
+func (s *Store) carryOut(ctx context.Context, id string, d deletion, read *corev1.ConfigMap) error {
 	if d.MarkOwed {
-		if err := s.markOwed(ctx, id, d.Incarnation); err != nil {
+		if err := s.markOwed(ctx, id, d.Incarnation, read); err != nil {
 			s.unmarkOwed(id, d.Incarnation) // the mark may have been written, its answer lost
 			return err
 		}
@@ -221,8 +227,16 @@ func (s *Store) carryOut(ctx context.Context, id string, d deletion) error {
 }
 
 // markOwed writes "DELETED owed" on the container's record (creating it if it was
-// deleted by hand), waiting out a record someone is deleting at this moment.
-func (s *Store) markOwed(ctx context.Context, id, inc string) error {
+// deleted by hand), waiting out a record someone is deleting at this moment. read is
+// the record as the DELETE read it a moment ago: the mark is written over it in one
+// update (its resourceVersion guards it); only when that update is refused (changed or
+// deleted since) is the record read again (EnsureRecord).
+func (s *Store) markOwed(ctx context.Context, id, inc string, read *corev1.ConfigMap) error {
+	if read != nil {
+		if done, err := s.markOwedOver(ctx, read, id, inc); done {
+			return classify("marking the container deleted", err)
+		}
+	}
 	var err error
 	_ = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Steps: 6},
 		func(ctx context.Context) (bool, error) {
@@ -230,4 +244,21 @@ func (s *Store) markOwed(ctx context.Context, id, inc string) error {
 			return !errors.Is(err, errRecordBusy), nil
 		})
 	return classify("marking the container deleted", err)
+}
+
+// markOwedOver writes the mark over the record as read; done is false when the
+// record has to be read again (it changed or went since, or is being deleted).
+func (s *Store) markOwedOver(ctx context.Context, read *corev1.ConfigMap, id, inc string) (done bool, err error) {
+	fix := fixRecord(read, id, inc, true)
+	if fix.Foreign || fix.Busy {
+		return false, nil
+	}
+	if fix.Write == nil {
+		return true, nil // already marked
+	}
+	_, err = s.client.CoreV1().ConfigMaps(s.namespace).Update(ctx, fix.Write, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return true, err
 }

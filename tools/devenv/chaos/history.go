@@ -13,7 +13,7 @@ import (
 // nothing else of what happened, so everything an invariant needs is here.
 type Entry struct {
 	Seq  int    `json:"seq"`
-	Type string `json:"type"` // op, fault, proc, metrics, recovery, observe, note
+	Type string `json:"type"` // op, fault, proc, metrics, recovery, observe, note, heal
 	// Kind is the operation (create, delete, hand-delete, get, list), the fault
 	// (pod-delete, fate, node-loss, nats-restart, leader-kill, replica-stop,
 	// registry-restart, apiserver-restart, watch-block, watch-break, api-delay, api-drop),

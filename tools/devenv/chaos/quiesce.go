@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -37,6 +38,7 @@ func (w *World) Quiesce(ctx context.Context, limit time.Duration) []string {
 		}
 	}
 	deadline := time.Now().Add(limit)
+	stall := controllerStall{}
 	for {
 		unsettled := w.unsettled(ctx)
 		if len(unsettled) == 0 {
@@ -45,8 +47,81 @@ func (w *World) Quiesce(ctx context.Context, limit time.Duration) []string {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return unsettled
 		}
+		w.healControllerManager(ctx, &stall)
 		sleep(ctx, 500*time.Millisecond)
 	}
+}
+
+// controllerManagerStall is how long, at rest, a live Deployment may have no pod at all
+// before the controller-manager counts as stalled. Kubernetes 1.37.2's can stop acting
+// on pods after an apiserver restart: its ReplicaSet controller refuses every sync of a
+// ReplicaSet whose pod it wrote ("read version: 522 is not as new as written version:
+// 633 for group resource pods", KEP-5647's staleness check) while its pod informer
+// stays at the version it had, and retries with a backoff that grows to minutes; a
+// deleted pod is then never replaced (make chaos-ci, seed 1475124511: two containers
+// PENDING for the whole 6-minute quiesce with no pod, the service right to say so).
+// Only a pod the controller-manager should have made and has not counts: a pod in
+// any state (a fate image's, a not-ready one) does not.
+const controllerManagerStall = time.Minute
+
+// controllerStall is how long Deployments have had no pod, and whether the
+// controller-manager was restarted for it (at most once a run).
+type controllerStall struct {
+	since     time.Time
+	restarted bool
+}
+
+// healControllerManager restarts the controller-manager, as an operator would, once
+// live Deployments have had no pod for controllerManagerStall at rest, and says so in
+// the history (a heal entry; the report lists it). The service is not involved: what
+// it published for those containers (PENDING, no pod) was right.
+func (w *World) healControllerManager(ctx context.Context, st *controllerStall) {
+	if st.restarted {
+		return
+	}
+	f, err := w.objects(ctx)
+	if err != nil {
+		return
+	}
+	podless := podlessDeployments(f)
+	if len(podless) == 0 {
+		st.since = time.Time{}
+		return
+	}
+	now := time.Now()
+	if st.since.IsZero() {
+		st.since = now
+		return
+	}
+	if now.Sub(st.since) < controllerManagerStall {
+		return
+	}
+	st.restarted = true
+	e := Entry{Type: "heal", Kind: "controller-manager-restart", Start: now, Target: strings.Join(podless, ", "),
+		Note: fmt.Sprintf("%d live Deployment(s) without any pod for %s at rest", len(podless), now.Sub(st.since).Round(time.Second))}
+	err = w.Env.Cluster.StopComponent("kube-controller-manager")
+	err = errors.Join(err, w.Env.Cluster.StartComponent(context.WithoutCancel(ctx), "kube-controller-manager"))
+	if err != nil {
+		e.Err = err.Error()
+	}
+	e.End = time.Now()
+	_ = w.Hist.Add(e)
+}
+
+// podlessDeployments names the live Deployments with no pod of their incarnation at all.
+func podlessDeployments(f Final) []string {
+	has := map[string]bool{}
+	for _, p := range f.Pods {
+		has[p.ID+"/"+p.Incarnation] = true
+	}
+	var out []string
+	for _, d := range f.Deployments {
+		if !d.Deleting && !has[d.ID+"/"+d.Incarnation] {
+			out = append(out, d.Name+" ("+d.ID+")")
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (w *World) unsettled(ctx context.Context) []string {

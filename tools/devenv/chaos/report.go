@@ -26,6 +26,9 @@ type Report struct {
 	Results    []Result   `json:"invariants"`
 	Recovery   []Recovery `json:"recovery"`
 	Growth     []Growth   `json:"growth"`
+	// Heals: what the run had to repair in the control plane itself at rest (heal
+	// entries, e.g. a stalled controller-manager restarted; see Quiesce).
+	Heals []Entry `json:"heals,omitempty"`
 }
 
 // Count is how many actions of one kind ran and what they got.
@@ -54,6 +57,8 @@ func NewReport(in Input, results []Result) *Report {
 	ops, faults := map[string]*Count{}, map[string]*Count{}
 	for _, e := range in.History {
 		switch e.Type {
+		case "heal":
+			rep.Heals = append(rep.Heals, e)
 		case "op":
 			k := e.Kind + "/" + e.Via
 			c := ops[k]
@@ -163,6 +168,12 @@ func (rep *Report) Markdown() string {
 		p("| %s | %d | %s | %s |\n", c.Kind, c.N, c.Window.Round(100*time.Millisecond), answers(c.Answers))
 	}
 
+	if len(rep.Heals) > 0 {
+		p("\n## The control plane healed at rest\n\nNot the service's doing: the run repaired the test world's control plane as an operator would (see Quiesce), then went on waiting for rest.\n\n| heal | when | why | what | error |\n| --- | --- | --- | --- | --- |\n")
+		for _, h := range rep.Heals {
+			p("| %s | %s | %s | %s | %s |\n", h.Kind, h.Start.UTC().Format("15:04:05"), h.Note, h.Target, h.Err)
+		}
+	}
 	p("\n## Recovery after faults\n\nFrom the end of a fault (its heal; for pod deletions and fates, the moment they were done) until every status that was pending then had reached the stream (a replica's LIST compared with the last event of each container; a change still in its 0.5 s debounce counts as pending).\n\n")
 	p("| fault | n | p50 | p99 | max | not recovered |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, rc := range rep.Recovery {

@@ -43,7 +43,9 @@ type Options struct {
 	ResendAfter time.Duration
 	// DrainTimeout bounds the flush of pending events on a graceful stop.
 	DrainTimeout time.Duration
-	Workers      int
+	// Workers send at once (default DefaultWorkers); one container is never sent by
+	// two at a time.
+	Workers int
 	// Republish asks for every container's status to be published again (NATS
 	// connected or reconnected); optional.
 	Republish <-chan struct{}
@@ -88,10 +90,17 @@ type Reporter struct {
 	undelivered undelivered // what Pending counts
 }
 
+// DefaultWorkers is how many containers' events are sent at once. A send waits for a
+// round trip to NATS (the stream's acknowledgement, or a flush on plain NATS), so the
+// workers bound the event rate: with 2, a node of 3,000 pods lost at 10,000 containers
+// (make bench, section 4) went out at 81-94 events/s and the last event came 16 s after
+// its pod changed, the service using 8 % of a CPU.
+const DefaultWorkers = 16
+
 // NewReporter builds a reporter.
 func NewReporter(src Source, pub Publisher, cl Cluster, opts Options, log *slog.Logger) *Reporter {
 	if opts.Workers <= 0 {
-		opts.Workers = 2
+		opts.Workers = DefaultWorkers
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

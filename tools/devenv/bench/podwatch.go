@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -20,47 +21,74 @@ type podWatch struct {
 	mu    sync.Mutex
 	first map[string]time.Time // container id → its pod first seen with the new Ready
 	done  chan struct{}
+	// restarts counts the watches made (1: never closed early); read by the report
+	// only after done.
+	restarts int
 }
 
 // watchReady starts a watch of ns's containers' pods from now (not from their current
 // state: that would send every pod of the namespace first) and notes, for the
-// containers in ids, when their pod is first seen with Ready == ready.
+// containers in ids, when their pod is first seen with Ready == ready. The apiserver
+// closes a watch whose reader falls behind (a busy benchmark process, at 10,000
+// containers); the watch is then started again from the last version it delivered, as
+// an informer's reflector does.
 func (e *Env) watchReady(ctx context.Context, ns string, ids map[string]bool, ready bool) (*podWatch, func(), error) {
 	l, err := e.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: container.Selector, Limit: 1})
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w, err := e.Admin.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: container.Selector,
-		ResourceVersion: l.ResourceVersion, AllowWatchBookmarks: true})
-	if err != nil {
-		cancel()
-		return nil, nil, err
-	}
 	pw := &podWatch{first: map[string]time.Time{}, done: make(chan struct{})}
+	rv := l.ResourceVersion
 	go func() {
 		defer close(pw.done)
-		for ev := range w.ResultChan() {
-			now := time.Now()
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || podReady(p) != ready {
+		for ctx.Err() == nil {
+			w, err := e.Admin.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: container.Selector,
+				ResourceVersion: rv, AllowWatchBookmarks: true})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			if id := container.InstanceID(p.Labels); ids[id] {
-				pw.mu.Lock()
-				if _, seen := pw.first[id]; !seen {
-					pw.first[id] = now
+			pw.restarts++
+			var gone bool
+			if rv, gone = pw.read(w, ids, ready, rv); gone {
+				// The version is gone: go on from now (changes between are not seen,
+				// and the control counts fewer containers).
+				if l, err := e.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: container.Selector, Limit: 1}); err == nil {
+					rv = l.ResourceVersion
 				}
-				pw.mu.Unlock()
 			}
 		}
 	}()
-	stop := func() {
-		cancel()
-		w.Stop()
-		<-pw.done
+	return pw, func() { cancel(); <-pw.done }, nil
+}
+
+// read takes one watch's events until it ends and returns the last version seen;
+// gone: the watch ended on an error (its version too old to watch from).
+func (pw *podWatch) read(w watch.Interface, ids map[string]bool, ready bool, rv string) (last string, gone bool) {
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		now := time.Now()
+		if ev.Type == watch.Error {
+			return rv, true
+		}
+		p, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		rv = p.ResourceVersion
+		if ev.Type == watch.Bookmark || podReady(p) != ready {
+			continue
+		}
+		if id := container.InstanceID(p.Labels); ids[id] {
+			pw.mu.Lock()
+			if _, seen := pw.first[id]; !seen {
+				pw.first[id] = now
+			}
+			pw.mu.Unlock()
+		}
 	}
-	return pw, stop, nil
+	return rv, false
 }
 
 // firsts is a copy of when each container's pod was first seen changed.

@@ -375,8 +375,12 @@ func watchControl(t ThroughputResult) string {
 	if t.WatchLatency.N == 0 {
 		return "no control watch (an earlier run)"
 	}
-	return fmt.Sprintf("a raw client-go watch of the same pods saw each write p50 %.2f s / max %.2f s after it; the service's event came p50 %.2f s / max %.2f s after that",
-		t.WatchLatency.P50/1000, t.WatchLatency.Max/1000, t.AfterWatch.P50/1000, t.AfterWatch.Max/1000)
+	saw := ""
+	if t.WatchLatency.N < t.Containers {
+		saw = fmt.Sprintf(" (%d of the %d changes; the watch was made again %d times)", t.WatchLatency.N, t.Containers, t.WatchRestarts)
+	}
+	return fmt.Sprintf("a raw client-go watch of the same pods saw each write p50 %.2f s / max %.2f s after it%s; the service's event came p50 %.2f s / max %.2f s after that",
+		t.WatchLatency.P50/1000, t.WatchLatency.Max/1000, saw, t.AfterWatch.P50/1000, t.AfterWatch.Max/1000)
 }
 
 // burstReason is why a burst missed its target, from its control: when the

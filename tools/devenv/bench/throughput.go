@@ -58,6 +58,9 @@ type ThroughputResult struct {
 	// service's own part (its informer's delivery included, which the control shares).
 	WatchLatency Dist `json:"watch_latency_ms"`
 	AfterWatch   Dist `json:"after_watch_ms"`
+	// WatchRestarts: how often the control's watch was made again after the apiserver
+	// closed it (a reader that fell behind); 0 when it never was.
+	WatchRestarts int `json:"watch_restarts,omitempty"`
 	// CPU: percent of one CPU by process, from the first write to the last event.
 	CPU map[string]float64 `json:"cpu_percent,omitempty"`
 }
@@ -228,6 +231,8 @@ func (e *Env) ChangeStatus(ctx context.Context, svc *Service, ns string, pods []
 	}
 	c1 := e.sampleCPU(map[string]*Service{"service": svc})
 	res.CPU = cpuUse(c0, c1)
+	stopControl()
+	res.WatchRestarts = control.restarts - 1
 	evs, seen := events.firsts(), control.firsts()
 	res.Latency = perContainer(writtenAt, evs)
 	res.WatchLatency = perContainer(writtenAt, seen)

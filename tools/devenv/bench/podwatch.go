@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,9 +17,8 @@ import (
 // apiserver (and the machine it shares) takes to deliver a change to a watcher; only
 // the rest of the time to the event is the service's.
 type podWatch struct {
-	mu    sync.Mutex
-	first map[string]time.Time // container id → its pod first seen with the new Ready
-	done  chan struct{}
+	firstSeen // container id → its pod first seen with the new Ready
+	done      chan struct{}
 	// restarts counts the watches made (1: never closed early); read by the report
 	// only after done.
 	restarts int
@@ -38,7 +36,7 @@ func (e *Env) watchReady(ctx context.Context, ns string, ids map[string]bool, re
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	pw := &podWatch{first: map[string]time.Time{}, done: make(chan struct{})}
+	pw := &podWatch{done: make(chan struct{})}
 	rv := l.ResourceVersion
 	go func() {
 		defer close(pw.done)
@@ -81,23 +79,8 @@ func (pw *podWatch) read(w watch.Interface, ids map[string]bool, ready bool, rv 
 			continue
 		}
 		if id := container.InstanceID(p.Labels); ids[id] {
-			pw.mu.Lock()
-			if _, seen := pw.first[id]; !seen {
-				pw.first[id] = now
-			}
-			pw.mu.Unlock()
+			pw.note(id, now)
 		}
 	}
 	return rv, false
-}
-
-// firsts is a copy of when each container's pod was first seen changed.
-func (pw *podWatch) firsts() map[string]time.Time {
-	pw.mu.Lock()
-	defer pw.mu.Unlock()
-	out := make(map[string]time.Time, len(pw.first))
-	for id, t := range pw.first {
-		out[id] = t
-	}
-	return out
 }

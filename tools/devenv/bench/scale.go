@@ -22,16 +22,63 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 )
 
+// firstSeen records, per container id, when something was first seen of it (an event,
+// a pod's change). Safe for concurrent use; the zero value is ready.
+type firstSeen struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+}
+
+// note records t for id unless id was seen before.
+func (f *firstSeen) note(id string, t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first == nil {
+		f.first = map[string]time.Time{}
+	}
+	if _, ok := f.first[id]; !ok {
+		f.first[id] = t
+	}
+}
+
+func (f *firstSeen) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.first)
+}
+
+// firsts is a copy of when each id was first seen.
+func (f *firstSeen) firsts() map[string]time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]time.Time, len(f.first))
+	for id, t := range f.first {
+		out[id] = t
+	}
+	return out
+}
+
+// times are the first-seen times, sorted.
+func (f *firstSeen) times() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]time.Time, 0, len(f.first))
+	for _, t := range f.first {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	return out
+}
+
 // eventLog records, per container id, when its first status event (with a status that
 // want accepts) arrived on dcm.container.
 type eventLog struct {
-	mu    sync.Mutex
-	first map[string]time.Time
-	sub   *nats.Subscription
+	firstSeen
+	sub *nats.Subscription
 }
 
 func (e *Env) logEvents(ids map[string]bool, want func(status string) bool) (*eventLog, error) {
-	l := &eventLog{first: map[string]time.Time{}}
+	l := &eventLog{}
 	var err error
 	l.sub, err = e.NC.Subscribe(status.Subject, func(m *nats.Msg) {
 		now := time.Now()
@@ -39,34 +86,12 @@ func (e *Env) logEvents(ids map[string]bool, want func(status string) bool) (*ev
 		if json.Unmarshal(m.Data, &ev) != nil || !ids[ev.Data.ID] || !want(ev.Data.Status) {
 			return
 		}
-		l.mu.Lock()
-		if _, ok := l.first[ev.Data.ID]; !ok {
-			l.first[ev.Data.ID] = now
-		}
-		l.mu.Unlock()
+		l.note(ev.Data.ID, now)
 	})
 	return l, err
 }
 
-func (l *eventLog) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.first)
-}
-
 func (l *eventLog) stop() { _ = l.sub.Unsubscribe() }
-
-// times are the arrival times, sorted.
-func (l *eventLog) times() []time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]time.Time, 0, len(l.first))
-	for _, t := range l.first {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
-	return out
-}
 
 // rates are the mean rate between the first and the last arrival and the most arrivals
 // in any one-second window.

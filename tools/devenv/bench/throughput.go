@@ -69,17 +69,6 @@ type ThroughputResult struct {
 // this of its pod's write (the maximum, not a percentile), none lost.
 const burstTarget = 2 * time.Second
 
-// firsts are each container's first event's arrival.
-func (l *eventLog) firsts() map[string]time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[string]time.Time, len(l.first))
-	for id, t := range l.first {
-		out[id] = t
-	}
-	return out
-}
-
 // setReady writes a pod's Ready condition (nothing else), from the copy given; on a
 // conflict it reads the pod again.
 func (e *Env) setReady(ctx context.Context, p *corev1.Pod, ready bool) (*corev1.Pod, error) {

@@ -322,15 +322,12 @@ func (s *Service) listAll(ctx context.Context, size int) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		var page struct {
-			Containers    []json.RawMessage `json:"containers"`
-			NextPageToken string            `json:"next_page_token"`
-		}
-		if err := json.Unmarshal(b, &page); err != nil {
+		k, next, err := decodePage(b)
+		if err != nil {
 			return n, err
 		}
-		n += len(page.Containers)
-		if token = page.NextPageToken; token == "" {
+		n += k
+		if token = next; token == "" {
 			return n, nil
 		}
 	}

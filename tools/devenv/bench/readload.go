@@ -49,15 +49,12 @@ func MeasureReads(get func(path string) (time.Duration, []byte, error), anyID fu
 				return res, err
 			}
 			pages = append(pages, d)
-			var page struct {
-				Containers    []json.RawMessage `json:"containers"`
-				NextPageToken string            `json:"next_page_token"`
-			}
-			if err := json.Unmarshal(b, &page); err != nil {
+			n, next, err := decodePage(b)
+			if err != nil {
 				return res, err
 			}
-			listed += len(page.Containers)
-			if token = page.NextPageToken; token == "" {
+			listed += n
+			if token = next; token == "" {
 				break
 			}
 		}
@@ -82,4 +79,17 @@ func MeasureReads(get func(path string) (time.Duration, []byte, error), anyID fu
 	})
 	res.RPS = float64(done.Load()) / 5
 	return res, nil
+}
+
+// decodePage reads a LIST answer: how many containers it holds and the next page's
+// token ("" on the last page).
+func decodePage(b []byte) (n int, next string, err error) {
+	var page struct {
+		Containers    []json.RawMessage `json:"containers"`
+		NextPageToken string            `json:"next_page_token"`
+	}
+	if err := json.Unmarshal(b, &page); err != nil {
+		return 0, "", err
+	}
+	return len(page.Containers), page.NextPageToken, nil
 }

@@ -40,14 +40,16 @@ func (w *World) Quiesce(ctx context.Context, limit time.Duration) []string {
 	deadline := time.Now().Add(limit)
 	stall := controllerStall{}
 	for {
-		unsettled := w.unsettled(ctx)
+		unsettled, f := w.unsettled(ctx)
 		if len(unsettled) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return unsettled
 		}
-		w.healControllerManager(ctx, &stall)
+		if f != nil {
+			w.healControllerManager(ctx, &stall, *f)
+		}
 		sleep(ctx, 500*time.Millisecond)
 	}
 }
@@ -72,15 +74,12 @@ type controllerStall struct {
 }
 
 // healControllerManager restarts the controller-manager, as an operator would, once
-// live Deployments have had no pod for controllerManagerStall at rest, and says so in
-// the history (a heal entry; the report lists it). The service is not involved: what
-// it published for those containers (PENDING, no pod) was right.
-func (w *World) healControllerManager(ctx context.Context, st *controllerStall) {
+// live Deployments have had no pod for controllerManagerStall at rest (f: the cluster's
+// objects as the rest check just read them), and says so in the history (a heal
+// entry; the report lists it). The service is not involved: what it published for
+// those containers (PENDING, no pod) was right.
+func (w *World) healControllerManager(ctx context.Context, st *controllerStall, f Final) {
 	if st.restarted {
-		return
-	}
-	f, err := w.objects(ctx)
-	if err != nil {
 		return
 	}
 	podless := podlessDeployments(f)
@@ -99,7 +98,7 @@ func (w *World) healControllerManager(ctx context.Context, st *controllerStall) 
 	st.restarted = true
 	e := Entry{Type: "heal", Kind: "controller-manager-restart", Start: now, Target: strings.Join(podless, ", "),
 		Note: fmt.Sprintf("%d live Deployment(s) without any pod for %s at rest", len(podless), now.Sub(st.since).Round(time.Second))}
-	err = w.Env.Cluster.StopComponent("kube-controller-manager")
+	err := w.Env.Cluster.StopComponent("kube-controller-manager")
 	err = errors.Join(err, w.Env.Cluster.StartComponent(context.WithoutCancel(ctx), "kube-controller-manager"))
 	if err != nil {
 		e.Err = err.Error()
@@ -124,7 +123,9 @@ func podlessDeployments(f Final) []string {
 	return out
 }
 
-func (w *World) unsettled(ctx context.Context) []string {
+// unsettled is what keeps the world from rest, and the cluster's objects it read for
+// that (nil when they could not be read).
+func (w *World) unsettled(ctx context.Context) ([]string, *Final) {
 	var out []string
 	for _, name := range []string{"a", "b"} {
 		r := w.Replicas[name]
@@ -148,7 +149,7 @@ func (w *World) unsettled(ctx context.Context) []string {
 	}
 	f, err := w.objects(ctx)
 	if err != nil {
-		return append(out, "cluster: "+err.Error())
+		return append(out, "cluster: "+err.Error()), nil
 	}
 	out = append(out, settledObjects(f)...)
 	last := w.Rec.Last()
@@ -168,7 +169,7 @@ func (w *World) unsettled(ctx context.Context) []string {
 		out = append(out, fmt.Sprintf("stream not quiet (last event %s ago)", q.Round(time.Millisecond)))
 	}
 	sort.Strings(out)
-	return out
+	return out, &f
 }
 
 // settledObjects: what in the cluster is still moving.

@@ -270,18 +270,10 @@ func (s *Store) unmarkOwed(id, inc string) {
 	if settled {
 		return
 	}
-	superseded, done := s.unmarks.start(id)
+	ctx, cancel = context.WithTimeout(context.Background(), unmarkFor)
+	done := s.unmarks.start(id, cancel) // a newer DELETE of the id cancels it: it decides
 	go func() {
 		defer done()
-		ctx, cancel := context.WithTimeout(context.Background(), unmarkFor)
-		defer cancel()
-		go func() {
-			select {
-			case <-superseded: // a newer DELETE of the id decides
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		// A capped wait.Backoff would end its ExponentialBackoff at the cap: a loop.
 		for delay := 500 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 			tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -336,31 +328,33 @@ func (s *Store) tryUnmark(ctx context.Context, id, inc string) bool {
 }
 
 // pendingUnmarks are the failed DELETEs' marks being undone in the background, by id:
-// a DELETE of the id that begins closes its channel (supersede), and the undoing stops,
-// since that DELETE decides. It holds only ids whose undoing is under way (each for at
-// most unmarkFor).
+// a DELETE of the id that begins cancels its undoing (supersede), since that DELETE
+// decides. It holds only ids whose undoing is under way (each for at most unmarkFor).
 type pendingUnmarks struct {
 	mu sync.Mutex
-	m  map[string]chan struct{}
+	m  map[string]*pendingUnmark
 }
 
-// start registers an undoing of id's mark; superseded is closed when a DELETE of id
-// begins; done unregisters it.
-func (p *pendingUnmarks) start(id string) (superseded <-chan struct{}, done func()) {
+type pendingUnmark struct{ cancel context.CancelFunc }
+
+// start registers an undoing of id's mark that cancel stops; done (deferred by the
+// undoing) unregisters it and releases its context.
+func (p *pendingUnmarks) start(id string, cancel context.CancelFunc) (done func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {
-		p.m = map[string]chan struct{}{}
+		p.m = map[string]*pendingUnmark{}
 	}
 	if old, ok := p.m[id]; ok {
-		close(old) // the newer failed DELETE's undoing replaces it
+		old.cancel() // the newer failed DELETE's undoing replaces it
 	}
-	ch := make(chan struct{})
-	p.m[id] = ch
-	return ch, func() {
+	u := &pendingUnmark{cancel: cancel}
+	p.m[id] = u
+	return func() {
+		cancel()
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if p.m[id] == ch {
+		if p.m[id] == u {
 			delete(p.m, id)
 		}
 	}
@@ -370,8 +364,8 @@ func (p *pendingUnmarks) start(id string) (superseded <-chan struct{}, done func
 func (p *pendingUnmarks) supersede(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ch, ok := p.m[id]; ok {
-		close(ch)
+	if u, ok := p.m[id]; ok {
+		u.cancel()
 		delete(p.m, id)
 	}
 }

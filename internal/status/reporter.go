@@ -137,6 +137,16 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	}
 	defer stopWatch()
 
+	// The workers start once the caches have synced. Before, a container's objects
+	// arrive one informer at a time, and a snapshot that has its record but not yet its
+	// Deployment looks like a container being deleted: a plan that needs the apiserver
+	// to confirm it (each a LIST; 32 of them at start-up at 10,000 containers, issue 26),
+	// for a status that would be wrong anyway. What the watch touches meanwhile waits in
+	// the queue; the republish below looks at every container.
+	if !r.src.WaitForSync(ctx) {
+		queue.ShutDown()
+		return
+	}
 	// Workers run on their own context: a graceful stop lets them finish the drain.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
@@ -149,11 +159,9 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	}
 	defer wg.Wait()
 
-	if r.src.WaitForSync(ctx) {
-		r.log.Info("status: reporting; publishing every container's current status")
-		r.RepublishAll()
-		r.active.Store(true)
-	}
+	r.log.Info("status: reporting; publishing every container's current status")
+	r.RepublishAll()
+	r.active.Store(true)
 	defer r.active.Store(false)
 
 	var tick <-chan time.Time

@@ -61,9 +61,9 @@ func RESTConfig(cfg *config.Config) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
-	// Reads come from caches; writes are a few per create. Leave room for bursts of
-	// creates without client-side throttling becoming the bottleneck.
-	rc.QPS, rc.Burst = 100, 200
+	// Reads come from caches; writes are a few per create or delete (SP_K8S_QPS,
+	// SP_K8S_BURST).
+	rc.QPS, rc.Burst = cfg.Kubernetes.QPS, cfg.Kubernetes.Burst
 	return rc, nil
 }
 

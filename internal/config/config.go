@@ -70,6 +70,10 @@ type Kubernetes struct {
 	// MaxStaleness bounds how out of date a read may be: once a cache's watch has been
 	// disconnected this long, reads that need it answer 503 and /readyz fails.
 	MaxStaleness time.Duration `env:"SP_K8S_MAX_STALENESS" envDefault:"5s" help:"once a cache's watch of the Kubernetes API has been broken this long, GET and LIST answer 503 and /readyz fails, naming the cache (a watch the apiserver closes is replaced in milliseconds)"`
+	// QPS and Burst: client-go's limiter of the provider's Kubernetes requests (its own
+	// default, 5 a second, would be the bottleneck of a few creates at once).
+	QPS   float32 `env:"SP_K8S_QPS" envDefault:"100" help:"Kubernetes requests a second the provider's client sends at most (client-go's limiter); negative = no limit, the apiserver's priority and fairness is the limit"`
+	Burst int     `env:"SP_K8S_BURST" envDefault:"200" help:"with SP_K8S_QPS > 0: requests the limiter lets through at once"`
 }
 
 // Limits bound the provider's memory: the worst case is SP_MAX_CONTAINERS containers of
@@ -342,6 +346,12 @@ func (c *Config) validate(leaseDerived bool) []string {
 	}
 	if c.Kubernetes.ReserveWindow <= 0 {
 		p = append(p, "SP_K8S_RESERVE_WINDOW: must be more than 0")
+	}
+	if c.Kubernetes.QPS == 0 {
+		p = append(p, "SP_K8S_QPS: must not be 0 (client-go would take 5 a second); negative = no limit")
+	}
+	if c.Kubernetes.QPS > 0 && c.Kubernetes.Burst < 1 {
+		p = append(p, "SP_K8S_BURST: must be at least 1 when SP_K8S_QPS is set")
 	}
 	if c.Kubernetes.MaxStaleness <= 0 {
 		p = append(p, "SP_K8S_MAX_STALENESS: must be more than 0")

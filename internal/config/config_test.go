@@ -39,6 +39,9 @@ func TestDefaults(t *testing.T) {
 	if c.Kubernetes.MaxStaleness != 5*time.Second {
 		t.Errorf("SP_K8S_MAX_STALENESS default %s, want 5s", c.Kubernetes.MaxStaleness)
 	}
+	if c.Kubernetes.QPS != 100 || c.Kubernetes.Burst != 200 {
+		t.Errorf("SP_K8S_QPS default %v, SP_K8S_BURST %d, want 100 and 200", c.Kubernetes.QPS, c.Kubernetes.Burst)
+	}
 	if c.Monitor.LeaderLease != "k8s-container-sp-status" || c.Monitor.Identity == "" {
 		t.Errorf("derived defaults: lease %q identity %q", c.Monitor.LeaderLease, c.Monitor.Identity)
 	}
@@ -107,6 +110,8 @@ func TestInvalid(t *testing.T) {
 		{"no containers", append(required, "SP_MAX_CONTAINERS=0"), []string{"SP_MAX_CONTAINERS: must be 1 or more"}},
 		{"no reservation window", append(required, "SP_K8S_RESERVE_WINDOW=0s"), []string{"SP_K8S_RESERVE_WINDOW: must be more than 0"}},
 		{"no staleness bound", append(required, "SP_K8S_MAX_STALENESS=0s"), []string{"SP_K8S_MAX_STALENESS: must be more than 0"}},
+		{"QPS 0 (client-go's 5)", append(required, "SP_K8S_QPS=0"), []string{"SP_K8S_QPS: must not be 0"}},
+		{"a limiter without a burst", append(required, "SP_K8S_QPS=50", "SP_K8S_BURST=0"), []string{"SP_K8S_BURST: must be at least 1"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

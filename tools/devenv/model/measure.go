@@ -128,9 +128,9 @@ func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop
 	}
 	log := slog.New(slog.NewJSONHandler(o.Log, nil))
 	klog.SetSlogLogger(log)
-	// As app.RESTConfig makes it from a kubeconfig: JSON (client-go's default), the
-	// service's QPS and burst.
-	rc := &rest.Config{Host: o.APIServer, QPS: 100, Burst: 200}
+	// As app.RESTConfig makes it from a kubeconfig: no content type (client-go's
+	// generated clients then ask for protobuf), the service's QPS and burst.
+	rc := &rest.Config{Host: o.APIServer, QPS: cfg.Kubernetes.QPS, Burst: cfg.Kubernetes.Burst}
 	a, err := app.New(cfg, rc, "model", log)
 	if err != nil {
 		ln.Close()

@@ -299,13 +299,23 @@ func resourceVersion(base int64, i int, k Kind) string {
 	return strconv.FormatInt(base+4*int64(i)+int64(k), 10)
 }
 
-func clusterIP(i int) string { return fmt.Sprintf("10.%d.%d.%d", 96+i>>16, (i>>8)&0xff, i&0xff) }
-func podIP(i int) string     { return fmt.Sprintf("10.%d.%d.%d", 128+i>>16, (i>>8)&0xff, i&0xff) }
+// Addresses are written with three-digit parts, so that every container's are as long
+// as the reference's: the protobuf templates (template.go) need each varying value's
+// length fixed, since protobuf writes lengths before what they measure. Distinct for
+// every i below 3,375,000 (150 × 150 × 150).
+func clusterIP(i int) string { return threeDigits(100, i) }
+func podIP(i int) string     { return threeDigits(200, i) }
+
+// threeDigits is the address 10.a.b.c with a, b and c between 100 and 249: a counting
+// from first.
+func threeDigits(first, i int) string {
+	return fmt.Sprintf("10.%d.%d.%d", first+i/22500, 100+i/150%150, 100+i%150)
+}
 
 // nodes: a node runs 110 pods at most, so 150,000 need ~1,400 of them; 500 names are
 // enough for the objects' shape.
 const nodes = 500
 
 func nodeName(i int) string    { return fmt.Sprintf("node-%03d", i%nodes) }
-func hostIP(i int) string      { return fmt.Sprintf("10.0.%d.%d", (i%nodes)/250, (i%nodes)%250+1) }
+func hostIP(i int) string      { return threeDigits(10, i%nodes) }
 func containerID(i int) string { return fmt.Sprintf("containerd://%064x", mix(uint64(i))) }

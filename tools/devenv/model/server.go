@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Server answers the part of the Kubernetes REST API the service uses, in JSON, for one
+// Server answers the part of the Kubernetes REST API the service uses for one
 // namespace holding N running containers: list and watch of Deployments, Pods, Services
 // and record ConfigMaps (streamed: generated one object at a time as they are written,
 // never held, so the model's memory is the service's), get of one object, the watch-list
@@ -31,6 +32,9 @@ import (
 // the namespace, the Lease list of the record migration, the election's lock ConfigMap
 // (the one object kept, in memory) and /readyz. Anything else answers 404 and is counted
 // in Unknown, so a request the model does not know is seen, not silently mis-answered.
+// Watches of the four kinds are streamed in protobuf to a client that asks for it, as
+// the apiserver does (client-go's generated clients, the service's informers, do by
+// default); everything else is JSON.
 type Server struct {
 	N         int
 	Namespace string
@@ -47,9 +51,14 @@ type Server struct {
 	counts   map[string]int // requests by "VERB kind"
 }
 
+// firstResourceVersion is the first container's first resourceVersion: ten digits, like
+// every other container's (the protobuf templates need each container's as long as the
+// reference's).
+const firstResourceVersion = 1_000_000_000
+
 // NewServer serves n containers in namespace, created at created.
 func NewServer(namespace string, n int, created time.Time) (*Server, error) {
-	const base = 1000 // the first container's first resourceVersion
+	const base = firstResourceVersion
 	enc, err := newEncoder(namespace, metav1.NewTime(created.Truncate(time.Second)), base)
 	if err != nil {
 		return nil, err
@@ -145,7 +154,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// No Lease records from an earlier version: an empty list (and an idle watch).
 		if isWatch(r) {
 			s.count("WATCH", "leases")
-			s.watch(w, r, Records, nil, true)
+			s.watch(w, r, Records, nil, true, false)
 			return
 		}
 		s.count("LIST", "leases")
@@ -192,7 +201,7 @@ func (s *Server) resource(w http.ResponseWriter, r *http.Request, k Kind, name [
 		// sendInitialEvents: every object as ADDED, then the bookmark that ends them.
 		// A watch from "" or "0" starts with every object too (the apiserver's
 		// "any version" semantics); from a given resourceVersion, with what follows.
-		s.watch(w, r, k, sel, !initial && rv != "" && rv != "0")
+		s.watch(w, r, k, sel, !initial && rv != "" && rv != "0", wantsProtobuf(r))
 	case len(name) == 0 && r.Method == http.MethodGet:
 		s.count("LIST", k.String())
 		s.list(w, k, sel)
@@ -373,7 +382,16 @@ func (s *Server) writeLock(w http.ResponseWriter, r *http.Request, name string) 
 type watcher struct {
 	kind   Kind
 	sel    labels.Selector
-	events chan []byte // encoded events, each a line
+	proto  bool        // events in protobuf frames (pbEvent), not JSON lines
+	events chan []byte // encoded events
+}
+
+// wantsProtobuf: the request asks for protobuf, as client-go's generated clients do by
+// default (the service's informers); the apiserver then streams a watch in protobuf.
+// Other answers stay JSON, which those clients accept too: they are few and small.
+func wantsProtobuf(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return strings.HasPrefix(a, "application/vnd.kubernetes.protobuf") && !strings.Contains(a, ";as=")
 }
 
 // watch streams kind k's events until the client goes, the watch's timeoutSeconds pass
@@ -381,13 +399,13 @@ type watcher struct {
 // then (when asked for, as the watch-list does) the bookmark that ends the initial
 // events. Bookmarks follow every 30 s when allowed, as the apiserver's about every
 // minute keep the service's caches from looking silent (store.SilenceBound).
-func (s *Server) watch(w http.ResponseWriter, r *http.Request, k Kind, sel labels.Selector, onlyNew bool) {
+func (s *Server) watch(w http.ResponseWriter, r *http.Request, k Kind, sel labels.Selector, onlyNew, proto bool) {
 	q := r.URL.Query()
 	flusher, _ := w.(http.Flusher)
 	if sel == nil {
 		sel = labels.Nothing()
 	}
-	wt := &watcher{kind: k, sel: sel, events: make(chan []byte, 4096)}
+	wt := &watcher{kind: k, sel: sel, proto: proto, events: make(chan []byte, 4096)}
 	s.mu.Lock()
 	s.watchers[wt] = struct{}{}
 	s.mu.Unlock()
@@ -396,20 +414,28 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, k Kind, sel label
 		delete(s.watchers, wt)
 		s.mu.Unlock()
 	}()
-	w.Header().Set("Content-Type", "application/json")
+	if proto {
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	if !onlyNew {
 		var buf []byte
 		s.matching(k, sel, func(i int) bool {
-			buf = append(buf[:0], `{"type":"ADDED","object":`...)
-			buf = s.enc.append(buf, i, k)
-			buf = append(buf, "}\n"...)
+			if proto {
+				buf = s.enc.appendAdded(buf[:0], i, k)
+			} else {
+				buf = append(buf[:0], `{"type":"ADDED","object":`...)
+				buf = s.enc.append(buf, i, k)
+				buf = append(buf, "}\n"...)
+			}
 			_, err := bw.Write(buf)
 			return err == nil
 		})
 		if q.Get("sendInitialEvents") == "true" {
-			_, _ = bw.Write(s.bookmark(k, true))
+			_, _ = bw.Write(s.bookmark(k, true, proto))
 		}
 	}
 	_ = bw.Flush()
@@ -436,7 +462,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, k Kind, sel label
 			if !bookmarks {
 				continue
 			}
-			ev = s.bookmark(k, false)
+			ev = s.bookmark(k, false, proto)
 		case ev = <-wt.events:
 		}
 		if _, err := w.Write(ev); err != nil {
@@ -450,7 +476,18 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, k Kind, sel label
 
 // bookmark is a BOOKMARK event at the current resourceVersion; initialEnd marks the end
 // of a watch-list's initial events.
-func (s *Server) bookmark(k Kind, initialEnd bool) []byte {
+func (s *Server) bookmark(k Kind, initialEnd, proto bool) []byte {
+	if proto {
+		m := metav1.ObjectMeta{ResourceVersion: strconv.FormatInt(s.rv.Load(), 10)}
+		if initialEnd {
+			m.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+		}
+		ev, err := pbEvent(watch.Bookmark, emptyObject(k, m))
+		if err != nil {
+			panic(err) // an empty object of a built-in kind always encodes
+		}
+		return ev
+	}
 	ann := ""
 	if initialEnd {
 		ann = `,"annotations":{"` + metav1.InitialEventsAnnotationKey + `":"true"}`
@@ -475,6 +512,10 @@ func (s *Server) Change(typ watch.EventType, i int, k Kind, change func(Containe
 		return 0, err
 	}
 	ev := fmt.Appendf(nil, `{"type":%q,"object":%s}`+"\n", typ, raw)
+	pb, err := pbEvent(typ, obj.(runtime.Object))
+	if err != nil {
+		return 0, err
+	}
 	s.mu.Lock()
 	var to []*watcher
 	for wt := range s.watchers {
@@ -484,6 +525,10 @@ func (s *Server) Change(typ watch.EventType, i int, k Kind, change func(Containe
 	}
 	s.mu.Unlock()
 	for _, wt := range to {
+		ev := ev
+		if wt.proto {
+			ev = pb
+		}
 		select {
 		case wt.events <- ev:
 		case <-time.After(10 * time.Second):
@@ -546,4 +591,18 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(raw)
+}
+
+// emptyObject is an object of kind k with only metadata m: a bookmark's.
+func emptyObject(k Kind, m metav1.ObjectMeta) runtime.Object {
+	tm := metav1.TypeMeta{APIVersion: k.apiVersion(), Kind: k.kind()}
+	switch k {
+	case Deployments:
+		return &appsv1.Deployment{TypeMeta: tm, ObjectMeta: m}
+	case Pods:
+		return &corev1.Pod{TypeMeta: tm, ObjectMeta: m}
+	case Services:
+		return &corev1.Service{TypeMeta: tm, ObjectMeta: m}
+	}
+	return &corev1.ConfigMap{TypeMeta: tm, ObjectMeta: m}
 }

@@ -27,6 +27,12 @@ const testNS = "dcm-containers"
 
 func newTestServer(t *testing.T, n int) (*Server, kubernetes.Interface) {
 	t.Helper()
+	return newTestServerFor(t, n, rest.ContentConfig{})
+}
+
+// newTestServerFor is newTestServer with a client of content config cc.
+func newTestServerFor(t *testing.T, n int, cc rest.ContentConfig) (*Server, kubernetes.Interface) {
+	t.Helper()
 	srv, err := NewServer(testNS, n, time.Now().Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +46,7 @@ func newTestServer(t *testing.T, n int) (*Server, kubernetes.Interface) {
 			t.Errorf("requests the model does not serve:\n%s", unknown.String())
 		}
 	})
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: hs.URL})
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: hs.URL, ContentConfig: cc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +56,7 @@ func newTestServer(t *testing.T, n int) (*Server, kubernetes.Interface) {
 // The templates give every container's objects byte for byte as Build does, and the
 // server's labels are the objects'.
 func TestEncoderMatchesBuild(t *testing.T) {
-	e, err := newEncoder(testNS, metav1.NewTime(time.Now().Truncate(time.Second)), 1000)
+	e, err := newEncoder(testNS, metav1.NewTime(time.Now().Truncate(time.Second)), firstResourceVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +65,7 @@ func TestEncoderMatchesBuild(t *testing.T) {
 		if err := e.check(i); err != nil {
 			t.Fatal(err)
 		}
-		c, _ := Build(testNS, i, e.created, 1000)
+		c, _ := Build(testNS, i, e.created, firstResourceVersion)
 		for _, k := range Kinds {
 			if got, want := s.labels(i, k), c.Object(k).GetLabels(); !maps.Equal(got, want) {
 				t.Errorf("container %d, %s: labels %v, want %v", i, k, got, want)
@@ -169,7 +175,14 @@ func metaOf(l any, err error, items func() []metav1.Object) ([]metav1.Object, er
 // A watch-list gives every object and the bookmark that ends them; a change sent
 // afterwards arrives as its event.
 func TestServerWatch(t *testing.T) {
-	srv, client := newTestServer(t, 10)
+	// client-go's default (protobuf, as the service's informers) and JSON.
+	for _, cc := range []rest.ContentConfig{{}, {ContentType: "application/json", AcceptContentTypes: "application/json"}} {
+		t.Run("accept="+cc.AcceptContentTypes, func(t *testing.T) { testServerWatch(t, cc) })
+	}
+}
+
+func testServerWatch(t *testing.T, cc rest.ContentConfig) {
+	srv, client := newTestServerFor(t, 10, cc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	w, err := client.CoreV1().Pods(testNS).Watch(ctx, metav1.ListOptions{LabelSelector: container.Selector,
@@ -194,6 +207,13 @@ func TestServerWatch(t *testing.T) {
 			t.Fatalf("initial event %d: %s %T", i, ev.Type, ev.Object)
 		}
 	}
+	srv.mu.Lock()
+	for wt := range srv.watchers {
+		if wt.proto != (cc.ContentType == "") {
+			t.Errorf("the watch is in protobuf: %v, want it for client-go's default only", wt.proto)
+		}
+	}
+	srv.mu.Unlock()
 	ev := next()
 	if ev.Type != watch.Bookmark {
 		t.Fatalf("after the initial events: %s, want BOOKMARK", ev.Type)

@@ -2,11 +2,16 @@ package model
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // Building a container's objects with container.Build and encoding them costs ~0.4 ms:
@@ -15,7 +20,10 @@ import (
 // cut where a value that differs between containers stands (its id, names, uids,
 // resourceVersion, addresses); an object is then the pieces with container i's values in
 // between, byte for byte what encoding Build(i) gives (newEncoder checks a few, and
-// the tests many).
+// the tests many). The protobuf watch event that adds an object is cut the same way;
+// protobuf writes each field's length before it, so every varying value has the same
+// length for every container (ids, uids and names are fixed-width, resourceVersions ten
+// digits, addresses three digits a part).
 
 // varying is what differs between containers, in a fixed order: the i-th value of
 // varying(i, k) stands where the reference container's i-th value stood.
@@ -76,12 +84,14 @@ func (t *template) append(dst []byte, vals []string) []byte {
 	return append(dst, t.lit[len(t.lit)-1]...)
 }
 
-// encoder writes the JSON of any container's objects from the templates.
+// encoder writes the JSON of any container's objects, and the protobuf frame of the
+// watch event that adds one, from the templates.
 type encoder struct {
 	namespace string
 	created   metav1.Time
 	base      int64
 	kinds     [4]template
+	added     [4]template // protobuf ADDED events (pbEvent)
 }
 
 // newEncoder cuts the templates and checks them against Build for a few containers.
@@ -98,6 +108,12 @@ func newEncoder(namespace string, created metav1.Time, base int64) (*encoder, er
 		}
 		e.kinds[k] = cut(raw, varying(base, reference, k))
 		e.kinds[k].kind = k
+		frame, err := pbEvent(watch.Added, c.Object(k).(runtime.Object))
+		if err != nil {
+			return nil, err
+		}
+		e.added[k] = cut(frame, varying(base, reference, k))
+		e.added[k].kind = k
 	}
 	for _, i := range []int{0, 1, 49, 1000, 65535, 99999, 149999} {
 		if err := e.check(i); err != nil {
@@ -121,8 +137,41 @@ func (e *encoder) check(i int) error {
 		if got := e.append(nil, i, k); !bytes.Equal(got, want) {
 			return fmt.Errorf("the %s template gives container %d as\n%s\nnot as Build does:\n%s", k, i, got, want)
 		}
+		want, err = pbEvent(watch.Added, c.Object(k).(runtime.Object))
+		if err != nil {
+			return err
+		}
+		if got := e.appendAdded(nil, i, k); !bytes.Equal(got, want) {
+			return fmt.Errorf("the %s protobuf template gives container %d as\n%q\nnot as Build does:\n%q", k, i, got, want)
+		}
 	}
 	return nil
+}
+
+// appendAdded adds the protobuf frame of the watch event that adds container i's object
+// of kind k to dst.
+func (e *encoder) appendAdded(dst []byte, i int, k Kind) []byte {
+	return e.added[k].append(dst, varying(e.base, i, k))
+}
+
+// pbSerializer encodes an object as the apiserver does for a client that asks for
+// protobuf (client-go's generated clients do, by default): the "k8s\x00" prefix, then a
+// runtime.Unknown holding its apiVersion, kind and protobuf bytes.
+var pbSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+
+// pbEvent is one watch event as the apiserver streams it in protobuf: a 4-byte
+// big-endian length, then the metav1.WatchEvent holding obj's protobuf encoding.
+func pbEvent(typ watch.EventType, obj runtime.Object) ([]byte, error) {
+	var raw bytes.Buffer
+	if err := pbSerializer.Encode(obj, &raw); err != nil {
+		return nil, err
+	}
+	ev := metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: raw.Bytes()}}
+	b, err := ev.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...), nil
 }
 
 // append adds the JSON of container i's object of kind k to dst.

@@ -155,7 +155,11 @@ type concurrentSide struct {
 // plane is quiet.
 func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n int) (res ConcurrencyResult, err error) {
 	start := time.Now()
-	rc, err := app.RESTConfig(&config.Config{Kubernetes: config.Kubernetes{Kubeconfig: e.Cluster.Kubeconfig}})
+	cfg, err := config.Load(s.Env)
+	if err != nil {
+		return res, err
+	}
+	rc, err := app.RESTConfig(cfg)
 	if err != nil {
 		return res, err
 	}

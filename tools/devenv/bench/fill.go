@@ -26,12 +26,13 @@ import (
 // containers take most of the run. A requested IP is allocated without that lock. The
 // Service object is the same either way.
 func (e *Env) CreateAsService(ctx context.Context, ns, id string, ipIndex int) error {
-	return e.createAs(ctx, ns, id, ipIndex, rawObjects)
+	return e.createAs(ctx, ns, id, ipIndex, rawObjects, nil)
 }
 
 // createAs is CreateAsService for the objects build makes (the service's mapping of
-// some spec).
-func (e *Env) createAs(ctx context.Context, ns, id string, ipIndex int, build func(ns, id string) (container.Objects, error)) error {
+// some spec); with sh, the Deployment comes with its ReplicaSet and pod, written
+// directly (createDirect).
+func (e *Env) createAs(ctx context.Context, ns, id string, ipIndex int, build func(ns, id string) (container.Objects, error), sh *shape) error {
 	objs, err := build(ns, id)
 	if err != nil {
 		return err
@@ -41,7 +42,18 @@ func (e *Env) createAs(ctx context.Context, ns, id string, ipIndex int, build fu
 		return fmt.Errorf("record of %s: %w", id, err)
 	}
 	objs = objs.ForIncarnation(inc)
-	objs.Deployment.Namespace, objs.Service.Namespace = ns, ns
+	objs.Deployment.Namespace = ns
+	deploy := func() error {
+		if sh != nil {
+			return e.createDirect(ctx, ns, ipIndex, objs, sh)
+		}
+		_, err := e.Fill.AppsV1().Deployments(ns).Create(ctx, objs.Deployment, metav1.CreateOptions{})
+		return err
+	}
+	if objs.Service == nil {
+		return deploy()
+	}
+	objs.Service.Namespace = ns
 	if ipIndex < 0 {
 		return e.createBoth(ctx, ns, objs)
 	}
@@ -58,7 +70,7 @@ func (e *Env) createAs(ctx context.Context, ns, id string, ipIndex int, build fu
 			}
 		}
 	})
-	_, depErr := e.Fill.AppsV1().Deployments(ns).Create(ctx, objs.Deployment, metav1.CreateOptions{})
+	depErr := deploy()
 	wg.Wait()
 	if depErr != nil {
 		return depErr
@@ -81,21 +93,46 @@ type FillResult struct {
 	Total     int     `json:"containers_after"` // in the namespace, afterwards
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"containers_per_s"`
+	// Direct: written as the controllers would have left them (direct.go), with the
+	// controller-manager stopped, not made by the controllers.
+	Direct bool `json:"direct,omitempty"`
 	// CPU: percent of one CPU, by process; "machine" is every process on it, "other
 	// processes" what is not this run's.
 	CPU map[string]float64 `json:"cpu_percent"`
 }
 
-// filler is what a Populate makes: ids prefix%05d, their objects built by objects, and
-// the Services' cluster IPs from fillIP(ipBase+i) (populations of one run keep apart).
+// filler is what a Populate makes: ids prefix%05d, their objects built by objects (by
+// portless instead for all but one in serviceEvery, when set), and the Services' cluster
+// IPs from fillIP(ipBase+i) (populations of one run keep apart).
 type filler struct {
-	prefix  string
-	objects func(ns, id string) (container.Objects, error)
-	ipBase  int
+	prefix       string
+	objects      func(ns, id string) (container.Objects, error)
+	portless     func(ns, id string) (container.Objects, error)
+	serviceEvery int
+	ipBase       int
+	direct       *shape // set: written directly (createDirect), not through the controllers
 }
 
-// typicalFill is the bench's usual population: specJSON's container, fill-00000 on.
-var typicalFill = filler{prefix: "fill-", objects: rawObjects}
+// objectsFor is the builder of container i's objects.
+func (f filler) objectsFor(i int) func(ns, id string) (container.Objects, error) {
+	if f.serviceEvery > 1 && i%f.serviceEvery != 0 {
+		return f.portless
+	}
+	return f.objects
+}
+
+// FillServiceEvery: in the bench's usual population one container in this many has a
+// port that asks for a Service (specJSON's); the others have none (a worker, a batch
+// process). Every Service costs the apiserver two more writes (the Service and its
+// IPAddress) and, in Kubernetes 1.37, a count of every allocated address at each
+// allocation: with a Service for every one of 10,000 containers that count alone was a
+// quarter of the apiserver's CPU at 4,500, and filling took 915 s; with none, filling
+// 4,000 ran at 18.0/s against 14.6/s (docs/benchmarks-analysis.md).
+const FillServiceEvery = 4
+
+// typicalFill is the bench's usual population, fill-00000 on: specJSON's container, one
+// in FillServiceEvery with its port and Service, the others without a port.
+var typicalFill = filler{prefix: "fill-", objects: rawObjects, portless: portlessObjects, serviceEvery: FillServiceEvery}
 
 // fillAhead bounds how far Populate's creates run ahead of the RUNNING events.
 var fillAhead = 400
@@ -108,6 +145,27 @@ var fillClients = 16
 // service has published RUNNING for every one: its caches hold them all, pods included.
 func (e *Env) Populate(ctx context.Context, s *Service, ns string, from, to int) (FillResult, error) {
 	return e.populate(ctx, s, ns, from, to, typicalFill)
+}
+
+// PopulateDirect is Populate with the objects written as the controllers would have
+// left them, copied from container like's, with the controller-manager stopped
+// meanwhile (see direct.go).
+func (e *Env) PopulateDirect(ctx context.Context, s *Service, ns, like string, from, to int) (FillResult, error) {
+	sh, err := e.shapeOf(ctx, ns, like)
+	if err != nil {
+		return FillResult{}, err
+	}
+	if err := e.Cluster.StopComponent("kube-controller-manager"); err != nil {
+		return FillResult{}, err
+	}
+	f := typicalFill
+	f.direct = sh
+	res, err := e.populate(ctx, s, ns, from, to, f)
+	if startErr := e.startControllerManager(ctx); err == nil {
+		err = startErr
+	}
+	res.Direct = true
+	return res, err
 }
 
 // populate is Populate for any filler.
@@ -149,7 +207,7 @@ func (e *Env) populate(ctx context.Context, s *Service, ns string, from, to int,
 			}
 		}
 		defer made.Add(1)
-		return e.createAs(ctx, ns, fmt.Sprintf("%s%05d", f.prefix, i), f.ipBase+i, f.objects)
+		return e.createAs(ctx, ns, fmt.Sprintf("%s%05d", f.prefix, i), f.ipBase+i, f.objectsFor(i), f.direct)
 	}); err != nil {
 		return res, err
 	}

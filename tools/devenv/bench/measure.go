@@ -68,6 +68,22 @@ func rawObjects(ns, id string) (container.Objects, error) {
 	if err := json.Unmarshal(specJSON("app"), &c); err != nil {
 		return container.Objects{}, err
 	}
+	return buildAsService(ns, id, &c)
+}
+
+// portlessObjects is rawObjects for specJSON's container without its port: a Deployment
+// and no Service.
+func portlessObjects(ns, id string) (container.Objects, error) {
+	var c v1alpha1.Container
+	if err := json.Unmarshal(specJSON("app"), &c); err != nil {
+		return container.Objects{}, err
+	}
+	c.Spec.Network = nil
+	return buildAsService(ns, id, &c)
+}
+
+// buildAsService maps c to its objects with the options the bench's service runs with.
+func buildAsService(ns, id string, c *v1alpha1.Container) (container.Objects, error) {
 	return container.Build(id, &c.Spec, container.Options{Namespace: ns, ExternalServiceType: corev1.ServiceTypeLoadBalancer,
 		PodSecurity: container.Baseline})
 }

@@ -33,7 +33,7 @@ func sparse(r *Results) *Results {
 	s.ServiceEnv = nil
 	s.Reads = r.Reads[:1]
 	s.Create.RawParallel = Dist{}
-	s.Bulk.RawCreated, s.Bulk.RawPerSecond, s.Bulk.RawRunning = 0, 0, 0 // -bulk-raw=false
+	s.Bulk = nil // -bulk=false
 	s.Latency = map[string]Dist{"debounce_500ms": {N: 40, P50: 510, P99: 700, Max: 800, Lost: 2}, "debounce_0": {N: 40, P50: 10, P99: 90, Max: 95}}
 	s.Throughput = []ThroughputResult{r.Throughput[0]}
 	s.Throughput[0].Lost = 3

@@ -21,9 +21,12 @@ import (
 
 // Options of one benchmark run.
 type Options struct {
-	Dir         string
-	Sizes       []int // container counts for the read benchmark; the first is also the bulk size
-	CreateN     int   // POST / raw create pairs
+	Dir     string
+	Sizes   []int // container counts for the read benchmark; the first is also the bulk size
+	CreateN int   // POST / raw create pairs
+	// Bulk: the first size's containers are made through the API (BulkClients at once)
+	// and the run reports how fast; otherwise they are made like the fill (Populate).
+	Bulk        bool
 	BulkClients int
 	// BulkRaw: the bulk is also made with raw client-go, for comparison (the concurrency
 	// phase compares creates with raw client-go at several concurrencies; this is the
@@ -35,6 +38,10 @@ type Options struct {
 	ReplicaTries int
 	// FillClients: concurrent clients making the populations (16 when 0).
 	FillClients int
+	// FillThroughControllers: the populations above the first size are made by the
+	// controllers from the Deployments (as the first size's always are), not written
+	// as the controllers would have left them (direct.go).
+	FillThroughControllers bool
 	// FillAhead: how far the populations' creates may run ahead of the RUNNING events
 	// (400 when 0; < 0: no bound).
 	FillAhead int
@@ -65,7 +72,7 @@ type Results struct {
 	ServiceEnv []string           `json:"service_env,omitempty"`
 	Create     CreateResult       `json:"create"`
 	Concurrent *ConcurrencyResult `json:"concurrency,omitempty"` // creates and deletes from many clients
-	Bulk       BulkResult         `json:"bulk"`
+	Bulk       *BulkResult        `json:"bulk,omitempty"`
 	Reads      []ReadResult       `json:"reads"`
 	Latency    map[string]Dist    `json:"status_latency"`
 	Throughput []ThroughputResult `json:"status_throughput"`
@@ -185,14 +192,9 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 	}
 	defer svc.Stop() // stopped earlier by the restart; a second Stop is harmless
 
-	bulkN := o.Sizes[0]
-	fmt.Fprintf(log, "bench: bulk: %d containers, %d clients, through the API (raw too: %v)\n", bulkN, o.BulkClients, o.BulkRaw)
-	if res.Bulk, err = e.Bulk(ctx, svc, rawBulkNS, bulkN, o.BulkClients); err != nil {
-		return fmt.Errorf("bulk: %w", err)
-	}
-	var ids []string
-	for i := range bulkN {
-		ids = append(ids, fmt.Sprintf("bulk-%05d", i))
+	ids, filled, err := e.firstSize(ctx, o, svc, rawBulkNS, res, log)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(log, "bench: reads at %d\n", len(ids))
 	r, err := e.Reads(ctx, svc, ids)
@@ -216,14 +218,19 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 		}
 		res.Concurrent = &cr
 	}
-	filled := 0
 	for _, size := range o.Sizes[1:] {
 		need := size - len(ids)
 		if need <= 0 {
 			continue
 		}
-		fmt.Fprintf(log, "bench: filling up to %d containers (client-go, as the service creates them)\n", size)
-		fr, err := e.Populate(ctx, svc, "bench", filled, filled+need)
+		var fr FillResult
+		if o.FillThroughControllers {
+			fmt.Fprintf(log, "bench: filling up to %d containers (client-go, as the service creates them)\n", size)
+			fr, err = e.Populate(ctx, svc, "bench", filled, filled+need)
+		} else {
+			fmt.Fprintf(log, "bench: filling up to %d containers (written as the controllers leave %s's; the controller-manager stopped meanwhile)\n", size, ids[0])
+			fr, err = e.PopulateDirect(ctx, svc, "bench", ids[0], filled, filled+need)
+		}
 		if err != nil {
 			return fmt.Errorf("populate: %w", err)
 		}
@@ -302,6 +309,36 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 	return nil
 }
 
+// firstSize makes the first size's containers: through the API with o.Bulk, or else
+// like the fill. It returns their ids and how many of them are fill containers.
+func (e *Env) firstSize(ctx context.Context, o Options, svc *Service, rawBulkNS string, res *Results, log io.Writer) ([]string, int, error) {
+	n := o.Sizes[0]
+	var ids []string
+	if !o.Bulk {
+		fmt.Fprintf(log, "bench: filling up to %d containers (client-go, as the service creates them)\n", n)
+		fr, err := e.Populate(ctx, svc, "bench", 0, n)
+		if err != nil {
+			return nil, 0, fmt.Errorf("populate: %w", err)
+		}
+		fr.Total = n
+		res.Fills = append(res.Fills, fr)
+		for i := range n {
+			ids = append(ids, fmt.Sprintf("fill-%05d", i))
+		}
+		return ids, n, nil
+	}
+	fmt.Fprintf(log, "bench: bulk: %d containers, %d clients, through the API (raw too: %v)\n", n, o.BulkClients, o.BulkRaw)
+	b, err := e.Bulk(ctx, svc, rawBulkNS, n, o.BulkClients)
+	if err != nil {
+		return nil, 0, fmt.Errorf("bulk: %w", err)
+	}
+	res.Bulk = &b
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("bulk-%05d", i))
+	}
+	return ids, 0, nil
+}
+
 // burstAlone is PhaseBurst: the service's namespace filled to the largest size, then
 // the burst.
 func (e *Env) burstAlone(ctx context.Context, o Options, res *Results, log io.Writer) error {
@@ -313,15 +350,30 @@ func (e *Env) burstAlone(ctx context.Context, o Options, res *Results, log io.Wr
 		return err
 	}
 	defer svc.Stop()
-	size := o.Sizes[len(o.Sizes)-1]
-	fmt.Fprintf(log, "bench: filling up to %d containers (%d clients)\n", size, fillClients)
-	fr, err := e.Populate(ctx, svc, "bench", 0, size)
-	if err != nil {
-		return fmt.Errorf("populate: %w", err)
+	// As in a full run: the first size through the controllers, the rest written as
+	// they would have left them unless o.FillThroughControllers.
+	size, first := o.Sizes[len(o.Sizes)-1], o.Sizes[0]
+	if len(o.Sizes) == 1 || o.FillThroughControllers {
+		first = size
 	}
-	fr.Total = size
-	res.Fills = append(res.Fills, fr)
-	fmt.Fprintf(log, "bench: %d containers made and RUNNING in %.0f s (%.1f/s); CPU, %% of one: %s\n", size, fr.Seconds, fr.PerSecond, kv(fr.CPU))
+	for _, step := range [][2]int{{0, first}, {first, size}} {
+		if step[0] >= step[1] {
+			continue
+		}
+		fmt.Fprintf(log, "bench: filling up to %d containers (%d clients; directly: %v)\n", step[1], fillClients, step[0] > 0)
+		var fr FillResult
+		if step[0] == 0 {
+			fr, err = e.Populate(ctx, svc, "bench", 0, step[1])
+		} else {
+			fr, err = e.PopulateDirect(ctx, svc, "bench", "fill-00000", step[0], step[1])
+		}
+		if err != nil {
+			return fmt.Errorf("populate: %w", err)
+		}
+		fr.Total = step[1]
+		res.Fills = append(res.Fills, fr)
+		fmt.Fprintf(log, "bench: %d containers made and RUNNING in %.0f s (%.1f/s); CPU, %% of one: %s\n", step[1]-step[0], fr.Seconds, fr.PerSecond, kv(fr.CPU))
+	}
 	if _, err := e.settle(ctx, 2*time.Minute); err != nil {
 		return err
 	}

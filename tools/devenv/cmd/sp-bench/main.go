@@ -19,14 +19,16 @@ import (
 )
 
 func main() {
-	sizes := flag.String("sizes", "1000,10000", "container counts for the read benchmark (the first is also the bulk size; the last is the restart, replicas and throughput size)")
+	sizes := flag.String("sizes", "1000,10000", "container counts for the read benchmark (the first is also the bulk size with -bulk; the last is the restart, replicas and throughput size)")
 	createN := flag.Int("create", 100, "POST / raw create pairs")
 	latency := flag.Int("latency", 40, "status latency samples per debounce setting")
-	replicas := flag.Int("replicas", 100, "creates and deletes on one replica, each read on the other until it agrees")
-	bulkRaw := flag.Bool("bulk-raw", false, "also make the bulk with raw client-go (the concurrency phase compares with raw client-go already)")
+	replicas := flag.Int("replicas", 50, "creates and deletes on one replica, each read on the other until it agrees")
+	bulk := flag.Bool("bulk", false, "make the first size's containers through the API (16 clients) and report how fast; without it they are made like the fill (the concurrency phase measures creates through the API)")
+	bulkRaw := flag.Bool("bulk-raw", false, "with -bulk, also make the bulk with raw client-go (the concurrency phase compares with raw client-go already)")
 	limit := flag.Bool("limit", true, "measure the memory at the limit (its own fill of SP_MAX_CONTAINERS containers: minutes)")
 	limitFrom := flag.String("limit-from", "", "take the memory at the limit from this earlier -only="+bench.PhaseMemoryLimit+" run's JSON instead of measuring it")
 	fillClients := flag.Int("fill-clients", 16, "concurrent clients making the populations")
+	fillControllers := flag.Bool("fill-controllers", false, "make the populations above the first size through the controllers (13-16 minutes to 10,000 on 2 CPUs), not written as they would leave them")
 	fillAhead := flag.Int("fill-ahead", 400, "how far the populations' creates may run ahead of the RUNNING events (< 0: no bound)")
 	nodes := flag.Int("nodes", 4, "fake (kwok) nodes the pods are spread over")
 	heap := flag.String("heap-profile", filepath.Join(os.TempDir(), "sp-bench-heap.pb.gz"), "where the service's heap profile at the largest size is kept")
@@ -86,8 +88,8 @@ func main() {
 	if len(os.Args) > 1 {
 		command = "go run ./tools/devenv/cmd/sp-bench " + strings.Join(os.Args[1:], " ")
 	}
-	res, err := bench.Run(ctx, bench.Options{Command: command, Dir: dir, Sizes: ns, CreateN: *createN, BulkClients: 16, BulkRaw: *bulkRaw, NoLimit: !*limit, LimitFrom: *limitFrom, Nodes: *nodes, LatencyRuns: *latency,
-		ReplicaTries: *replicas, FillClients: *fillClients, FillAhead: *fillAhead, ConcurrencyN: *concurrency, HeapProfile: *heap, ServiceEnv: extra, Only: *only, Log: os.Stderr})
+	res, err := bench.Run(ctx, bench.Options{Command: command, Dir: dir, Sizes: ns, CreateN: *createN, Bulk: *bulk, BulkClients: 16, BulkRaw: *bulkRaw, NoLimit: !*limit, LimitFrom: *limitFrom, Nodes: *nodes, LatencyRuns: *latency,
+		ReplicaTries: *replicas, FillClients: *fillClients, FillThroughControllers: *fillControllers, FillAhead: *fillAhead, ConcurrencyN: *concurrency, HeapProfile: *heap, ServiceEnv: extra, Only: *only, Log: os.Stderr})
 	if err != nil {
 		// The service logs and the control plane's are there.
 		fail(fmt.Errorf("%w (logs kept in %s)", err, dir))

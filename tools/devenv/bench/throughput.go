@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -49,8 +50,11 @@ type ThroughputResult struct {
 	// Latency: per container, from its own pod's write (UpdateStatus answered) to its
 	// own event received. Lost containers are not in it.
 	Latency Dist `json:"latency_ms"`
-	// Lost: containers whose event had not come a minute after the last write.
-	Lost int `json:"lost,omitempty"`
+	// Lost: containers whose event had not come a minute after the last write;
+	// LostAbout says, for the first few, what the service and the apiserver showed of
+	// them then.
+	Lost      int      `json:"lost,omitempty"`
+	LostAbout []string `json:"lost_about,omitempty"`
 	// WatchLatency, the control: per container, from its pod's write to a raw client-go
 	// watch of the same pods (in the benchmark's process) seeing it. It is what the
 	// apiserver and the machine take to deliver the change to any watcher, the service's
@@ -120,7 +124,11 @@ func (e *Env) nodePods(ctx context.Context, ns string) (string, []*corev1.Pod, m
 	var pods []*corev1.Pod
 	ids := map[string]bool{}
 	if err := e.eachPod(ctx, "", metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}, func(p *corev1.Pod) {
-		if p.DeletionTimestamp != nil || !podReady(p) {
+		// Running and Ready: what the service reports RUNNING. (The latency phase leaves
+		// its container's pod Ready in phase Unknown, so UNKNOWN already: when that pod
+		// was on the burst's node, it was the one container of 2,888 with no event, in
+		// both directions.)
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !podReady(p) {
 			return
 		}
 		pods = append(pods, p)
@@ -217,6 +225,10 @@ func (e *Env) ChangeStatus(ctx context.Context, svc *Service, ns string, pods []
 		// Missing events are the result, not a reason to lose the run.
 		res.Lost = len(ids) - events.count()
 		fmt.Fprintf(e.Log, "bench: status burst: %d of %d %s events never came (waited 1 min)\n", res.Lost, len(ids), expect)
+		res.LostAbout = e.explainLost(ctx, svc, ns, ids, events.firsts(), 5)
+		for _, l := range res.LostAbout {
+			fmt.Fprintf(e.Log, "bench: status burst: no %s event: %s\n", expect, l)
+		}
 	}
 	c1 := e.sampleCPU(map[string]*Service{"service": svc})
 	res.CPU = cpuUse(c0, c1)
@@ -299,4 +311,42 @@ func (e *Env) Burst(ctx context.Context, svc *Service, ns string) ([]ThroughputR
 		restored.StreamMessages = info.State.Msgs
 	}
 	return []ThroughputResult{lost, restored}, nil
+}
+
+// explainLost describes up to n containers of ids that have no event in got: what the
+// service answers for each, and its pods as the apiserver has them.
+func (e *Env) explainLost(ctx context.Context, svc *Service, ns string, ids map[string]bool, got map[string]time.Time, n int) []string {
+	var missing []string
+	for id := range ids {
+		if _, ok := got[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	sort.Strings(missing)
+	var out []string
+	for _, id := range missing[:min(n, len(missing))] {
+		line := id + ": the service answers "
+		if _, body, err := svc.get("/api/v1alpha1/containers/" + id); err != nil {
+			line += err.Error()
+		} else {
+			var c struct {
+				Status  string `json:"status"`
+				Message string `json:"status_message"`
+			}
+			_ = json.Unmarshal(body, &c)
+			line += fmt.Sprintf("%s (%q)", c.Status, c.Message)
+		}
+		pods, err := e.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: container.LabelInstanceID + "=" + id})
+		if err != nil {
+			out = append(out, line+"; pods: "+err.Error())
+			continue
+		}
+		line += fmt.Sprintf("; %d pods:", len(pods.Items))
+		for _, p := range pods.Items {
+			line += fmt.Sprintf(" %s on %s phase %s ready %v deleting %v labels %v;", p.Name, p.Spec.NodeName, p.Status.Phase, podReady(&p),
+				p.DeletionTimestamp != nil, p.Labels)
+		}
+		out = append(out, line)
+	}
+	return out
 }

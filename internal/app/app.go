@@ -61,8 +61,8 @@ func RESTConfig(cfg *config.Config) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
-	// Reads come from caches; writes are a few per create or delete (SP_K8S_QPS,
-	// SP_K8S_BURST).
+	// Reads come from caches; writes are a few per create or delete. No client-side
+	// limiter unless SP_K8S_QPS sets one (config.Kubernetes.QPS says why).
 	rc.QPS, rc.Burst = cfg.Kubernetes.QPS, cfg.Kubernetes.Burst
 	return rc, nil
 }

@@ -70,9 +70,14 @@ type Kubernetes struct {
 	// MaxStaleness bounds how out of date a read may be: once a cache's watch has been
 	// disconnected this long, reads that need it answer 503 and /readyz fails.
 	MaxStaleness time.Duration `env:"SP_K8S_MAX_STALENESS" envDefault:"5s" help:"once a cache's watch of the Kubernetes API has been broken this long, GET and LIST answer 503 and /readyz fails, naming the cache (a watch the apiserver closes is replaced in milliseconds)"`
-	// QPS and Burst: client-go's limiter of the provider's Kubernetes requests (its own
-	// default, 5 a second, would be the bottleneck of a few creates at once).
-	QPS   float32 `env:"SP_K8S_QPS" envDefault:"100" help:"Kubernetes requests a second the provider's client sends at most (client-go's limiter); negative = no limit, the apiserver's priority and fairness is the limit"`
+	// QPS and Burst: client-go's limiter of the provider's Kubernetes requests. Off by
+	// default, as SIG API Machinery recommends and controller-runtime does since v0.21:
+	// the apiserver's priority and fairness queues and sheds load across its clients,
+	// and the provider's own concurrency is bounded (SP_SERVER_MAX_IN_FLIGHT requests,
+	// the status reporter's workers). At 100 a second (the earlier fixed setting)
+	// deletes from 8, 32 and 64 clients were capped at 16-19 a second; without it they
+	// reached 23, 27 and 54 (make bench, -only=concurrency, issue 26).
+	QPS   float32 `env:"SP_K8S_QPS" envDefault:"-1" help:"Kubernetes requests a second the provider's client sends at most (client-go's limiter); negative = no limit, the apiserver's priority and fairness is the limit"`
 	Burst int     `env:"SP_K8S_BURST" envDefault:"200" help:"with SP_K8S_QPS > 0: requests the limiter lets through at once"`
 }
 

@@ -39,8 +39,8 @@ func TestDefaults(t *testing.T) {
 	if c.Kubernetes.MaxStaleness != 5*time.Second {
 		t.Errorf("SP_K8S_MAX_STALENESS default %s, want 5s", c.Kubernetes.MaxStaleness)
 	}
-	if c.Kubernetes.QPS != 100 || c.Kubernetes.Burst != 200 {
-		t.Errorf("SP_K8S_QPS default %v, SP_K8S_BURST %d, want 100 and 200", c.Kubernetes.QPS, c.Kubernetes.Burst)
+	if c.Kubernetes.QPS >= 0 || c.Kubernetes.Burst != 200 {
+		t.Errorf("SP_K8S_QPS default %v (want negative: no client-side limiter), SP_K8S_BURST %d", c.Kubernetes.QPS, c.Kubernetes.Burst)
 	}
 	if c.Monitor.LeaderLease != "k8s-container-sp-status" || c.Monitor.Identity == "" {
 		t.Errorf("derived defaults: lease %q identity %q", c.Monitor.LeaderLease, c.Monitor.Identity)

@@ -68,7 +68,7 @@ func (e *Env) shapeOf(ctx context.Context, ns, id string) (*shape, error) {
 		}
 	}
 	for _, n := range nodes.Items {
-		if n.Annotations["kwok.x-k8s.io/node"] == "fake" {
+		if n.Annotations[harness.KwokNodeAnnotation] == "fake" {
 			s.nodes = append(s.nodes, n.Name)
 		}
 	}

@@ -64,26 +64,25 @@ func (s *Service) get(path string) (time.Duration, []byte, error) {
 
 // rawObjects are the Deployment and Service the service would build for specJSON.
 func rawObjects(ns, id string) (container.Objects, error) {
-	var c v1alpha1.Container
-	if err := json.Unmarshal(specJSON("app"), &c); err != nil {
-		return container.Objects{}, err
-	}
-	return buildAsService(ns, id, &c)
+	return appObjects(ns, id, false)
 }
 
 // portlessObjects is rawObjects for specJSON's container without its port: a Deployment
 // and no Service.
 func portlessObjects(ns, id string) (container.Objects, error) {
+	return appObjects(ns, id, true)
+}
+
+// appObjects maps specJSON's container (without its network, portless) to its objects
+// with the options the bench's service runs with.
+func appObjects(ns, id string, portless bool) (container.Objects, error) {
 	var c v1alpha1.Container
 	if err := json.Unmarshal(specJSON("app"), &c); err != nil {
 		return container.Objects{}, err
 	}
-	c.Spec.Network = nil
-	return buildAsService(ns, id, &c)
-}
-
-// buildAsService maps c to its objects with the options the bench's service runs with.
-func buildAsService(ns, id string, c *v1alpha1.Container) (container.Objects, error) {
+	if portless {
+		c.Spec.Network = nil
+	}
 	return container.Build(id, &c.Spec, container.Options{Namespace: ns, ExternalServiceType: corev1.ServiceTypeLoadBalancer,
 		PodSecurity: container.Baseline})
 }

@@ -223,20 +223,13 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 		if need <= 0 {
 			continue
 		}
-		var fr FillResult
+		like := ids[0]
 		if o.FillThroughControllers {
-			fmt.Fprintf(log, "bench: filling up to %d containers (client-go, as the service creates them)\n", size)
-			fr, err = e.Populate(ctx, svc, "bench", filled, filled+need)
-		} else {
-			fmt.Fprintf(log, "bench: filling up to %d containers (written as the controllers leave %s's; the controller-manager stopped meanwhile)\n", size, ids[0])
-			fr, err = e.PopulateDirect(ctx, svc, "bench", ids[0], filled, filled+need)
+			like = ""
 		}
-		if err != nil {
-			return fmt.Errorf("populate: %w", err)
+		if err := e.fill(ctx, svc, filled, filled+need, size, like, res, log); err != nil {
+			return err
 		}
-		fr.Total = size
-		res.Fills = append(res.Fills, fr)
-		fmt.Fprintf(log, "bench: %d containers made and RUNNING in %.0f s (%.1f/s); CPU, %% of one: %s\n", need, fr.Seconds, fr.PerSecond, kv(fr.CPU))
 		for i := filled; i < filled+need; i++ {
 			ids = append(ids, fmt.Sprintf("fill-%05d", i))
 		}
@@ -309,19 +302,38 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 	return nil
 }
 
+// fill makes the fill containers from..to-1 in the namespace "bench" (total: its
+// containers afterwards) and notes how it went in res.Fills and the log. like "": through
+// the controllers (Populate); else written as the controllers left container like's
+// (PopulateDirect).
+func (e *Env) fill(ctx context.Context, svc *Service, from, to, total int, like string, res *Results, log io.Writer) error {
+	var fr FillResult
+	var err error
+	if like == "" {
+		fmt.Fprintf(log, "bench: filling up to %d containers (client-go, as the service creates them)\n", total)
+		fr, err = e.Populate(ctx, svc, "bench", from, to)
+	} else {
+		fmt.Fprintf(log, "bench: filling up to %d containers (written as the controllers leave %s's; the controller-manager stopped meanwhile)\n", total, like)
+		fr, err = e.PopulateDirect(ctx, svc, "bench", like, from, to)
+	}
+	if err != nil {
+		return fmt.Errorf("populate: %w", err)
+	}
+	fr.Total = total
+	res.Fills = append(res.Fills, fr)
+	fmt.Fprintf(log, "bench: %d containers made and RUNNING in %.0f s (%.1f/s); CPU, %% of one: %s\n", to-from, fr.Seconds, fr.PerSecond, kv(fr.CPU))
+	return nil
+}
+
 // firstSize makes the first size's containers: through the API with o.Bulk, or else
 // like the fill. It returns their ids and how many of them are fill containers.
 func (e *Env) firstSize(ctx context.Context, o Options, svc *Service, rawBulkNS string, res *Results, log io.Writer) ([]string, int, error) {
 	n := o.Sizes[0]
 	var ids []string
 	if !o.Bulk {
-		fmt.Fprintf(log, "bench: filling up to %d containers (client-go, as the service creates them)\n", n)
-		fr, err := e.Populate(ctx, svc, "bench", 0, n)
-		if err != nil {
-			return nil, 0, fmt.Errorf("populate: %w", err)
+		if err := e.fill(ctx, svc, 0, n, n, "", res, log); err != nil {
+			return nil, 0, err
 		}
-		fr.Total = n
-		res.Fills = append(res.Fills, fr)
 		for i := range n {
 			ids = append(ids, fmt.Sprintf("fill-%05d", i))
 		}
@@ -356,23 +368,13 @@ func (e *Env) burstAlone(ctx context.Context, o Options, res *Results, log io.Wr
 	if len(o.Sizes) == 1 || o.FillThroughControllers {
 		first = size
 	}
-	for _, step := range [][2]int{{0, first}, {first, size}} {
-		if step[0] >= step[1] {
-			continue
+	if err := e.fill(ctx, svc, 0, first, first, "", res, log); err != nil {
+		return err
+	}
+	if first < size {
+		if err := e.fill(ctx, svc, first, size, size, "fill-00000", res, log); err != nil {
+			return err
 		}
-		fmt.Fprintf(log, "bench: filling up to %d containers (%d clients; directly: %v)\n", step[1], fillClients, step[0] > 0)
-		var fr FillResult
-		if step[0] == 0 {
-			fr, err = e.Populate(ctx, svc, "bench", 0, step[1])
-		} else {
-			fr, err = e.PopulateDirect(ctx, svc, "bench", "fill-00000", step[0], step[1])
-		}
-		if err != nil {
-			return fmt.Errorf("populate: %w", err)
-		}
-		fr.Total = step[1]
-		res.Fills = append(res.Fills, fr)
-		fmt.Fprintf(log, "bench: %d containers made and RUNNING in %.0f s (%.1f/s); CPU, %% of one: %s\n", step[1]-step[0], fr.Seconds, fr.PerSecond, kv(fr.CPU))
 	}
 	if _, err := e.settle(ctx, 2*time.Minute); err != nil {
 		return err

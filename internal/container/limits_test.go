@@ -86,7 +86,7 @@ func TestLongListsCostOneViolation(t *testing.T) {
 			spec := specJSON(t, validSpec)
 			spec.Process = nil
 			tc.edit(spec)
-			vs := Validate(spec)
+			vs := Validate(spec, testPolicy)
 			if len(vs) != len(tc.want) {
 				t.Fatalf("violations %v, want %d", vs, len(tc.want))
 			}
@@ -106,7 +106,7 @@ func TestCheckSize(t *testing.T) {
 		env = append(env, v1alpha1.EnvVar{Name: fmt.Sprintf("V%d", i), Value: strings.Repeat("x", 8000)})
 	}
 	spec.Process = &v1alpha1.ContainerProcess{Env: &env}
-	if vs := Validate(spec); len(vs) > 0 {
+	if vs := Validate(spec, testPolicy); len(vs) > 0 {
 		t.Fatalf("every field is within its own limit: %v", vs)
 	}
 	objs, err := Build("web", spec, Options{Namespace: "ns"})

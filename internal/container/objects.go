@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -22,6 +24,18 @@ type Options struct {
 	ExternalServiceType corev1.ServiceType
 	// PodSecurity is the security profile every pod gets (see securityContext).
 	PodSecurity PodSecurity
+	// LoadBalancerSourceRanges, with a LoadBalancer Service, are the client CIDRs it
+	// admits (the cloud's default, anywhere, when empty).
+	LoadBalancerSourceRanges []string
+	// ImagePullPolicy of every container: Always by default (config), so that the
+	// node checks the tenant's right to the image at every start: with IfNotPresent a
+	// private image another tenant's pull left on the node runs without credentials.
+	// "" leaves Kubernetes' default.
+	ImagePullPolicy corev1.PullPolicy
+	// EphemeralStorageRequest and EphemeralStorageLimit (zero: not set) bound the
+	// node disk one container writes (its writable layer, logs, emptyDirs): past the
+	// limit the kubelet evicts that pod, not its neighbours.
+	EphemeralStorageRequest, EphemeralStorageLimit resource.Quantity
 }
 
 // PodSecurity names a pod security profile, after Kubernetes' Pod Security Standards.
@@ -30,7 +44,9 @@ type PodSecurity string
 const (
 	// Baseline is what PSA "baseline" admits plus hardening that breaks no ordinary
 	// image: RuntimeDefault seccomp, no privilege escalation (no_new_privs), no
-	// service-account token, no service links. The runtime's default capabilities
+	// service-account token, no service links, and NET_RAW dropped (raw sockets let a
+	// container forge packets on the node's network: ARP and ICMP spoofing, and
+	// addresses the policies do not expect). The runtime's other default capabilities
 	// stay, so images that start as root and then chown or drop to another user
 	// (nginx, postgres, most distro-based images) run as they do anywhere else.
 	Baseline PodSecurity = "baseline"
@@ -42,7 +58,10 @@ const (
 
 // securityContext is the container's part of the profile.
 func securityContext(p PodSecurity) *corev1.SecurityContext {
-	sc := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}
+	sc := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW"}},
+	}
 	if p == Restricted {
 		sc.RunAsNonRoot = ptr.To(true)
 		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
@@ -74,6 +93,12 @@ func Build(id string, spec *v1alpha1.ContainerSpec, opts Options) (Objects, erro
 	if err != nil {
 		return Objects{}, err
 	}
+	if q := opts.EphemeralStorageRequest; !q.IsZero() {
+		resources.Requests[corev1.ResourceEphemeralStorage] = q
+	}
+	if q := opts.EphemeralStorageLimit; !q.IsZero() {
+		resources.Limits[corev1.ResourceEphemeralStorage] = q
+	}
 	selector := map[string]string{LabelManagedBy: ManagedByValue, LabelInstanceID: id}
 
 	c := corev1.Container{
@@ -81,6 +106,7 @@ func Build(id string, spec *v1alpha1.ContainerSpec, opts Options) (Objects, erro
 		Image:           spec.Image.Reference,
 		Resources:       resources,
 		SecurityContext: securityContext(opts.PodSecurity),
+		ImagePullPolicy: opts.ImagePullPolicy,
 	}
 	if p := spec.Process; p != nil {
 		c.Command = deref(p.Command)
@@ -89,8 +115,14 @@ func Build(id string, spec *v1alpha1.ContainerSpec, opts Options) (Objects, erro
 			c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 		}
 	}
+	exposed := 0
 	for _, p := range ports(spec) {
-		c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: p.ContainerPort, Protocol: corev1.ProtocolTCP})
+		cp := corev1.ContainerPort{ContainerPort: p.ContainerPort, Protocol: corev1.ProtocolTCP}
+		if p.Visibility == v1alpha1.ContainerPortVisibilityInternal || p.Visibility == v1alpha1.ContainerPortVisibilityExternal {
+			cp.Name = ExposedPortName(exposed)
+			exposed++
+		}
+		c.Ports = append(c.Ports, cp)
 	}
 
 	dep := &appsv1.Deployment{
@@ -142,7 +174,7 @@ func buildService(spec *v1alpha1.ContainerSpec, labels, selector map[string]stri
 	if len(svcPorts) == 0 {
 		return nil
 	}
-	return &corev1.Service{
+	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: spec.Metadata.Name + "-",
 			Namespace:    opts.Namespace,
@@ -150,6 +182,33 @@ func buildService(spec *v1alpha1.ContainerSpec, labels, selector map[string]stri
 		},
 		Spec: corev1.ServiceSpec{Type: svcType, Selector: selector, Ports: svcPorts},
 	}
+	if svcType == corev1.ServiceTypeLoadBalancer {
+		svc.Spec.LoadBalancerSourceRanges = slices.Clone(opts.LoadBalancerSourceRanges)
+	}
+	return svc
+}
+
+// ExposedPortName names the i-th exposed (internal or external) port of a container's
+// pod; a port whose visibility is none has no name. The NetworkPolicy installed with
+// the provider in the containers' namespace admits traffic from other pods only to
+// these names (deploy/: named ports are the one thing a static policy can select a
+// pod's ports by), so a port a tenant keeps to itself is refused to everyone else.
+// At most MaxPorts, so the policy lists exposed-0 to exposed-31.
+func ExposedPortName(i int) string { return fmt.Sprintf("exposed-%d", i) }
+
+// Visibility is what a port of spec will really be: with an external port, the one
+// Service is of the external type, so an internal port beside it is external too (the
+// create's answer says so; SP_K8S_MIXED_VISIBILITY=refuse refuses such a spec).
+func Visibility(spec *v1alpha1.ContainerSpec, p v1alpha1.ContainerPort) v1alpha1.ContainerPortVisibility {
+	if p.Visibility != v1alpha1.ContainerPortVisibilityInternal {
+		return p.Visibility
+	}
+	for _, q := range ports(spec) {
+		if q.Visibility == v1alpha1.ContainerPortVisibilityExternal {
+			return v1alpha1.ContainerPortVisibilityExternal
+		}
+	}
+	return p.Visibility
 }
 
 // resourceRequirements: min -> requests, max -> limits.

@@ -3,6 +3,7 @@ package container
 import (
 	"encoding/json"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,8 +47,9 @@ func TestBuildDeployment(t *testing.T) {
 		c.Env[0] != (corev1.EnvVar{Name: "ENV", Value: "prod"}) {
 		t.Errorf("container = %+v", c)
 	}
-	// The baseline profile (the default) keeps the runtime's capabilities.
-	if *c.SecurityContext.AllowPrivilegeEscalation || c.SecurityContext.Capabilities != nil || c.SecurityContext.RunAsNonRoot != nil {
+	// The baseline profile (the default) keeps the runtime's capabilities but NET_RAW.
+	if *c.SecurityContext.AllowPrivilegeEscalation || c.SecurityContext.RunAsNonRoot != nil ||
+		!slices.Equal(c.SecurityContext.Capabilities.Drop, []corev1.Capability{"NET_RAW"}) || len(c.SecurityContext.Capabilities.Add) > 0 {
 		t.Errorf("container security context = %+v", c.SecurityContext)
 	}
 	for name, want := range map[string]string{"requests.cpu": "1", "limits.cpu": "2", "requests.memory": "512Mi", "limits.memory": "2Gi"} {

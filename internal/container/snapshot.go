@@ -65,6 +65,12 @@ func (s Snapshot) Status() Status {
 	return StatusOf(o.Deployment, o.Pods)
 }
 
+// Withheld is what Status keeps out of the status message, for the log (see Withheld).
+func (s Snapshot) Withheld() string {
+	o, _ := s.Observed()
+	return Withheld(o.Deployment, o.Pods)
+}
+
 // Empty reports whether nothing of the id is left in the cluster.
 func (s Snapshot) Empty() bool {
 	return s.Record == nil && len(s.Deployments) == 0 && len(s.Pods) == 0 && len(s.Services) == 0

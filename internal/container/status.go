@@ -23,7 +23,19 @@ type Status struct {
 // pods are only waiting for the garbage collector, and reporting them (RUNNING) after
 // DELETED would tell DCM the container came back.
 func StatusOf(dep *Deployment, pods []*Pod) Status {
-	st := statusOf(dep, pods)
+	return finish(statusOf(dep, pods, false))
+}
+
+// Withheld is what StatusOf kept out of the container's status message (withhold.go:
+// the node's pull error, a quota's usage), for the provider's log; "" when nothing.
+func Withheld(dep *Deployment, pods []*Pod) string {
+	if raw := finish(statusOf(dep, pods, true)); raw != StatusOf(dep, pods) {
+		return raw.Message
+	}
+	return ""
+}
+
+func finish(st Status) Status {
 	// Kubernetes' reasons and messages may be empty (FuzzStatusOf found a ReplicaFailure
 	// with neither) or long (a kubelet error quoting a whole registry answer): every
 	// status says something, and at most MaxStatusMessage bytes of it.
@@ -58,7 +70,8 @@ func Clip(s string, n int) string {
 	return s[:cut] + suffix
 }
 
-func statusOf(dep *Deployment, pods []*Pod) Status {
+// statusOf is the status; raw keeps the texts withhold.go keeps out of it.
+func statusOf(dep *Deployment, pods []*Pod, raw bool) Status {
 	if dep == nil || dep.Deleting {
 		return Status{v1alpha1.DELETED, "Container deleted."}
 	}
@@ -69,9 +82,9 @@ func statusOf(dep *Deployment, pods []*Pod) Status {
 		return Status{v1alpha1.FAILED, "Deployment scaled to zero replicas: the container is not running."}
 	}
 	if pod := PickPod(pods); pod != nil {
-		return podStatus(pod)
+		return podStatus(pod, raw)
 	}
-	return deploymentStatus(dep)
+	return deploymentStatus(dep, raw)
 }
 
 // PickPod chooses the pod that speaks for the container when there are several (a
@@ -108,7 +121,7 @@ func podRank(a, b *Pod) bool {
 	return a.Name > b.Name
 }
 
-func podStatus(p *Pod) Status {
+func podStatus(p *Pod, raw bool) Status {
 	cs := p.Container
 	switch p.Phase {
 	case corev1.PodRunning:
@@ -116,7 +129,7 @@ func podStatus(p *Pod) Status {
 			return Status{v1alpha1.UNKNOWN, "NodeNotReady: the node running the container stopped reporting; its last known state was running"}
 		}
 		if cs != nil && cs.Waiting != nil {
-			return Status{v1alpha1.RUNNING, waitingMessage(cs)}
+			return Status{v1alpha1.RUNNING, waitingMessage(cs, raw)}
 		}
 		if cs != nil && cs.Running && !cs.Ready {
 			return Status{v1alpha1.RUNNING, "Container is running but not ready" + restarts(cs) + "."}
@@ -124,7 +137,7 @@ func podStatus(p *Pod) Status {
 		return Status{v1alpha1.RUNNING, "Container is running."}
 	case corev1.PodPending:
 		if cs != nil && cs.Waiting != nil && cs.Waiting.Reason != "" && cs.Waiting.Reason != "ContainerCreating" {
-			return Status{v1alpha1.PENDING, waitingMessage(cs)}
+			return Status{v1alpha1.PENDING, waitingMessage(cs, raw)}
 		}
 		if c := p.NotScheduled; c != nil {
 			return Status{v1alpha1.PENDING, joinReason(c.Reason, c.Message)}
@@ -145,12 +158,12 @@ func podStatus(p *Pod) Status {
 	}
 }
 
-func deploymentStatus(d *Deployment) Status {
+func deploymentStatus(d *Deployment, raw bool) Status {
 	switch {
 	case d.ReplicaFailure.Status == corev1.ConditionTrue:
-		return Status{v1alpha1.FAILED, joinReason(d.ReplicaFailure.Reason, d.ReplicaFailure.Message)}
+		return Status{v1alpha1.FAILED, shown(d.ReplicaFailure.Reason, d.ReplicaFailure.Message, raw)}
 	case d.Progressing.Status == corev1.ConditionFalse:
-		return Status{v1alpha1.FAILED, joinReason(d.Progressing.Reason, d.Progressing.Message)}
+		return Status{v1alpha1.FAILED, shown(d.Progressing.Reason, d.Progressing.Message, raw)}
 	case d.Available.Status == corev1.ConditionFalse:
 		return Status{v1alpha1.PENDING, joinReason(d.Available.Reason, d.Available.Message)}
 	}
@@ -170,8 +183,8 @@ func nodeLost(p *Pod) bool {
 	return !p.ReadinessGates && p.Ready == corev1.ConditionFalse && p.ContainersReady == corev1.ConditionTrue
 }
 
-func waitingMessage(cs *ContainerStatus) string {
-	msg := joinReason(cs.Waiting.Reason, cs.Waiting.Message) + restarts(cs)
+func waitingMessage(cs *ContainerStatus, raw bool) string {
+	msg := shown(cs.Waiting.Reason, cs.Waiting.Message, raw) + restarts(cs)
 	if t := cs.LastExit; t != nil {
 		msg += fmt.Sprintf("; last exit: %s, code %d", orDefault(t.Reason, "Terminated"), t.Code)
 	}

@@ -80,7 +80,7 @@ func TestStatusOf(t *testing.T) {
 			v1alpha1.RUNNING, "Container is running but not ready (restarts: 2)."},
 		{"image pull backoff", deployment(), []*corev1.Pod{pod("a", 0, corev1.PodPending,
 			withContainer(waitingCS("ImagePullBackOff", `Back-off pulling image "x"`, 0)))},
-			v1alpha1.PENDING, `ImagePullBackOff: Back-off pulling image "x"`},
+			v1alpha1.PENDING, `ImagePullBackOff: the node could not pull image "x" and tries again with a back-off`},
 		{"unschedulable", deployment(), []*corev1.Pod{pod("a", 0, corev1.PodPending, func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 				Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu."}}
@@ -103,7 +103,7 @@ func TestStatusOf(t *testing.T) {
 		{"replica failure from quota", deployment(
 			cond(appsv1.DeploymentAvailable, corev1.ConditionFalse, "MinimumReplicasUnavailable", ""),
 			cond(appsv1.DeploymentReplicaFailure, corev1.ConditionTrue, "FailedCreate", `pods "web-1" is forbidden: exceeded quota: q`)),
-			nil, v1alpha1.FAILED, "FailedCreate: pods \"web-1\" is forbidden: exceeded quota: q"},
+			nil, v1alpha1.FAILED, "FailedCreate: the namespace's resource quota does not admit the container's pod (the provider's log has the detail)"},
 		{"progress deadline exceeded", deployment(cond(appsv1.DeploymentProgressing, corev1.ConditionFalse, "ProgressDeadlineExceeded", "timed out")),
 			nil, v1alpha1.FAILED, "ProgressDeadlineExceeded"},
 		{"scaled to zero", scaled(0, deployment()), nil, v1alpha1.FAILED, "scaled to zero"},

@@ -33,15 +33,16 @@ func ValidateID(param, id string) []Violation {
 }
 
 // Validate checks everything a client can get wrong in a create request, so that nothing
-// is left for the apiserver to refuse. It returns every problem, not just the first.
-func Validate(spec *v1alpha1.ContainerSpec) []Violation {
+// is left for the apiserver to refuse, and what the operator's policy refuses. It
+// returns every problem, not just the first.
+func Validate(spec *v1alpha1.ContainerSpec, p Policy) []Violation {
 	var vs []Violation
 	add := func(v ...Violation) { vs = append(vs, v...) }
 
 	// In the contract's order (see SortViolations): resources, labels, then body order.
-	add(validateResources(&spec.Resources)...)
+	add(validateResources(&spec.Resources, p)...)
 	if spec.Metadata.Labels != nil {
-		add(validateLabels(*spec.Metadata.Labels)...)
+		add(validateLabels(*spec.Metadata.Labels, p)...)
 	}
 	if spec.ServiceType != v1alpha1.ContainerSpecServiceTypeContainer {
 		add(violation(Pointer("spec", "service_type"), "service_type %q must be %q", spec.ServiceType, v1alpha1.ContainerSpecServiceTypeContainer))
@@ -56,7 +57,7 @@ func Validate(spec *v1alpha1.ContainerSpec) []Violation {
 		// The Service is named after the container, and Service names must start with a letter.
 		add(violation(namePtr, "metadata.name %q must start with a letter when a port is exposed (Kubernetes Service names do)", name))
 	}
-	add(validateImage(spec.Image.Reference)...)
+	add(validateImage(spec.Image.Reference, p)...)
 	if p := spec.Process; p != nil {
 		if p.Command != nil {
 			add(tooMany(Pointer("spec", "process", "command"), "process.command", len(*p.Command), MaxArgs)...)
@@ -69,7 +70,7 @@ func Validate(spec *v1alpha1.ContainerSpec) []Violation {
 		}
 	}
 	if n := spec.Network; n != nil && n.Ports != nil {
-		add(validatePorts(*n.Ports)...)
+		add(validatePorts(*n.Ports, p)...)
 	}
 	if spec.ProviderHints != nil {
 		add(validateHints(*spec.ProviderHints)...)
@@ -77,7 +78,7 @@ func Validate(spec *v1alpha1.ContainerSpec) []Violation {
 	return vs
 }
 
-func validateLabels(labels map[string]string) []Violation {
+func validateLabels(labels map[string]string, p Policy) []Violation {
 	if vs := tooMany(Pointer("spec", "metadata", "labels"), "metadata.labels", len(labels), MaxLabels); vs != nil {
 		return vs
 	}
@@ -88,8 +89,12 @@ func validateLabels(labels map[string]string) []Violation {
 			vs = append(vs, violation(ptr, "label %q is reserved by DCM", k))
 			continue
 		}
-		for _, msg := range validation.IsQualifiedName(k) {
-			vs = append(vs, violation(ptr, "label %q: key: %s", k, msg))
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			for _, msg := range msgs {
+				vs = append(vs, violation(ptr, "label %q: key: %s", k, msg))
+			}
+		} else if problem := p.labelKeyProblem(k); problem != "" {
+			vs = append(vs, Violation{Pointer: ptr, Detail: problem}) // quotes the key clipped
 		}
 		for _, msg := range validation.IsValidLabelValue(labels[k]) {
 			vs = append(vs, violation(ptr, "label %q: value %q: %s", k, labels[k], msg))
@@ -98,7 +103,7 @@ func validateLabels(labels map[string]string) []Violation {
 	return vs
 }
 
-func validateImage(ref string) []Violation {
+func validateImage(ref string, p Policy) []Violation {
 	ptr := Pointer("spec", "image", "reference")
 	if ref == "" {
 		return []Violation{violation(ptr, "image.reference is required")}
@@ -106,19 +111,40 @@ func validateImage(ref string) []Violation {
 	if strings.TrimSpace(ref) != ref {
 		return []Violation{violation(ptr, "image.reference %q must not start or end with whitespace", ref)}
 	}
-	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
 		return []Violation{violation(ptr, "image.reference %q is not an image reference ([registry/]repository[:tag][@digest]): %v", ref, err)}
+	}
+	if problem := p.registryProblem(reference.Domain(named)); problem != "" {
+		return []Violation{{Pointer: ptr, Detail: fmt.Sprintf("image.reference %q: %s", Clip(ref, MaxQuoted), problem)}}
 	}
 	return nil
 }
 
-func validateResources(r *v1alpha1.ContainerResources) []Violation {
+func validateResources(r *v1alpha1.ContainerResources, p Policy) []Violation {
 	cpuMin, errMin := parseCPU(r.Cpu.Min)
 	cpuMax, errMax := parseCPU(r.Cpu.Max)
 	vs := validateRange("cpu", cpuMin, cpuMax, errMin, errMax, cpuMin.String(), cpuMax.String())
+	vs = append(vs, validateBounds("cpu", cpuMin, cpuMax, errMin, errMax, p.MinCPU, p.MaxCPU, "SP_MIN_CPU", "SP_MAX_CPU")...)
 	memMin, errMin := parseMemory(r.Memory.Min)
 	memMax, errMax := parseMemory(r.Memory.Max)
-	return append(vs, validateRange("memory", memMin, memMax, errMin, errMax, r.Memory.Min, r.Memory.Max)...)
+	vs = append(vs, validateRange("memory", memMin, memMax, errMin, errMax, r.Memory.Min, r.Memory.Max)...)
+	return append(vs, validateBounds("memory", memMin, memMax, errMin, errMax, p.MinMemory, p.MaxMemory, "SP_MIN_MEMORY", "SP_MAX_MEMORY")...)
+}
+
+// validateBounds holds spec.resources.<name> to the operator's minimum request (floor,
+// for min) and maximum limit (ceiling, for max); a zero bound is none. One container
+// must not take a node (or a quota) on its own, nor ask for a request so small that
+// the scheduler packs it beside everyone else for nothing.
+func validateBounds(name string, lo, hi resource.Quantity, errLo, errHi error, floor, ceiling resource.Quantity, floorVar, ceilingVar string) []Violation {
+	var vs []Violation
+	if errLo == nil && !floor.IsZero() && lo.Cmp(floor) < 0 {
+		vs = append(vs, violation(Pointer("spec", "resources", name, "min"), "%s.min (%s) is below this provider's minimum request, %s (%s)", name, lo.String(), floor.String(), floorVar))
+	}
+	if errHi == nil && !ceiling.IsZero() && hi.Cmp(ceiling) > 0 {
+		vs = append(vs, violation(Pointer("spec", "resources", name, "max"), "%s.max (%s) is above this provider's maximum, %s (%s)", name, hi.String(), ceiling.String(), ceilingVar))
+	}
+	return vs
 }
 
 // validateRange reports a bad min or max, or min above max (shown as minText/maxText,
@@ -162,24 +188,61 @@ func validateEnv(env []v1alpha1.EnvVar) []Violation {
 	return vs
 }
 
-func validatePorts(ports []v1alpha1.ContainerPort) []Violation {
+func validatePorts(ports []v1alpha1.ContainerPort, p Policy) []Violation {
 	if vs := tooMany(Pointer("spec", "network", "ports"), "network.ports", len(ports), MaxPorts); vs != nil {
 		return vs
 	}
 	var vs []Violation
 	seen := map[int32]int{}
-	for i, p := range ports {
+	for i, port := range ports {
 		ptr := func(f string) string { return Pointer("spec", "network", "ports", strconv.Itoa(i), f) }
 		field := fmt.Sprintf("network.ports[%d]", i)
-		if p.ContainerPort < 1 || p.ContainerPort > 65535 {
-			vs = append(vs, violation(ptr("container_port"), "%s.container_port %d is not a port (1-65535)", field, p.ContainerPort))
-		} else if j, dup := seen[p.ContainerPort]; dup {
-			vs = append(vs, violation(ptr("container_port"), "%s.container_port %d is already listed by network.ports[%d]", field, p.ContainerPort, j))
+		if port.ContainerPort < 1 || port.ContainerPort > 65535 {
+			vs = append(vs, violation(ptr("container_port"), "%s.container_port %d is not a port (1-65535)", field, port.ContainerPort))
+		} else if j, dup := seen[port.ContainerPort]; dup {
+			vs = append(vs, violation(ptr("container_port"), "%s.container_port %d is already listed by network.ports[%d]", field, port.ContainerPort, j))
 		} else {
-			seen[p.ContainerPort] = i
+			seen[port.ContainerPort] = i
 		}
-		if !p.Visibility.Valid() {
-			vs = append(vs, violation(ptr("visibility"), "%s.visibility %q must be one of none, internal, external", field, p.Visibility))
+		if !port.Visibility.Valid() {
+			vs = append(vs, violation(ptr("visibility"), "%s.visibility %q must be one of none, internal, external", field, port.Visibility))
+		}
+	}
+	return append(vs, p.exposure(ports)...)
+}
+
+// exposure holds the ports' visibilities to the operator's policy: external exposure
+// refused, a cap on external ports (each costs a node port of the cluster's shared
+// range, 2,768 by default, or a load balancer), and internal ports beside external
+// ones (the container's one Service has one type, so they would be external too).
+func (p Policy) exposure(ports []v1alpha1.ContainerPort) []Violation {
+	var vs []Violation
+	var external, internal []int
+	for i, port := range ports {
+		switch port.Visibility {
+		case v1alpha1.ContainerPortVisibilityExternal:
+			external = append(external, i)
+		case v1alpha1.ContainerPortVisibilityInternal:
+			internal = append(internal, i)
+		}
+	}
+	at := func(i int) string { return Pointer("spec", "network", "ports", strconv.Itoa(i), "visibility") }
+	switch {
+	case len(external) == 0:
+	case p.ExternalRefused:
+		for _, i := range external {
+			vs = append(vs, violation(at(i), "network.ports[%d] (port %d) is external, and this provider exposes nothing outside the cluster (SP_K8S_EXTERNAL_SVC_TYPE=None): use internal or none",
+				i, ports[i].ContainerPort))
+		}
+		return vs
+	case p.MaxExternalPorts > 0 && len(external) > p.MaxExternalPorts:
+		vs = append(vs, violation(Pointer("spec", "network", "ports"), "network.ports has %d external ports; at most %d are allowed (SP_MAX_EXTERNAL_PORTS)",
+			len(external), p.MaxExternalPorts))
+	}
+	if len(external) > 0 && p.RefuseMixed {
+		for _, i := range internal {
+			vs = append(vs, violation(at(i), "network.ports[%d] (port %d) is internal beside external network.ports[%d] (port %d): a container's ports are exposed by one Service, so it would be external too; make it external or none (SP_K8S_MIXED_VISIBILITY=refuse)",
+				i, ports[i].ContainerPort, external[0], ports[external[0]].ContainerPort))
 		}
 	}
 	return vs

@@ -35,7 +35,7 @@ func FuzzValidateAndBuild(f *testing.F) {
 		var spec v1alpha1.ContainerSpec
 		decodeErr := json.Unmarshal(data, &spec)
 		// Validate must survive whatever a failed decode left behind, too.
-		vs := Validate(&spec)
+		vs := Validate(&spec, testPolicy)
 		for _, v := range vs {
 			if v.Detail == "" || !strings.HasPrefix(v.Pointer, "#/spec/") || v.Param != "" {
 				t.Fatalf("violation %+v: want a detail and a pointer into the spec", v)

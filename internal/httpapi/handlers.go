@@ -47,6 +47,7 @@ const (
 type handlers struct {
 	store        Store
 	objects      container.Options
+	policy       container.Policy
 	podSecurity  func() container.PodSecurity // nil: objects.PodSecurity
 	health       HealthCheck
 	registration func() registration.State
@@ -73,7 +74,7 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 		id = *req.Params.Id
 		vs = append(vs, container.ValidateID("id", id)...)
 	}
-	vs = append(vs, container.Validate(&req.Body.Spec)...)
+	vs = append(vs, container.Validate(&req.Body.Spec, h.policy)...)
 	if len(vs) > 0 {
 		return nil, invalid(vs...)
 	}

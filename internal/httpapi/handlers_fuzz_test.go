@@ -89,7 +89,7 @@ func FuzzCreateRequest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("201 for a body that does not decode as a container: %v", err)
 		}
-		if vs := container.Validate(&sent.Spec); len(vs) > 0 {
+		if vs := container.Validate(&sent.Spec, container.Policy{}); len(vs) > 0 {
 			t.Fatalf("201 for a spec Validate refuses: %q", vs)
 		}
 		if id != "" {

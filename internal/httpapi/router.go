@@ -15,8 +15,10 @@ import (
 
 // Options wire the HTTP layer to the rest of the provider.
 type Options struct {
-	Store        Store
-	Objects      container.Options
+	Store   Store
+	Objects container.Options
+	// Policy is what the operator lets a tenant's spec ask for (container.Policy).
+	Policy       container.Policy
 	Health       HealthCheck
 	Registration func() registration.State // nil: not shown
 	// Permissions describes the Kubernetes permissions the provider lacks ("" when
@@ -58,7 +60,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		o.MaxContainerBytes = container.DefaultMaxObjectBytes
 	}
 	maxBody := int64(o.MaxContainerBytes) + bodySlack
-	h := &handlers{store: o.Store, objects: o.Objects, health: o.Health, registration: o.Registration, permissions: o.Permissions,
+	h := &handlers{store: o.Store, objects: o.Objects, policy: o.Policy, health: o.Health, registration: o.Registration, permissions: o.Permissions,
 		version: o.Version, started: time.Now(), log: o.Log, podSecurity: o.PodSecurity,
 		maxContainerBytes: o.MaxContainerBytes, maxContainers: o.MaxContainers, containers: o.Containers}
 	strict := v1alpha1.NewStrictHandlerWithOptions(h, nil, v1alpha1.StrictHTTPServerOptions{
@@ -83,7 +85,7 @@ func NewHandler(o Options) (http.Handler, error) {
 			writeProblem(w, r, badRequest(err.Error()))
 		},
 	})
-	validated, err := withValidation(routed)
+	validated, err := withValidation(routed, o.Policy)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ import (
 
 // withValidation checks every request against openapi.yaml (kin-openapi) before it
 // reaches a handler, and answers routing and validation failures as problems.
-func withValidation(next http.Handler) (http.Handler, error) {
+func withValidation(next http.Handler, policy container.Policy) (http.Handler, error) {
 	spec, err := v1alpha1.GetSpec()
 	if err != nil {
 		return nil, err
@@ -37,12 +37,14 @@ func withValidation(next http.Handler) (http.Handler, error) {
 			MultiError:         true,
 			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
 		},
-		ErrorHandlerWithOpts: validationProblem,
+		ErrorHandlerWithOpts: func(ctx context.Context, err error, w http.ResponseWriter, r *http.Request, opts middleware.ErrorHandlerOpts) {
+			validationProblem(ctx, err, w, r, opts, policy)
+		},
 	})
 	return mw(next), nil
 }
 
-func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *http.Request, opts middleware.ErrorHandlerOpts) {
+func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *http.Request, opts middleware.ErrorHandlerOpts, policy container.Policy) {
 	// A body too large or not JSON never gets here: withJSONBody answered it.
 	switch {
 	case errors.Is(err, routers.ErrMethodNotAllowed):
@@ -69,7 +71,7 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 			domain = container.ValidateID("id", q.Get("id"))
 		}
 		if decodeExact(r.Body, &c) == nil && c.Spec != nil {
-			domain = append(domain, container.Validate(c.Spec)...)
+			domain = append(domain, container.Validate(c.Spec, policy)...)
 		}
 		vs = mergeViolations(vs, domain)
 	}

@@ -385,6 +385,11 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 			keepForce()
 			return 0, err
 		}
+		if detail := snap.Withheld(); detail != "" && snap.Status() == *st {
+			// What the status message leaves out for the tenant (the node's pull error,
+			// a quota's usage) is the operator's, once per event.
+			r.log.Info("status: detail kept out of the status message", "id", id, "status", st.Status, "detail", detail)
+		}
 	}
 	if p.DeleteRecord != nil && p.Publish != nil && !stored {
 		// Only a stream's acknowledgement says DCM will read the DELETED; a plain

@@ -468,7 +468,7 @@ func TestTenantsCannotCarryTheSelector(t *testing.T) {
 		spec.Metadata.Labels = &want
 		spec.Image.Reference = "nginx"
 		refused := map[string]bool{}
-		for _, v := range container.Validate(&spec) {
+		for _, v := range container.Validate(&spec, container.Policy{}) {
 			for k := range want {
 				if v.Pointer == container.Pointer("spec", "metadata", "labels", k) {
 					refused[k] = true

@@ -1,0 +1,190 @@
+package container
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Policy is what the operator lets a tenant's spec ask for (the settings of
+// internal/config's Tenants). Every tenant is a stranger to the others and to the
+// operator, so each field of a spec is checked against it before anything is built.
+// The zero Policy applies only the rules that hold whatever the operator says (the
+// image hosts and label prefixes that are always refused); the settings' defaults are
+// the safe ones.
+type Policy struct {
+	// Registries are the image registry hosts a reference may name: "quay.io",
+	// "registry.example.com:5000" (that port only), "*.example.com" (its subdomains),
+	// "*" (any host). nil: any host the fixed rules allow. A host the fixed rules
+	// refuse is allowed only when listed exactly, never by a glob.
+	Registries []string
+	// LabelPrefixes are the label key prefixes ("example.com/") a tenant may use besides
+	// unprefixed keys. ReservedLabelDomains are refused whatever this says.
+	LabelPrefixes []string
+	// ExternalRefused: no port may be external (SP_K8S_EXTERNAL_SVC_TYPE=None).
+	ExternalRefused bool
+	// MaxExternalPorts caps a container's external ports; 0: no cap.
+	MaxExternalPorts int
+	// RefuseMixed refuses internal ports beside external ones: the one Service of a
+	// container has one type, so with an external port every exposed port is external.
+	RefuseMixed bool
+	// Bounds of spec.resources; a zero Quantity is no bound. Min* bound the requests
+	// (min), Max* the limits (max).
+	MinCPU, MaxCPU, MinMemory, MaxMemory resource.Quantity
+}
+
+// ReservedLabelDomains are label key prefixes no tenant may use, whatever the
+// operator allows, each with its subdomains: Kubernetes' own (well-known labels that
+// Services, controllers and schedulers select on), DCM's, and the meshes', policy
+// engines' and platforms' that grant a pod an identity, a sidecar, a credential or an
+// exemption ("sidecar.istio.io/inject", "security.istio.io/tlsMode",
+// "azure.workload.identity/use", "policy.cilium.io/..."): a tenant's pod with one of
+// them could join another workload or claim what the platform grants by label.
+var ReservedLabelDomains = []string{
+	"kubernetes.io", "k8s.io", "x-k8s.io", "dcm.project",
+	"istio.io", "linkerd.io", "kuma.io", "consul.hashicorp.com", "cilium.io", "projectcalico.org",
+	"openshift.io", "knative.dev", "kyverno.io", "gke.io", "azure.workload.identity",
+}
+
+// ReservedLabelDomain is the reserved domain a label key prefix (without its "/") falls
+// under, or "".
+func ReservedLabelDomain(prefix string) string {
+	prefix = strings.ToLower(prefix)
+	for _, d := range ReservedLabelDomains {
+		if prefix == d || strings.HasSuffix(prefix, "."+d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// labelKeyProblem says why a tenant may not use a label key, or "". The key is
+// otherwise valid (IsQualifiedName is checked apart).
+func (p Policy) labelKeyProblem(key string) string {
+	prefix, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return ""
+	}
+	key = Clip(key, MaxQuoted)
+	if d := ReservedLabelDomain(prefix); d != "" {
+		return fmt.Sprintf("label %q: the prefix %q is reserved (%s and its subdomains are refused: they select or grant something outside the container)", key, prefix+"/", d)
+	}
+	if slices.Contains(p.LabelPrefixes, prefix+"/") {
+		return ""
+	}
+	allowed := "none"
+	if len(p.LabelPrefixes) > 0 {
+		allowed = strings.Join(p.LabelPrefixes, ", ")
+	}
+	return fmt.Sprintf("label %q: a label key must be unprefixed or carry a prefix this provider allows (SP_LABEL_PREFIXES: %s)", key, allowed)
+}
+
+// Registry host rules. What a node pulls from it reaches from the node's own network,
+// where no NetworkPolicy applies: an image reference must name a registry by a public
+// DNS name, never the node's loopback, a cloud's metadata address, the cluster's
+// Services or an address of the node's network.
+const (
+	ruleIPLiteral       = "an IP address (registries are named by DNS)"
+	ruleLoopback        = "a loopback name (localhost)"
+	ruleClusterInternal = "a cluster-internal name"
+	ruleSingleLabel     = "a name without a domain (resolved by the node's search path)"
+)
+
+// internalSuffixes are DNS names that resolve inside a cluster, a node or a private
+// network, never on the public internet.
+var internalSuffixes = []string{
+	".svc", ".cluster.local", ".local", ".localdomain", ".internal", ".home.arpa", ".lan",
+}
+
+// hostRule is the fixed rule a registry host breaks, or "". host is lower case, without
+// its port.
+func hostRule(host string) string {
+	host = strings.TrimSuffix(host, ".")
+	if strings.HasPrefix(host, "[") || isIPLike(host) {
+		return ruleIPLiteral
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return ruleLoopback
+	}
+	if host == "kubernetes.default" || strings.HasPrefix(host, "kubernetes.default.") {
+		return ruleClusterInternal
+	}
+	for _, s := range internalSuffixes {
+		if strings.HasSuffix(host, s) {
+			return ruleClusterInternal
+		}
+	}
+	if !strings.Contains(host, ".") {
+		return ruleSingleLabel
+	}
+	return ""
+}
+
+// isIPLike reports a host a resolver may read as an address: an IP literal, and the
+// forms inet_aton takes (2130706433, 0x7f.1, 127.1): a name whose last label is all
+// digits or hexadecimal with 0x (no top-level domain is).
+func isIPLike(host string) bool {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	last := host[strings.LastIndex(host, ".")+1:]
+	if strings.HasPrefix(last, "0x") {
+		return true
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
+}
+
+// splitHostPort splits a reference's domain ("quay.io", "localhost:5000",
+// "[::1]:10250") into its lower-case host and port ("" when none).
+func splitHostPort(domain string) (host, port string) {
+	domain = strings.ToLower(domain)
+	if strings.HasPrefix(domain, "[") {
+		if i := strings.Index(domain, "]"); i >= 0 {
+			return domain[:i+1], strings.TrimPrefix(domain[i+1:], ":")
+		}
+		return domain, ""
+	}
+	host, port, _ = strings.Cut(domain, ":")
+	return host, port
+}
+
+// registryProblem says why the policy refuses an image from domain (a reference's
+// registry part, as distribution/reference normalizes it: docker.io for "nginx"), or "".
+func (p Policy) registryProblem(domain string) string {
+	host, port := splitHostPort(domain)
+	// An entry names a host and, after a colon, a port: "h" is h without a port (the
+	// registry's default), "h:5000" that port only; "*.example.com" the subdomains of
+	// example.com (not example.com), "*" any host on any port. exact: globs do not count.
+	listed := func(exact bool) bool {
+		for _, e := range p.Registries {
+			e = strings.ToLower(e)
+			eHost, ePort := splitHostPort(e)
+			switch {
+			case e == "*":
+				if !exact {
+					return true
+				}
+			case ePort != port:
+			case eHost == host:
+				return true
+			case !exact && strings.HasPrefix(eHost, "*.") && strings.HasSuffix(host, eHost[1:]):
+				return true
+			}
+		}
+		return false
+	}
+	domain = Clip(domain, MaxQuoted)
+	if rule := hostRule(host); rule != "" {
+		if listed(true) {
+			return ""
+		}
+		return fmt.Sprintf("registry host %q is %s: images from it are refused unless the operator lists that host in SP_IMAGE_REGISTRIES", domain, rule)
+	}
+	if p.Registries == nil || listed(false) {
+		return ""
+	}
+	return fmt.Sprintf("registry host %q is not one this provider pulls from (SP_IMAGE_REGISTRIES: %s)", domain, strings.Join(p.Registries, ", "))
+}

@@ -80,6 +80,7 @@ fuzz:
 	go test -run='^$$' -fuzz='^FuzzPageToken$$' -fuzztime=$(FUZZTIME) ./internal/httpapi
 	go test -run='^$$' -fuzz='^FuzzValidateAndBuild$$' -fuzztime=$(FUZZTIME) ./internal/container
 	go test -run='^$$' -fuzz='^FuzzStatusOf$$' -fuzztime=$(FUZZTIME) ./internal/container
+	go test -run='^$$' -fuzz='^FuzzImagePolicy$$' -fuzztime=$(FUZZTIME) ./internal/container
 
 # api/v1alpha1/openapi.yaml is the contract; the server code is generated from it.
 generate:

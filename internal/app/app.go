@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -130,10 +129,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	a.podSec = &podSecurity{client: client, namespace: cfg.Kubernetes.Namespace, configured: cfg.Kubernetes.PodSecurity, log: log}
 	handler, err := httpapi.NewHandler(httpapi.Options{
 		Store: st,
-		Objects: container.Options{
-			Namespace:           cfg.Kubernetes.Namespace,
-			ExternalServiceType: corev1.ServiceType(cfg.Kubernetes.ExternalServiceType),
-		},
+		Objects: cfg.Objects(),
+		Policy:  cfg.Policy(),
 		PodSecurity:  a.podSec.profile,
 		Health:       a.probe.Last,
 		Registration: registrar.State,

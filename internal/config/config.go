@@ -37,6 +37,7 @@ type Config struct {
 	Server       Server
 	Registration Registration
 	Security     Security
+	Tenants      Tenants
 }
 
 // Registration settings.
@@ -57,7 +58,7 @@ type Kubernetes struct {
 	// Kubeconfig: empty means in-cluster credentials.
 	Kubeconfig string `env:"SP_K8S_KUBECONFIG" help:"kubeconfig file; empty = the in-cluster service account"`
 	// ExternalServiceType is the Service type for external ports.
-	ExternalServiceType string `env:"SP_K8S_EXTERNAL_SVC_TYPE" envDefault:"LoadBalancer" help:"Service type when a port is external: LoadBalancer or NodePort"`
+	ExternalServiceType string `env:"SP_K8S_EXTERNAL_SVC_TYPE" envDefault:"LoadBalancer" help:"Service type when a port is external: LoadBalancer or NodePort; None refuses external ports (400 naming the port)"`
 	// PodSecurity is the security profile of every pod: baseline, restricted, or auto
 	// (restricted when the namespace enforces Pod Security "restricted", else baseline).
 	PodSecurity string `env:"SP_K8S_POD_SECURITY" envDefault:"auto" help:"security profile of every pod: baseline, restricted, or auto (restricted when the namespace enforces Pod Security restricted, else baseline)"`
@@ -145,7 +146,7 @@ type Security struct {
 // Setting describes one environment variable, as Config's tags declare it.
 type Setting struct {
 	Name     string // the environment variable
-	Group    string // "" for the provider's own settings, else Kubernetes, Limits, Monitor, Server, Registration or Security
+	Group    string // "" for the provider's own settings, else Kubernetes, Limits, Monitor, Server, Registration, Security or Tenants
 	Default  string // "" when none or derived (Help says which)
 	Unit     string // of a whole number, e.g. milliseconds; "" when none
 	Required bool
@@ -334,8 +335,8 @@ func (c *Config) validate(leaseDerived bool) []string {
 	if msgs := validation.IsDNS1123Label(c.Kubernetes.Namespace); len(msgs) > 0 {
 		p = append(p, fmt.Sprintf("SP_K8S_NAMESPACE=%q: not a Kubernetes namespace name: %s", c.Kubernetes.Namespace, strings.Join(msgs, ", ")))
 	}
-	if t := c.Kubernetes.ExternalServiceType; t != "LoadBalancer" && t != "NodePort" {
-		p = append(p, fmt.Sprintf("SP_K8S_EXTERNAL_SVC_TYPE=%q: must be LoadBalancer or NodePort", t))
+	if t := c.Kubernetes.ExternalServiceType; t != "LoadBalancer" && t != "NodePort" && t != ExternalNone {
+		p = append(p, fmt.Sprintf("SP_K8S_EXTERNAL_SVC_TYPE=%q: must be LoadBalancer, NodePort or None (external ports refused)", t))
 	}
 	if s := c.Kubernetes.PodSecurity; s != "auto" && s != "baseline" && s != "restricted" {
 		p = append(p, fmt.Sprintf("SP_K8S_POD_SECURITY=%q: must be auto, baseline or restricted", s))
@@ -417,6 +418,7 @@ func (c *Config) validate(leaseDerived bool) []string {
 		p = append(p, "SP_SERVER_ADDRESS: must not be empty")
 	}
 	p = append(p, c.Security.validate()...)
+	p = append(p, c.Tenants.validate()...)
 	return p
 }
 

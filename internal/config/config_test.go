@@ -272,7 +272,7 @@ func TestOneLinePerBadVariable(t *testing.T) {
 		"SP_SERVER_MAX_IN_FLIGHT":  `SP_SERVER_MAX_IN_FLIGHT="99999999999999999999": too large for a whole number of requests`,
 		"SP_TOTAL_CPU":             "SP_TOTAL_CPU: must not be negative",
 		"SP_TOTAL_NODES":           "SP_TOTAL_NODES: must not be negative",
-		"SP_K8S_EXTERNAL_SVC_TYPE": `SP_K8S_EXTERNAL_SVC_TYPE="Ingress": must be LoadBalancer or NodePort`,
+		"SP_K8S_EXTERNAL_SVC_TYPE": `SP_K8S_EXTERNAL_SVC_TYPE="Ingress": must be LoadBalancer, NodePort or None (external ports refused)`,
 	}
 	got := map[string]string{}
 	for _, line := range cerr.Problems {

@@ -101,8 +101,20 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 	// visibility from the Service, as the design says.
 	out.Spec = req.Body.Spec
 	out.Spec.Metadata.Namespace = ptr(obs.Deployment.Namespace)
-	if out.Spec.Network != nil {
-		out.Spec.Network.Ip = nil
+	if n := out.Spec.Network; n != nil {
+		// What will really be exposed (an internal port beside an external one is
+		// external too: SP_K8S_MIXED_VISIBILITY=expose), as GET will say.
+		net := *n
+		net.Ip = nil
+		if n.Ports != nil {
+			ports := make([]v1alpha1.ContainerPort, len(*n.Ports))
+			for i, p := range *n.Ports {
+				ports[i] = p
+				ports[i].Visibility = container.Visibility(&req.Body.Spec, p)
+			}
+			net.Ports = &ports
+		}
+		out.Spec.Network = &net
 	}
 	return v1alpha1.CreateContainer201JSONResponse(out), nil
 }

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -324,6 +325,15 @@ func addNode(ctx context.Context, cs kubernetes.Interface, name string, dedicate
 			},
 		},
 	}
+	// What kwok's node-initialize stage gives a node without a status, plus the
+	// ephemeral storage every real kubelet reports: the service's pods request some
+	// (SP_K8S_EPHEMERAL_STORAGE_REQUEST), and a node without it fits none of them.
+	// Set at create, as a kubelet registers its node; kwok keeps a status it finds.
+	res := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("1k"), corev1.ResourceMemory: resource.MustParse("1Ti"),
+		corev1.ResourcePods: resource.MustParse("1M"), corev1.ResourceEphemeralStorage: resource.MustParse("1Pi"),
+	}
+	node.Status = corev1.NodeStatus{Capacity: res, Allocatable: res}
 	if dedicated {
 		node.Spec.Taints = []corev1.Taint{{Key: DedicatedTaint, Value: name, Effect: corev1.TaintEffectNoSchedule}}
 	}

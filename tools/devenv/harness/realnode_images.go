@@ -37,7 +37,11 @@ const (
 	// ErrImagePull / ImagePullBackOff, refused by the node's registry (which the message
 	// names), like any public name nobody pushed.
 	MissingImage = "quay.io/example/never-pushed:v1"
-	testImageBin = "/testimage"
+	// ImageRegistries is SP_IMAGE_REGISTRIES for a service whose containers run the
+	// test images: the service's default list, the real node's test images' registry
+	// host and kwok's fate images' (fates.go).
+	ImageRegistries = testImageRegistry + ",kwok.invalid,docker.io,quay.io,ghcr.io,registry.k8s.io,gcr.io"
+	testImageBin    = "/testimage"
 	// The test image's and the registry's packages, built in the tooling module
 	// (GOWORK=off: tools/devenv/go.mod alone is enough).
 	testImageSrc     = "./harness/testimage"

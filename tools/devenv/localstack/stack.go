@@ -95,6 +95,9 @@ func (s *Stack) settings(env map[string]string, addr string, p parts) []string {
 	out := []string{
 		"SP_NAME=k8s-container-sp", "SP_DISPLAY_NAME=Kubernetes Container Service Provider (local)",
 		"SP_ENDPOINT=" + s.ServiceURL, "SP_SERVER_ADDRESS=" + addr,
+		// The banner's example runs a test image (example.invalid/web:v1); your own
+		// SP_IMAGE_REGISTRIES replaces this.
+		"SP_IMAGE_REGISTRIES=" + harness.ImageRegistries,
 	}
 	for k, v := range env {
 		if strings.HasPrefix(k, "SP_") {

@@ -90,7 +90,8 @@ func expectNothing(t *testing.T, ns string) {
 // The whole life of one container through the API, checked against the cluster.
 func TestContainerLifecycle(t *testing.T) {
 	ns := testenv.Namespace(t)
-	p := startProvider(t, ns)
+	// An internal port beside an external one is exposed as such (the default refuses it).
+	p := startProvider(t, ns, withEnv("SP_K8S_MIXED_VISIBILITY=expose"))
 	p.waitSynced(t)
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
@@ -118,6 +119,12 @@ func TestContainerLifecycle(t *testing.T) {
 	svc := j["service"].(map[string]any)
 	if svc["type"] != "LoadBalancer" || svc["cluster_ip"] == "" || len(svc["ports"].([]any)) != 2 {
 		t.Errorf("create service: %v", svc)
+	}
+	// The answer says what is exposed: 9090 is external too, as GET will say below.
+	for i, want := range []string{"external", "external", "none"} {
+		if v := rs["network"].(map[string]any)["ports"].([]any)[i].(map[string]any)["visibility"]; v != want {
+			t.Errorf("create: port %d visibility %v, want %s", i, v, want)
+		}
 	}
 
 	// The cluster holds exactly what the design says.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
 )
@@ -65,7 +66,7 @@ func TestClusterRefusalIsBadRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startProvider(t, ns)
+	p := startProvider(t, ns, withEnv("SP_IMAGE_REGISTRIES="+harness.ImageRegistries+",forbidden.example"))
 	p.waitSynced(t)
 	var r response
 	// The apiserver loads new policies asynchronously.

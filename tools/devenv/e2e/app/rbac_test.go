@@ -119,7 +119,7 @@ func TestDeployRBACIsEnough(t *testing.T) {
 		return nil
 	})
 
-	create(t, p, "rbac-1", spec("web", "nginx", withPorts(port(80, "internal"), port(443, "external"))))
+	create(t, p, "rbac-1", spec("web", "nginx", withPorts(port(80, "external"), port(443, "external"))))
 	events.waitStatus("rbac-1", "RUNNING", "", 30*time.Second)
 	if r := do(t, http.MethodGet, p.URL+containers+"/rbac-1", nil); r.Status != 200 || r.JSON["service"] == nil {
 		t.Errorf("GET: %d %s", r.Status, r.Body)

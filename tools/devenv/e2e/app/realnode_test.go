@@ -85,12 +85,28 @@ func TestRealNodeStatus(t *testing.T) {
 			t.Errorf("GET: %s", r.Body)
 		}
 	}
-	// A missing image is PENDING with the pull error, never RUNNING; the pull went to the
-	// node's registry, which the message names, and nowhere else.
+	// A missing image is PENDING with the pull's reason and reference, never RUNNING; the
+	// kubelet's text (it names the node's registry, 127.0.0.1:PORT, the address the pull
+	// dialled) reaches neither the events nor GET: a tenant must not learn the node's
+	// network from a pull (issue 34, finding 2).
 	{
-		e := events.waitStatus("missing", "PENDING", testenv.RealNode(t).Registry, 90*time.Second)
-		if !strings.Contains(e.Data.Message, "ErrImagePull") && !strings.Contains(e.Data.Message, "ImagePullBackOff") {
+		e := events.waitStatus("missing", "PENDING", `could not pull image "`+harness.MissingImage+`"`, 90*time.Second)
+		if !strings.HasPrefix(e.Data.Message, "ErrImagePull") && !strings.HasPrefix(e.Data.Message, "ImagePullBackOff") {
 			t.Errorf("message %q", e.Data.Message)
+		}
+		registry := testenv.RealNode(t).Registry
+		for _, ev := range events.events("missing") {
+			if strings.Contains(ev.Data.Message, registry) || strings.Contains(ev.Data.Message, "127.0.0.1") {
+				t.Errorf("an event shows the node's network: %q", ev.Data.Message)
+			}
+		}
+		if r := do(t, http.MethodGet, p.URL+containers+"/missing", nil); strings.Contains(string(r.Body), registry) {
+			t.Errorf("GET shows the node's network: %s", r.Body)
+		}
+		// The kubelet did say it: the detail exists, for the provider's log.
+		pod := podOf(t, ns, "missing")
+		if w := pod.Status.ContainerStatuses[0].State.Waiting; w == nil || !strings.Contains(w.Message, registry) {
+			t.Logf("the kubelet's own message does not name the registry (now %+v)", w)
 		}
 		neverReported(t, events, "missing", "RUNNING")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,7 +73,8 @@ func TestStatusEvents(t *testing.T) {
 	ns := testenv.Namespace(t)
 	srv, stream := natsWithStream(t)
 	events := newStreamSink(t, stream)
-	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	// No cpu cap: "huge" asks more than any node has, to be unschedulable.
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100", "SP_MAX_CPU=0"))
 	p.waitSynced(t)
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
@@ -169,7 +171,11 @@ func TestStatusReplicaFailureFromQuota(t *testing.T) {
 	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
 	p.waitSynced(t)
 	create(t, p, "quota", spec("quota", "nginx"))
-	events.waitStatus("quota", "FAILED", "exceeded quota", 60*time.Second)
+	// The quota's words (the namespace's usage, every tenant's) are withheld.
+	e := events.waitStatus("quota", "FAILED", "FailedCreate: the namespace's resource quota does not admit the container's pod", 60*time.Second)
+	if strings.Contains(e.Data.Message, "exceeded quota") || strings.Contains(e.Data.Message, "no-pods") {
+		t.Errorf("message %q quotes the quota", e.Data.Message)
+	}
 }
 
 // Rapid oscillation inside the debounce window collapses to nothing new; a container

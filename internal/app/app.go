@@ -78,6 +78,10 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		RegistrationState: func() string { return string(a.registrar.State().Phase) },
 		CacheStale:        func(cache string) float64 { return a.store.Lag(cache).For.Seconds() },
 		Caches:            store.Caches,
+
+		// Why the last registration attempt failed, one of a fixed set.
+		RegistrationError:  func() string { return string(a.registrar.State().Reason) },
+		RegistrationErrors: registration.ReasonLabels(),
 	})
 	rc = rest.CopyConfig(rc)
 	// Per-call deadlines, not rc.Timeout: that one would cut every watch too.
@@ -128,9 +132,9 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	a.tlsConfig = tlsConfig
 	a.podSec = &podSecurity{client: client, namespace: cfg.Kubernetes.Namespace, configured: cfg.Kubernetes.PodSecurity, log: log}
 	handler, err := httpapi.NewHandler(httpapi.Options{
-		Store: st,
-		Objects: cfg.Objects(),
-		Policy:  cfg.Policy(),
+		Store:        st,
+		Objects:      cfg.Objects(),
+		Policy:       cfg.Policy(),
 		PodSecurity:  a.podSec.profile,
 		Health:       a.probe.Last,
 		Registration: registrar.State,

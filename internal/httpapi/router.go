@@ -60,7 +60,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		o.MaxContainerBytes = container.DefaultMaxObjectBytes
 	}
 	maxBody := int64(o.MaxContainerBytes) + bodySlack
-	h := &handlers{store: o.Store, objects: o.Objects, policy: o.Policy, health: o.Health, registration: o.Registration, permissions: o.Permissions,
+	h := &handlers{store: quotaLogged{o.Store, o.Log}, objects: o.Objects, policy: o.Policy, health: o.Health, registration: o.Registration, permissions: o.Permissions,
 		version: o.Version, started: time.Now(), log: o.Log, podSecurity: o.PodSecurity,
 		maxContainerBytes: o.MaxContainerBytes, maxContainers: o.MaxContainers, containers: o.Containers}
 	strict := v1alpha1.NewStrictHandlerWithOptions(h, nil, v1alpha1.StrictHTTPServerOptions{

@@ -30,6 +30,11 @@ type Gauges struct {
 	Leader          func() bool
 	// RegistrationState is pending, registered or rejected.
 	RegistrationState func() string
+	// RegistrationError is why the last registration attempt failed ("" when it did
+	// not), one of RegistrationErrors (a fixed set: the label's values). Health shows a
+	// fixed text for it; the detail is in the log.
+	RegistrationError  func() string
+	RegistrationErrors []string
 	// CacheStale is how long a cache may have been out of date (0 when current), for
 	// each of Caches (a fixed set: the label's values).
 	CacheStale func(cache string) float64
@@ -91,6 +96,20 @@ func New(g Gauges) *Metrics {
 				ConstLabels: prometheus.Labels{"state": state},
 			}, func() float64 {
 				if g.RegistrationState() == state {
+					return 1
+				}
+				return 0
+			}))
+		}
+	}
+	if g.RegistrationError != nil {
+		for _, reason := range g.RegistrationErrors {
+			r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "sp_registration_error",
+				Help:        "1 for the reason the last registration attempt failed (0 for every reason once one succeeds); the registry's answer is in the log.",
+				ConstLabels: prometheus.Labels{"reason": reason},
+			}, func() float64 {
+				if g.RegistrationError() == reason {
 					return 1
 				}
 				return 0

@@ -48,3 +48,23 @@ func TestHostileRequestsAddNoSeries(t *testing.T) {
 		t.Errorf("/metrics grew from %d to %d bytes", before, after)
 	}
 }
+
+// The registration's failure is one series per reason of a fixed set, 1 for the current
+// one: the registry's answer is never a label.
+func TestRegistrationErrorIsABoundedLabel(t *testing.T) {
+	reason := "unreachable"
+	m := New(Gauges{RegistrationError: func() string { return reason }, RegistrationErrors: []string{"unreachable", "rejected"}})
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	out := scrape()
+	if !strings.Contains(out, `sp_registration_error{reason="unreachable"} 1`) || !strings.Contains(out, `sp_registration_error{reason="rejected"} 0`) {
+		t.Errorf("metrics:\n%s", out)
+	}
+	reason = "" // registered
+	if out := scrape(); strings.Contains(out, `sp_registration_error{reason="unreachable"} 1`) || strings.Count(out, "sp_registration_error{") != 2 {
+		t.Errorf("after a success:\n%s", out)
+	}
+}

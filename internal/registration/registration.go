@@ -2,9 +2,12 @@ package registration
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +16,8 @@ import (
 	providerapi "github.com/dcm-project/service-provider-manager/api/v1alpha1/provider"
 	providerclient "github.com/dcm-project/service-provider-manager/pkg/client/provider"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/dcm-project/k8s-container-sp/internal/redact"
 )
 
 // Phase of the registration.
@@ -26,12 +31,60 @@ const (
 
 // State is what the health endpoint, the log and the metrics show.
 type State struct {
-	Phase      Phase     `json:"status"`
-	ProviderID string    `json:"provider_id,omitempty"`
+	Phase      Phase  `json:"status"`
+	ProviderID string `json:"provider_id,omitempty"`
+	// LastError is the last attempt's failure in a fixed text per Reason (Reason.Text):
+	// health shows it to anyone, so it never carries the registry's host or answer;
+	// the log has those.
 	LastError  string    `json:"last_error,omitempty"`
 	LastChange time.Time `json:"last_change"`
+	// Reason classifies the last failure ("" after a success): a metric's label.
+	Reason Reason `json:"-"`
 	// LastHTTPStatus is the registry's last answer: 201 new, 200 known.
 	LastHTTPStatus int `json:"-"`
+}
+
+// Reason is why the last registration attempt failed, one of a fixed set.
+type Reason string
+
+const (
+	ReasonUnreachable Reason = "unreachable" // no answer: the name does not resolve, the connection is refused or cut
+	ReasonTimeout     Reason = "timeout"     // no answer in time
+	ReasonTLS         Reason = "tls"         // the TLS handshake with the registry failed (its certificate, say)
+	ReasonUnavailable Reason = "unavailable" // the registry answered 408, 429 or 5xx: retried
+	ReasonRejected    Reason = "rejected"    // the registry refused the registration (another 4xx): a configuration error
+	ReasonUnexpected  Reason = "unexpected"  // any other answer
+)
+
+// Reasons are every Reason, for a metric's label values.
+var Reasons = []Reason{ReasonUnreachable, ReasonTimeout, ReasonTLS, ReasonUnavailable, ReasonRejected, ReasonUnexpected}
+
+// ReasonLabels are Reasons as strings.
+func ReasonLabels() []string {
+	out := make([]string, len(Reasons))
+	for i, r := range Reasons {
+		out[i] = string(r)
+	}
+	return out
+}
+
+// Text is the fixed text health shows for the reason.
+func (r Reason) Text() string {
+	switch r {
+	case ReasonUnreachable:
+		return "registry unreachable"
+	case ReasonTimeout:
+		return "registry did not answer in time"
+	case ReasonTLS:
+		return "TLS with the registry failed"
+	case ReasonUnavailable:
+		return "registry unavailable; retrying"
+	case ReasonRejected:
+		return "registration rejected by the registry"
+	case ReasonUnexpected:
+		return "unexpected answer from the registry"
+	}
+	return ""
 }
 
 // Capacity is optional registration metadata; zero values are not sent.
@@ -137,13 +190,13 @@ func (r *Registrar) State() State {
 	return r.state
 }
 
-func (r *Registrar) set(phase Phase, id, lastErr string) {
+func (r *Registrar) set(phase Phase, id string, reason Reason) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.state.Phase != phase {
 		r.state.LastChange = time.Now()
 	}
-	r.state.Phase, r.state.LastError = phase, lastErr
+	r.state.Phase, r.state.Reason, r.state.LastError = phase, reason, reason.Text()
 	if id != "" {
 		r.state.ProviderID = id
 	}
@@ -187,14 +240,16 @@ func (r *Registrar) registerWithRetry(ctx context.Context) {
 		case err == nil:
 			return
 		case errors.As(err, &perm):
-			r.set(Rejected, "", err.Error())
+			r.set(Rejected, "", perm.reason)
 			r.log.Error("registration refused by the DCM registry: configuration error (not retried until later)",
-				"registry", r.opts.RegistryURL, "status", perm.status, "answer", perm.body)
+				"registry", r.registry(), "status", perm.status, "answer", perm.body, "reason", perm.reason)
 			return
 		}
-		r.set(r.State().Phase, "", err.Error())
+		reason := reasonOf(err)
+		r.set(r.State().Phase, "", reason)
 		delay := backoff.Step()
-		r.log.Warn("registration failed; will retry", "registry", r.opts.RegistryURL, "attempt", attempt, "retry_in", delay.Round(time.Millisecond), "err", err)
+		r.log.Warn("registration failed; will retry", "registry", r.registry(), "attempt", attempt, "retry_in", delay.Round(time.Millisecond),
+			"reason", reason, "err", redact.Text(err.Error(), r.opts.RegistryURL, r.opts.Endpoint))
 		select {
 		case <-ctx.Done():
 		case <-time.After(delay):
@@ -202,9 +257,45 @@ func (r *Registrar) registerWithRetry(ctx context.Context) {
 	}
 }
 
+// registry is the registry's URL fit for the log (redact.URL: no credentials).
+func (r *Registrar) registry() string { return redact.URL(r.opts.RegistryURL) }
+
 type permanentError struct {
 	status int
 	body   string
+	reason Reason
+}
+
+// unavailableError is an answer that is retried (408, 429, 5xx).
+type unavailableError struct {
+	status int
+	body   string
+}
+
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("registry answered %d: %s", e.status, e.body)
+}
+
+// reasonOf classifies a failed attempt that is retried.
+func reasonOf(err error) Reason {
+	var ua *unavailableError
+	var ne net.Error
+	var certErr *tls.CertificateVerificationError
+	var recErr tls.RecordHeaderError
+	var alert tls.AlertError
+	var unknownAuth x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &ua):
+		return ReasonUnavailable
+	case errors.As(err, &certErr), errors.As(err, &recErr), errors.As(err, &alert), errors.As(err, &unknownAuth),
+		errors.As(err, &hostErr), errors.As(err, &invalid):
+		return ReasonTLS
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return ReasonTimeout
+	}
+	return ReasonUnreachable
 }
 
 func (e *permanentError) Error() string {
@@ -238,14 +329,16 @@ func (r *Registrar) registerOnce(ctx context.Context) error {
 		was := r.State()
 		r.set(Registered, id, "")
 		if was.Phase != Registered || was.ProviderID != id {
-			r.log.Info("registered with the DCM registry", "registry", r.opts.RegistryURL, "provider_id", id, "status", code,
-				"endpoint", r.Payload().Endpoint)
+			r.log.Info("registered with the DCM registry", "registry", r.registry(), "provider_id", id, "status", code,
+				"endpoint", redact.URL(r.Payload().Endpoint))
 		}
 		return nil
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return fmt.Errorf("registry answered %d: %s", code, trim(resp.Body))
+		return &unavailableError{status: code, body: trim(resp.Body)}
+	case code >= 400:
+		return &permanentError{status: code, body: trim(resp.Body), reason: ReasonRejected}
 	default:
-		return &permanentError{status: code, body: trim(resp.Body)}
+		return &permanentError{status: code, body: trim(resp.Body), reason: ReasonUnexpected}
 	}
 }
 

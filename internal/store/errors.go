@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -87,9 +89,12 @@ func classify(what string, err error) error {
 			Detail: "the cluster refused the container as too large: " + apiMessage(err)}}
 		return e
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
+		// The quota's message is the namespace's usage across every tenant (used: and
+		// limited: figures) and the quota's name: the client is told which resource
+		// ran out, in fixed words; the message goes to the log (Err).
 		e := wrap(KindQuota, "a resource quota refused the container")
 		e.Fields = []container.Violation{{Pointer: container.Pointer("spec", "resources"),
-			Detail: "resources: a resource quota in the provider's namespace refused the container: " + apiMessage(err)}}
+			Detail: "resources: " + QuotaText(apiMessage(err))}}
 		return e
 	case apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) || isNetworkError(err):
@@ -103,6 +108,46 @@ func classify(what string, err error) error {
 	}
 	return wrap(KindInternal, "unexpected error from the Kubernetes API")
 }
+
+// QuotaText is what a client is told of a ResourceQuota's refusal, whose message (the
+// apiserver's quota admission: `exceeded quota: <name>, requested: <resource>=<n>,...,
+// used: ..., limited: ...`) names the quota and shows every tenant's usage: a fixed
+// text naming only the resources exceeded (as Kubernetes names them, at most
+// maxQuotaResources), without the quota's name or any figure.
+func QuotaText(msg string) string {
+	const text = "the containers' namespace quota does not allow this container"
+	_, rest, ok := strings.Cut(msg, "exceeded quota: ")
+	if !ok {
+		return text
+	}
+	_, requested, ok := strings.Cut(rest, ", requested: ")
+	if !ok {
+		return text
+	}
+	requested, _, _ = strings.Cut(requested, ", used: ")
+	var names []string
+	for _, item := range strings.Split(requested, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(item), "=")
+		if !quotaResource.MatchString(name) || slices.Contains(names, name) {
+			continue
+		}
+		if len(names) == maxQuotaResources {
+			names = append(names, "…")
+			break
+		}
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return text
+	}
+	return text + " (" + strings.Join(names, ", ") + ")"
+}
+
+// quotaResource is a resource name a quota can hold (limits.memory, services.nodeports,
+// count/deployments.apps, requests.example.com/gpu), and nothing else.
+var quotaResource = regexp.MustCompile(`^[a-z0-9]([a-z0-9./_-]{0,120}[a-z0-9])?$`)
+
+const maxQuotaResources = 8
 
 // UnavailableMessage is the message of a call to the Kubernetes API that failed (an
 // outage, a timeout, throttling): the HTTP layer words it for the client.

@@ -67,8 +67,8 @@ func RESTConfig(cfg *config.Config) (*rest.Config, error) {
 }
 
 // New builds the provider; Run starts it. New reads only the configuration and the
-// files it names (API token, TLS certificate): it connects to nothing. version is
-// reported by the health endpoint.
+// files it names (API token, TLS certificate, NATS credentials): it connects to
+// nothing. version is reported by the health endpoint.
 func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) (*App, error) {
 	a := &App{cfg: cfg, log: log}
 	a.metrics = metrics.New(metrics.Gauges{
@@ -181,7 +181,9 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	top.Handle("/livez", httpapi.Liveness())
 	top.Handle("/", a.metrics.Middleware(handler))
 	a.handler = top
-	a.nats = newNATSLink(cfg.NATSURL, cfg.Name+"/"+cfg.Monitor.Identity, cfg.Name, log)
+	if a.nats, err = newNATSLink(cfg.NATSURL, cfg.Name+"/"+cfg.Monitor.Identity, cfg.Name, cfg.NATS, log); err != nil {
+		return nil, err
+	}
 	a.reporter = status.NewReporter(st, a.nats, st, status.Options{
 		Debounce:     time.Duration(cfg.Monitor.DebounceMS) * time.Millisecond,
 		MaxWait:      cfg.Monitor.DebounceMaxWait,

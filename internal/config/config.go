@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/redact"
 	"github.com/dcm-project/k8s-container-sp/internal/secretfile"
 )
 
@@ -38,6 +39,7 @@ type Config struct {
 	Registration Registration
 	Security     Security
 	Tenants      Tenants
+	NATS         NATS
 }
 
 // Registration settings.
@@ -316,21 +318,23 @@ func (c *Config) defaults() {
 // (SP_MONITOR_LEADER_LEASE unset), so a problem with it is blamed on the right variable.
 func (c *Config) validate(leaseDerived bool) []string {
 	var p []string
+	// The URLs are printed redacted: credentials in them (user information, a token in
+	// the query) never reach the terminal or the pod's log.
 	if err := checkURL(c.Endpoint, "http", "https"); err != nil {
-		p = append(p, fmt.Sprintf("SP_ENDPOINT=%q: %v", c.Endpoint, err))
+		p = append(p, fmt.Sprintf("SP_ENDPOINT=%q: %v", redact.URL(c.Endpoint), err))
 	}
 	if err := checkURL(c.RegistrationURL, "http", "https"); err != nil {
-		p = append(p, fmt.Sprintf("DCM_REGISTRATION_URL=%q: %v", c.RegistrationURL, err))
+		p = append(p, fmt.Sprintf("DCM_REGISTRATION_URL=%q: %v", redact.URL(c.RegistrationURL), err))
 	}
 	var badNATS []string
 	for _, u := range strings.Split(c.NATSURL, ",") {
 		if checkURL(strings.TrimSpace(u), "nats", "tls", "ws", "wss") != nil {
-			badNATS = append(badNATS, fmt.Sprintf("%q", strings.TrimSpace(u)))
+			badNATS = append(badNATS, fmt.Sprintf("%q", redact.URL(strings.TrimSpace(u))))
 		}
 	}
 	if len(badNATS) > 0 && c.NATSURL != "" {
 		p = append(p, fmt.Sprintf("SP_NATS_URL=%q: each comma-separated URL must be a nats, tls, ws or wss URL with a host (not %s)",
-			c.NATSURL, strings.Join(badNATS, ", ")))
+			redact.URLs(c.NATSURL), strings.Join(badNATS, ", ")))
 	}
 	if msgs := validation.IsDNS1123Label(c.Kubernetes.Namespace); len(msgs) > 0 {
 		p = append(p, fmt.Sprintf("SP_K8S_NAMESPACE=%q: not a Kubernetes namespace name: %s", c.Kubernetes.Namespace, strings.Join(msgs, ", ")))
@@ -419,6 +423,7 @@ func (c *Config) validate(leaseDerived bool) []string {
 	}
 	p = append(p, c.Security.validate()...)
 	p = append(p, c.Tenants.validate()...)
+	p = append(p, c.NATS.validate(c.NATSURL)...)
 	return p
 }
 

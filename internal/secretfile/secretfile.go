@@ -169,9 +169,7 @@ func parseKeyPair(certFile, keyFile string, certPEM, keyPEM []byte) (*tls.Certif
 // and key of certFile and keyFile, reloaded when they change (each handshake gets the
 // last good pair).
 func ServerTLS(certFile, keyFile string, every time.Duration, log *slog.Logger) (*tls.Config, error) {
-	pair, err := Watch("TLS certificate", []string{certFile, keyFile}, every, func(c [][]byte) (*tls.Certificate, error) {
-		return parseKeyPair(certFile, keyFile, c[0], c[1])
-	}, log)
+	pair, err := WatchKeyPair("TLS certificate", certFile, keyFile, every, log)
 	if err != nil {
 		return nil, err
 	}

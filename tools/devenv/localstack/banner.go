@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dcm-project/k8s-container-sp/internal/redact"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 )
 
@@ -52,8 +53,10 @@ func Banner(s *Stack) string {
 	fmt.Fprintf(&b, " API         %s/api/v1alpha1/containers\n", s.ServiceURL)
 	fmt.Fprintf(&b, " Health      %s/health\n", s.ServiceURL)
 	fmt.Fprintf(&b, " Metrics     %s/metrics\n", s.ServiceURL)
-	fmt.Fprintf(&b, " Registry    %s   (GET /providers, /service-type-instances)\n", s.RegistryURL)
-	fmt.Fprintf(&b, " NATS        %s   (status events on dcm.container)\n", s.NATSURL)
+	// Shown without credentials (a SP_NATS_URL or DCM_REGISTRATION_URL given to make
+	// run may carry some); the copy-paste commands keep the URL as given.
+	fmt.Fprintf(&b, " Registry    %s   (GET /providers, /service-type-instances)\n", redact.URL(s.RegistryURL))
+	fmt.Fprintf(&b, " NATS        %s   (status events on dcm.container)\n", redact.URLs(s.NATSURL))
 	fmt.Fprintf(&b, " Kubernetes  KUBECONFIG=%s   (namespace %s)\n", s.Kubeconfig, s.Namespace)
 	fmt.Fprintf(&b, " Logs        %s\n", s.LogFile)
 	runs := "kwok plays the kubelet"

@@ -430,7 +430,7 @@ func TestNATSNKeyAndTLSFromFilesFollowRotation(t *testing.T) {
 	if err := srv.DisconnectClientByID(cid); err != nil {
 		t.Fatal(err)
 	}
-	cid = expect("broken certificate file", publicOf(t, keyA), "CN=provider 2")
+	_ = expect("broken certificate file", publicOf(t, keyA), "CN=provider 2")
 	if !strings.Contains(logs.String(), "NATS client certificate changed but cannot be used; keeping the previous one") {
 		t.Errorf("the broken file is not logged: %s", logs)
 	}

@@ -3,6 +3,8 @@ package harness
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +26,9 @@ const (
 	KwokVersion       = "v0.8.0"
 	// RegistryVersion is DCM's service-provider-manager, the registry providers talk to.
 	RegistryVersion = "v0.1.0-rc.1"
+	// KubeNetworkPoliciesVersion is sigs.k8s.io/kube-network-policies, the real node's
+	// NetworkPolicy implementation (tools/kube-network-policies).
+	KubeNetworkPoliciesVersion = "v0.8.0"
 )
 
 // Binaries are the paths of the built control-plane programs.
@@ -231,6 +236,12 @@ func EnsureBinaries(ctx context.Context, out io.Writer) (*Binaries, error) {
 // EnsureKubelet builds the kubelet into the cache when it is missing (progress and the
 // build time go to out; the same file lock as EnsureBinaries) and returns its path.
 func EnsureKubelet(ctx context.Context, out io.Writer) (string, error) {
+	return ensureTool(ctx, out, kubeletTool)
+}
+
+// ensureTool builds a one-program tool into the cache when it is missing, under the
+// build lock, and returns the program's path.
+func ensureTool(ctx context.Context, out io.Writer, t tool) (string, error) {
 	cache, err := CacheDir()
 	if err != nil {
 		return "", err
@@ -239,9 +250,9 @@ func EnsureKubelet(ctx context.Context, out io.Writer) (string, error) {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return "", err
 	}
-	dir := filepath.Join(binDir, kubeletTool.cacheName())
-	bin := filepath.Join(dir, "kubelet")
-	if haveAll(dir, kubeletTool.pkgs) {
+	dir := filepath.Join(binDir, t.cacheName())
+	bin := filepath.Join(dir, binName(t.pkgs[0]))
+	if haveAll(dir, t.pkgs) {
 		return bin, nil
 	}
 	unlock, err := lockFile(filepath.Join(cache, "build.lock"))
@@ -249,17 +260,52 @@ func EnsureKubelet(ctx context.Context, out io.Writer) (string, error) {
 		return "", err
 	}
 	defer unlock()
-	if haveAll(dir, kubeletTool.pkgs) { // built by another process while we waited
+	if haveAll(dir, t.pkgs) { // built by another process while we waited
 		return bin, nil
 	}
 	toolsDir, err := ToolsDir()
 	if err != nil {
 		return "", err
 	}
-	if err := build(ctx, out, filepath.Join(toolsDir, kubeletTool.module), dir, kubeletTool); err != nil {
+	if err := build(ctx, out, filepath.Join(toolsDir, t.module), dir, t); err != nil {
 		return "", err
 	}
 	return bin, nil
+}
+
+// netpolModule is the tool module of the real node's NetworkPolicy enforcer: upstream's
+// controller with a main of ours (tools/kube-network-policies/main.go).
+const netpolModule = "kube-network-policies"
+
+// netpolTool is the enforcer's build. Its cache folder is named after the version and a
+// hash of the module's own files (main.go is ours), so a change there is rebuilt.
+func netpolTool() (tool, error) {
+	toolsDir, err := ToolsDir()
+	if err != nil {
+		return tool{}, err
+	}
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum", "main.go"} {
+		b, err := os.ReadFile(filepath.Join(toolsDir, netpolModule, f))
+		if err != nil {
+			return tool{}, err
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		h.Write(b)
+	}
+	return tool{module: netpolModule, version: KubeNetworkPoliciesVersion + "-" + hex.EncodeToString(h.Sum(nil))[:12],
+		pkgs: []string{ServiceModule + "/tools/" + netpolModule}, ldflags: "-s -w"}, nil
+}
+
+// EnsureNetworkPolicyEnforcer builds the real node's NetworkPolicy enforcer
+// (kube-network-policies) into the cache when it is missing (about a minute from a cold
+// Go build cache on 2 CPUs; the same file lock as EnsureBinaries) and returns its path.
+func EnsureNetworkPolicyEnforcer(ctx context.Context, out io.Writer) (string, error) {
+	t, err := netpolTool()
+	if err != nil {
+		return "", err
+	}
+	return ensureTool(ctx, out, t)
 }
 
 func haveAll(dir string, pkgs []string) bool {

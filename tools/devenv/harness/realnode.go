@@ -39,8 +39,8 @@ const (
 // ErrRealNodeBusy means another run's real node is running on this machine.
 var ErrRealNodeBusy = errors.New("a real node is already running on this machine")
 
-// RealNode is a running real node: a kubelet and its containerd, started and stopped by
-// PID like the control plane.
+// RealNode is a running real node: a kubelet and its containerd, and a NetworkPolicy
+// enforcer (realnode_netpol.go), started and stopped by PID like the control plane.
 type RealNode struct {
 	// Name is the Node's name (RealNodeName).
 	Name string
@@ -75,9 +75,13 @@ type realNodeRecord struct {
 	Detached   bool     `json:"detached"`
 	Containerd *process `json:"containerd,omitempty"`
 	// ImageRegistry is the node's registry (sp-image-registry) on Registry.
-	ImageRegistry *process  `json:"imageRegistry,omitempty"`
-	Kubelet       *process  `json:"kubelet,omitempty"`
-	Host          hostState `json:"host"`
+	ImageRegistry *process `json:"imageRegistry,omitempty"`
+	Kubelet       *process `json:"kubelet,omitempty"`
+	// NetworkPolicies is the node's NetworkPolicy enforcer (realnode_netpol.go), or nil
+	// with NetworkPoliciesUnavailable saying why.
+	NetworkPolicies            *process  `json:"networkPolicies,omitempty"`
+	NetworkPoliciesUnavailable string    `json:"networkPoliciesUnavailable,omitempty"`
+	Host                       hostState `json:"host"`
 	// PodNetwork is what the harness set up so pods reach the apiserver and the ports
 	// given to ExposeToPods (realnode_expose.go).
 	PodNetwork podNetwork `json:"podNetwork"`
@@ -182,6 +186,10 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 	if err != nil {
 		return nil, err
 	}
+	netpol, err := EnsureNetworkPolicyEnforcer(ctx, out)
+	if err != nil {
+		return nil, err
+	}
 	if kubelet, err = filepath.EvalSymlinks(kubelet); err != nil { // /proc/PID/exe is resolved
 		return nil, err
 	}
@@ -221,9 +229,11 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 		KubeletPort: ports[0], HealthzPort: ports[1], Registry: registry, owned: true, out: out}
 	n.rec = realNodeRecord{Dir: dir, Kubeconfig: c.Kubeconfig, KubeletBin: kubelet,
 		KubeletPort: ports[0], HealthzPort: ports[1], Registry: registry, Detached: c.detached, Host: recordHost()}
+	// The clean-up's own handle: `return nil, err` sets n to nil before this runs.
+	node := n
 	defer func() {
 		if err != nil {
-			_ = n.stop(context.Background())
+			_ = node.stop(context.Background())
 		}
 	}()
 	start := time.Now()
@@ -294,6 +304,9 @@ func StartRealNode(ctx context.Context, c *Cluster, dir string, out io.Writer) (
 	}
 	fmt.Fprintf(out, "harness: real node %s Ready in %s (%s after the kubelet started)\n", RealNodeName,
 		time.Since(start).Round(100*time.Millisecond), time.Since(kubeletStart).Round(100*time.Millisecond))
+	if err := n.startNetworkPolicies(ctx, netpol); err != nil {
+		return nil, fmt.Errorf("the NetworkPolicy enforcer: %w", err)
+	}
 	return n, nil
 }
 

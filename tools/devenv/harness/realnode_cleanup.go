@@ -24,8 +24,9 @@ import (
 
 // hostState is what the node changes on the host, recorded before it starts.
 type hostState struct {
-	// Sysctls the kubelet (kernel.panic, vm.overcommit_memory...) and the bridge plugin
-	// (net.ipv4.ip_forward) set.
+	// Sysctls the kubelet (kernel.panic, vm.overcommit_memory...), the bridge plugin
+	// (net.ipv4.ip_forward) and the NetworkPolicy enforcer's start
+	// (net.bridge.bridge-nf-call-iptables) set.
 	Sysctls map[string]string `json:"sysctls"`
 	// IPTables holds, per "command table", the chains that existed: the kubelet adds
 	// KUBE-* chains (KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT...).
@@ -38,6 +39,7 @@ type hostState struct {
 var realNodeSysctls = []string{
 	"vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
 	"kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes", "net.ipv4.ip_forward",
+	bridgeNFCallIPTables, // set by the NetworkPolicy enforcer's start
 }
 
 // Shared folders the node's programs create outside its own: libcni's cache, the
@@ -108,6 +110,9 @@ func cleanupRealNode(ctx context.Context, out io.Writer) error {
 		errs = append(errs, err)
 	}
 	if err := removePodNetwork(rec); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeNetworkPolicies(rec); err != nil {
 		errs = append(errs, err)
 	}
 	if rec != nil {

@@ -29,7 +29,7 @@ func checkNotBusy() error {
 
 func (r *realNodeRecord) runningPIDs() []int {
 	var pids []int
-	for _, p := range []*process{r.Kubelet, r.Containerd, r.ImageRegistry} {
+	for _, p := range []*process{r.Kubelet, r.Containerd, r.ImageRegistry, r.NetworkPolicies} {
 		if p != nil && p.running() {
 			pids = append(pids, p.PID)
 		}
@@ -108,6 +108,7 @@ func (n *RealNode) reload() {
 	rec.Kubelet = keep(n.rec.Kubelet, rec.Kubelet)
 	rec.Containerd = keep(n.rec.Containerd, rec.Containerd)
 	rec.ImageRegistry = keep(n.rec.ImageRegistry, rec.ImageRegistry)
+	rec.NetworkPolicies = keep(n.rec.NetworkPolicies, rec.NetworkPolicies)
 	n.rec = *rec
 }
 

@@ -47,6 +47,9 @@ func (n *RealNode) stop(ctx context.Context) error {
 	if n.rec.Kubelet != nil {
 		n.rec.Kubelet.stop(15 * time.Second)
 	}
+	if p := n.rec.NetworkPolicies; p != nil {
+		p.stop(10 * time.Second) // on SIGTERM it removes its rules (table or chain)
+	}
 	if cs != nil {
 		// Best effort: the control plane may be gone already (sp-harness down, a crash).
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)

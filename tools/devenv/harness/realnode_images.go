@@ -52,8 +52,9 @@ const (
 // pause (wait for SIGTERM), web (HTTP :8080, /healthz), web80 (HTTP :80, needs
 // NET_BIND_SERVICE), crash (exit 1), exit0 (exit 0), oom (allocate until the memory limit
 // kills it), setuid (chown + setuid as root, then wait), incluster (the in-cluster
-// config against the kubernetes Service, then dial the addresses in $DIAL, then wait).
-var TestImageRoles = []string{"pause", "web", "web80", "crash", "exit0", "oom", "setuid", "incluster"}
+// config against the kubernetes Service, then dial the addresses in $DIAL, then wait),
+// dial (HTTP whose /dial?addr= tries a TCP connection from the pod; TCP relays).
+var TestImageRoles = []string{"pause", "web", "web80", "crash", "exit0", "oom", "setuid", "incluster", "dial"}
 
 // TestImage is the name of the real node's image playing role, e.g.
 // TestImage("web") == "example.invalid/web:v1". It runs as root (the image sets no user),

@@ -9,6 +9,9 @@
 //	exit0   exit 0 at once
 //	oom     allocate memory until the cgroup limit kills it (stops at 2 GiB without one)
 //	setuid  chown a file and setuid as root (fails with capabilities dropped), then wait
+//	dial    HTTP on each port of $PORTS whose GET /dial?addr=HOST:PORT tries a TCP
+//	        connection from the pod and answers ok or error; TCP relays from $RELAY
+//	        (LISTEN=HOST:PORT,...) (dial.go)
 //	incluster  what client-go's rest.InClusterConfig does, with the standard library: the
 //	        service account's token and CA, GET /version (retried until it answers) and
 //	        the namespace's pods from https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT;
@@ -53,6 +56,8 @@ func main() {
 	case "incluster":
 		inCluster(os.Args[2:])
 		waitSignal()
+	case "dial":
+		dialer()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown role", role)
 		os.Exit(64)

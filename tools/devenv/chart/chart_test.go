@@ -82,13 +82,15 @@ func render(t *testing.T, values string) []*unstructured.Unstructured {
 	return objs
 }
 
-// find returns the one object of kind in objs, converted to T; ok false when none.
+// find returns the one object of kind in objs ("Kind", or "Kind/name" for one of
+// several), converted to T; ok false when none.
 func find[T any](t *testing.T, objs []*unstructured.Unstructured, kind string) (T, bool) {
 	t.Helper()
 	var out T
 	var found []*unstructured.Unstructured
+	kind, name, named := strings.Cut(kind, "/")
 	for _, o := range objs {
-		if o.GetKind() == kind {
+		if o.GetKind() == kind && (!named || o.GetName() == name) {
 			found = append(found, o)
 		}
 	}
@@ -169,8 +171,8 @@ func TestRoleRulesMatchKustomize(t *testing.T) {
 		name, values, namespace string
 		want                    []rbacv1.PolicyRule
 	}{
-		{"defaults", "", "dcm", withoutLeases},
-		{"moving Lease records", "rbac: {moveLeaseRecords: true}", "dcm", all},
+		{"defaults", "", "dcm-containers", withoutLeases},
+		{"moving Lease records", "rbac: {moveLeaseRecords: true}", "dcm-containers", all},
 		{"containers elsewhere", "namespace: tenants\nnamespaceReader: {enabled: true}", "tenants", withoutLeases},
 		{"DCM-like", string(testdata(t, "dcm-values.yaml")), "dcm-containers", withoutLeases},
 	} {
@@ -362,7 +364,7 @@ func TestDefaultsAreDCMs(t *testing.T) {
 			"SP_ENDPOINT":              "http://dcm-k8s-container-sp.dcm.svc:8080",
 			"DCM_REGISTRATION_URL":     "http://dcm-control-plane:8080/api/v1alpha1",
 			"SP_NATS_URL":              "nats://dcm-nats:4222",
-			"SP_K8S_NAMESPACE":         "dcm",
+			"SP_K8S_NAMESPACE":         "dcm-containers",
 			"SP_K8S_EXTERNAL_SVC_TYPE": "NodePort",
 			"SP_K8S_POD_SECURITY":      "restricted",
 			"SP_MONITOR_IDENTITY":      "<from>",
@@ -436,7 +438,7 @@ func selectors(t *testing.T, objs []*unstructured.Unstructured) map[string]map[s
 	if svc, ok := find[corev1.Service](t, objs, "Service"); ok {
 		out["Service"] = svc.Spec.Selector
 	}
-	if np, ok := find[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy"); ok {
+	if np, ok := find[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy/"+dep.Name); ok {
 		out["NetworkPolicy"] = np.Spec.PodSelector.MatchLabels
 	}
 	if pdb, ok := find[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget"); ok {
@@ -583,8 +585,9 @@ func TestKubeconfigRef(t *testing.T) {
 	}
 }
 
-// Replicas, the PodDisruptionBudget (only with more than one), the NetworkPolicy switch
-// and the spread follow the values.
+// Replicas, the PodDisruptionBudget (only with more than one), the provider's
+// NetworkPolicy (on by default, admitting DCM's namespace) and the spread follow the
+// values.
 func TestReplicasAndPolicies(t *testing.T) {
 	for _, tc := range []struct {
 		values   string
@@ -592,10 +595,11 @@ func TestReplicasAndPolicies(t *testing.T) {
 		pdb, np  bool
 		npFrom   string
 	}{
-		{"", 1, false, false, ""},
-		{"replicas: 2", 2, true, false, ""},
-		{"replicas: 2\npodDisruptionBudget: {enabled: false}", 2, false, false, ""},
-		{"networkPolicy: {enabled: true}", 1, false, true, "dcm"},
+		{"", 1, false, true, "dcm"},
+		{"replicas: 2", 2, true, true, "dcm"},
+		{"replicas: 2\npodDisruptionBudget: {enabled: false}", 2, false, true, "dcm"},
+		{"networkPolicy: {enabled: false}", 1, false, false, ""},
+		{"dcmNamespace: dcm-system", 1, false, true, "dcm-system"},
 		{"networkPolicy: {enabled: true, from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: control}}}]}", 1, false, true, "control"},
 	} {
 		t.Run(tc.values, func(t *testing.T) {
@@ -607,7 +611,7 @@ func TestReplicasAndPolicies(t *testing.T) {
 			if _, ok := find[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget"); ok != tc.pdb {
 				t.Errorf("PodDisruptionBudget rendered: %v, want %v", ok, tc.pdb)
 			}
-			np, ok := find[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy")
+			np, ok := find[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy/dcm-k8s-container-sp")
 			if ok != tc.np {
 				t.Fatalf("NetworkPolicy rendered: %v, want %v", ok, tc.np)
 			}

@@ -53,10 +53,40 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-The namespace the containers go to (SP_K8S_NAMESPACE), where the Role is.
+The namespace the containers go to (SP_K8S_NAMESPACE), where the Role and the
+containers' NetworkPolicies are: one of their own, <release namespace>-containers unless
+named.
 */}}
 {{- define "k8s-container-sp.targetNamespace" -}}
-{{- default .Release.Namespace .Values.namespace }}
+{{- default (printf "%s-containers" .Release.Namespace | trunc 63 | trimSuffix "-") .Values.namespace }}
+{{- end }}
+
+{{/*
+DCM's namespace: where its control plane and NATS run (networkPolicy's default peer).
+*/}}
+{{- define "k8s-container-sp.dcmNamespace" -}}
+{{- default .Release.Namespace .Values.dcmNamespace }}
+{{- end }}
+
+{{/*
+Refuses a layout that puts tenants' containers beside the provider or DCM (unless
+allowSharedNamespace), and a provider NetworkPolicy whose default peer would then admit
+them. Included by the Deployment, so every render runs it. With kubeconfigRef the
+containers run in another cluster: the names cannot clash.
+*/}}
+{{- define "k8s-container-sp.checkLayout" -}}
+{{- $containers := include "k8s-container-sp.targetNamespace" . }}
+{{- $dcm := include "k8s-container-sp.dcmNamespace" . }}
+{{- $shared := and (not .Values.kubeconfigRef) (or (eq $containers .Release.Namespace) (eq $containers $dcm)) }}
+{{- if and $shared (not .Values.allowSharedNamespace) }}
+{{- fail (printf "namespace %q is the provider's or DCM's namespace: tenants' containers would run beside the provider and DCM and reach them. Give them a namespace of their own (namespace, default <release namespace>-containers), or set allowSharedNamespace=true to accept it" $containers) }}
+{{- end }}
+{{- if and $shared .Values.networkPolicy.enabled (not .Values.networkPolicy.from) (eq $containers $dcm) }}
+{{- fail (printf "allowSharedNamespace: the containers are in DCM's namespace %q, so networkPolicy's default peer (that namespace) would admit every tenant: set networkPolicy.from to a peer tenants' pods cannot match" $dcm) }}
+{{- end }}
+{{- if and .Values.createNamespace .Values.kubeconfigRef }}
+{{- fail "createNamespace: with kubeconfigRef the containers' namespace is in another cluster; create it there" }}
+{{- end }}
 {{- end }}
 
 {{- define "k8s-container-sp.image" -}}

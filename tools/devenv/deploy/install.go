@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -33,7 +35,10 @@ const (
 type Options struct {
 	Kubeconfig string // a harness cluster's, with the real node
 	Release    string // Helm release; DefaultRelease when empty
-	Namespace  string // the provider's and its containers'; DefaultNamespace when empty
+	Namespace  string // the provider's (the release's); DefaultNamespace when empty
+	// ContainersNamespace is where the containers go: empty, the chart's default
+	// (<Namespace>-containers), which Install creates as a real-node namespace.
+	ContainersNamespace string
 	// Image is make image's OCI layout (folder or tarball); ImageRef the name pods use.
 	Image, ImageRef string
 	Replicas        int // 1 when 0
@@ -50,9 +55,21 @@ type Options struct {
 // Installed is what Install left running.
 type Installed struct {
 	Release, Namespace string
+	// ContainersNamespace is the tenants' (SP_K8S_NAMESPACE).
+	ContainersNamespace string
 	// URLs are the pods' API endpoints, reachable from this machine.
 	URLs []string
 	Took time.Duration
+}
+
+// DefaultContainersNamespace is the chart's default for the containers' namespace of a
+// release in namespace ns (the chart's "namespace" value left empty).
+func DefaultContainersNamespace(ns string) string {
+	n := ns + "-containers"
+	if len(n) > 63 {
+		n = strings.TrimRight(n[:63], "-")
+	}
+	return n
 }
 
 // RemoveCommand is how a person removes what make deploy installed.
@@ -76,7 +93,17 @@ func Install(ctx context.Context, node *harness.RealNode, o Options) (*Installed
 	if err != nil {
 		return nil, fmt.Errorf("DCM's registry: %w", err)
 	}
-	vals, err := Values(o.ImageRef, natsURL, regURL, o.Replicas, o.Values)
+	extra := o.Values
+	if o.ContainersNamespace != DefaultContainersNamespace(o.Namespace) {
+		extra = maps.Clone(o.Values)
+		if extra == nil {
+			extra = map[string]any{}
+		}
+		if _, set := extra["namespace"]; !set {
+			extra["namespace"] = o.ContainersNamespace
+		}
+	}
+	vals, err := Values(o.ImageRef, natsURL, regURL, o.Replicas, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +118,12 @@ func Install(ctx context.Context, node *harness.RealNode, o Options) (*Installed
 	if err != nil {
 		return nil, err
 	}
-	if err := harness.RealNodeNamespace(ctx, cs, o.Namespace); err != nil {
-		return nil, err
+	// Both namespaces run their pods on the real node: the provider's, and the
+	// containers' (the chart creates neither by default, as a user would).
+	for _, ns := range []string{o.Namespace, o.ContainersNamespace} {
+		if err := harness.RealNodeNamespace(ctx, cs, ns); err != nil {
+			return nil, err
+		}
 	}
 	chart, err := loader.Load(filepath.Join(root, "deploy", "helm", "k8s-container-sp"))
 	if err != nil {
@@ -120,11 +151,12 @@ func Install(ctx context.Context, node *harness.RealNode, o Options) (*Installed
 	if err != nil {
 		return nil, err
 	}
-	return &Installed{Release: o.Release, Namespace: o.Namespace, URLs: urls, Took: time.Since(start)}, nil
+	return &Installed{Release: o.Release, Namespace: o.Namespace, ContainersNamespace: o.ContainersNamespace, URLs: urls, Took: time.Since(start)}, nil
 }
 
 // Uninstall removes the release (and waits for its objects to go). The containers the
-// service created, and their records, stay: `k8s-container-sp release` removes those.
+// service created, their records and both namespaces stay: `k8s-container-sp release`
+// removes the containers and records.
 func Uninstall(ctx context.Context, o Options) error {
 	o = withDefaults(o)
 	hc, err := helmConfig(o)
@@ -145,6 +177,13 @@ func withDefaults(o Options) Options {
 	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
+	}
+	if o.ContainersNamespace == "" {
+		if ns, ok := o.Values["namespace"].(string); ok && ns != "" {
+			o.ContainersNamespace = ns
+		} else {
+			o.ContainersNamespace = DefaultContainersNamespace(o.Namespace)
+		}
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 1

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 )
 
 // PodEndpoint is SP_ENDPOINT as each pod registers it: its own address, which DCM's
@@ -14,7 +16,9 @@ import (
 const PodEndpoint = "http://$(POD_IP):8080"
 
 // Values are the chart values of an install: the image by its real name, the pods'
-// URLs of NATS and DCM's registry, and their own endpoint; extra values win.
+// URLs of NATS and DCM's registry, their own endpoint, and the test images' registry
+// among those containers may pull from; extra values win. Everything else is the
+// chart's default: the containers in a namespace of their own, the NetworkPolicies on.
 func Values(imageRef, natsURL, registrationURL string, replicas int, extra map[string]any) (map[string]any, error) {
 	ref, err := name.ParseReference(imageRef)
 	if err != nil {
@@ -36,6 +40,8 @@ func Values(imageRef, natsURL, registrationURL string, replicas int, extra map[s
 		"extraEnv": []any{
 			map[string]any{"name": "POD_IP", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "status.podIP"}}},
 			map[string]any{"name": "SP_ENDPOINT", "value": PodEndpoint},
+			// The service's default registries and the test images' (example.invalid).
+			map[string]any{"name": "SP_IMAGE_REGISTRIES", "value": harness.ImageRegistries},
 		},
 	}
 	maps.Copy(v, extra)

@@ -107,7 +107,10 @@ func build(ctx context.Context, realNode bool) error {
 		fmt.Fprintf(os.Stderr, "sp-harness: not building the kubelet: no real node on this machine: %v\n", err)
 		return nil
 	}
-	_, err := harness.EnsureKubelet(ctx, os.Stderr)
+	if _, err := harness.EnsureKubelet(ctx, os.Stderr); err != nil {
+		return err
+	}
+	_, err := harness.EnsureNetworkPolicyEnforcer(ctx, os.Stderr)
 	return err
 }
 
@@ -322,6 +325,11 @@ func deployService(ctx context.Context, o deploy.Options) error {
 	for _, u := range in.URLs {
 		fmt.Fprintf(os.Stderr, "  %s/api/v1alpha1/containers   (health: %s/health)\n", u, u)
 	}
+	policies := "enforced by the real node's kube-network-policies"
+	if err := n.EnforcesNetworkPolicy(); err != nil {
+		policies = "NOT enforced: " + err.Error()
+	}
+	fmt.Fprintf(os.Stderr, "  containers go to namespace %s; the NetworkPolicies (provider's, containers') are %s\n", in.ContainersNamespace, policies)
 	fmt.Fprintf(os.Stderr, "  remove it: %s\n", deploy.RemoveCommand)
 	for _, u := range in.URLs {
 		fmt.Printf("SP_URL=%s\n", u)

@@ -28,8 +28,10 @@ import (
 )
 
 // applyDCMChart creates what DCM's own chart installs for the provider
-// (testdata/dcm-chart.yaml), with this test's image, namespace, NATS and registry.
-func applyDCMChart(t *testing.T, cs kubernetes.Interface, ns string, fill map[string]string) {
+// (testdata/dcm-chart.yaml), with this test's image, namespaces, NATS and registry: the
+// provider in DCM's namespace ns, its Role and RoleBinding in the containers' namespace
+// (DCM's k8sContainerServiceProvider.namespace), bound to the provider's ServiceAccount.
+func applyDCMChart(t *testing.T, cs kubernetes.Interface, ns, containers string, fill map[string]string) {
 	t.Helper()
 	b, err := os.ReadFile("testdata/dcm-chart.yaml")
 	if err != nil {
@@ -50,10 +52,10 @@ func applyDCMChart(t *testing.T, cs kubernetes.Interface, ns string, fill map[st
 		case *corev1.ServiceAccount:
 			_, err = cs.CoreV1().ServiceAccounts(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.Role:
-			_, err = cs.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
+			_, err = cs.RbacV1().Roles(containers).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			o.Subjects[0].Namespace = ns
-			_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
+			_, err = cs.RbacV1().RoleBindings(containers).Create(ctx, o, metav1.CreateOptions{})
 		case *appsv1.Deployment:
 			_, err = cs.AppsV1().Deployments(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *corev1.Service:
@@ -67,10 +69,12 @@ func applyDCMChart(t *testing.T, cs kubernetes.Interface, ns string, fill map[st
 	}
 }
 
-// The service installed exactly as DCM's chart installs it (DCM's Role verbatim: no
-// Leases; no probes; DCM's env; one replica) is healthy and correct as a pod: 201, 409
-// for a concurrent duplicate, 204, status events, and a DELETED owed while NATS was down
-// delivered by the pod that replaced the one that owed it.
+// The service installed exactly as DCM's chart installs it (the provider in DCM's
+// namespace, its containers in another, DCM's Role there verbatim: no Leases; no probes;
+// DCM's env, so the service's default settings otherwise; one replica) is healthy and
+// correct as a pod: 201, 409 for a concurrent duplicate, 204, status events, and a
+// DELETED owed while NATS was down delivered by the pod that replaced the one that owed
+// it.
 func TestDCMChartUnchanged(t *testing.T) {
 	node := testenv.RealNode(t)
 	e := testenv.Cluster(t)
@@ -82,19 +86,19 @@ func TestDCMChartUnchanged(t *testing.T) {
 	if _, err := node.PushImage(ctx, img.LayoutDir, imageRef); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr, err := node.ExposeToPods(portOf(t, srv.URL))
-	if err != nil {
+	natsAddr, regAddr := exposeToPods(t, node, srv.URL), exposeToPods(t, node, reg.URL)
+	ns, containers := testenv.Namespace(t), testenv.Namespace(t)
+	for _, n := range []string{ns, containers} {
+		if err := harness.RealNodeNamespace(ctx, e.Client, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// DCM's env sets no SP_IMAGE_REGISTRIES: the service allows its default registries,
+	// so the containers run the web test image under a quay.io name.
+	if err := node.TagImage(ctx, harness.TestImageNonRoot("web"), dcmImage); err != nil {
 		t.Fatal(err)
 	}
-	regAddr, err := node.ExposeToPods(portOf(t, reg.URL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := testenv.Namespace(t)
-	if err := harness.RealNodeNamespace(ctx, e.Client, ns); err != nil {
-		t.Fatal(err)
-	}
-	applyDCMChart(t, e.Client, ns, map[string]string{"IMAGE": imageRef, "NAMESPACE": ns,
+	applyDCMChart(t, e.Client, ns, containers, map[string]string{"IMAGE": imageRef, "NAMESPACE": containers,
 		"NATS_URL": "nats://" + natsAddr, "REGISTRATION_URL": "http://" + regAddr + "/api/v1alpha1"})
 
 	podURL := func() (string, string) {
@@ -146,7 +150,7 @@ func TestDCMChartUnchanged(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes[i], _ = call(t, http.MethodPost, api+"?id=dup", map[string]any{"spec": spec("dup")})
+			codes[i], _ = call(t, http.MethodPost, api+"?id=dup", map[string]any{"spec": withImage(spec("dup"), dcmImage)})
 		}()
 	}
 	wg.Wait()
@@ -184,6 +188,15 @@ func TestDCMChartUnchanged(t *testing.T) {
 	}
 }
 
+// dcmImage is the web test image under a name the service's default registries allow.
+const dcmImage = "quay.io/dcm-e2e/web:v1-nonroot"
+
+// withImage is spec with another image.
+func withImage(spec map[string]any, ref string) map[string]any {
+	spec["image"] = map[string]any{"reference": ref}
+	return spec
+}
+
 func get(url string) (int, string) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -192,6 +205,17 @@ func get(url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// exposeToPods makes the port of a 127.0.0.1 URL reachable from the node's pods and
+// returns the address they use (10.88.0.1:PORT).
+func exposeToPods(t *testing.T, node *harness.RealNode, raw string) string {
+	t.Helper()
+	addr, err := node.ExposeToPods(portOf(t, raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }
 
 func portOf(t *testing.T, raw string) int {

@@ -84,23 +84,29 @@ func TestDeployedPodServesTheDCMLoop(t *testing.T) {
 		t.Fatalf("delete through the registry: %d %s", code, body)
 	}
 	ev.wait(t, id, "DELETED", 60*time.Second)
-	deps, err := testenv.Cluster(t).Client.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "dcm.project/dcm-instance-id=" + id})
+	deps, err := testenv.Cluster(t).Client.AppsV1().Deployments(in.ContainersNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: "dcm.project/dcm-instance-id=" + id})
 	if err != nil || len(deps.Items) != 0 {
 		t.Errorf("Deployments of %s after DELETED: %v, %v", id, deps, err)
 	}
-	// Tenants cannot join the provider: a container labelled as the provider's pods were
-	// once selected (app.kubernetes.io/name and instance) is accepted and runs in the
-	// provider's namespace, but the provider's Service selects by a label a tenant cannot
-	// set (refused with a 400), so its endpoints stay the provider's pod alone.
+	// Tenants cannot join the provider: containers labelled as the provider's pods are
+	// selected (dcm.project/provider) or were once (app.kubernetes.io/name and instance)
+	// are refused with a 400; one with an unprefixed look-alike label runs, in the
+	// containers' namespace, not the provider's, and the provider Service's endpoints stay
+	// the provider's pod alone.
 	tenant := spec("tenant")
-	tenant["metadata"].(map[string]any)["labels"] = map[string]any{"app.kubernetes.io/name": "k8s-container-sp", "app.kubernetes.io/instance": "k8s-container-sp"}
+	tenant["metadata"].(map[string]any)["labels"] = map[string]any{"app": "k8s-container-sp", "provider": "k8s-container-sp"}
 	if code, body := call(t, http.MethodPost, pod+"/api/v1alpha1/containers?id=tenant", map[string]any{"spec": tenant}); code != http.StatusCreated {
 		t.Fatalf("create tenant: %d %s", code, body)
 	}
-	sneaky := spec("sneaky")
-	sneaky["metadata"].(map[string]any)["labels"] = map[string]any{"dcm.project/provider": "k8s-container-sp"}
-	if code, body := call(t, http.MethodPost, pod+"/api/v1alpha1/containers?id=sneaky", map[string]any{"spec": sneaky}); code != http.StatusBadRequest {
-		t.Errorf("a container with the provider's selector label: %d %s, want 400", code, body)
+	for _, labels := range []map[string]any{
+		{"dcm.project/provider": "k8s-container-sp"},
+		{"app.kubernetes.io/name": "k8s-container-sp", "app.kubernetes.io/instance": "k8s-container-sp"},
+	} {
+		sneaky := spec("sneaky")
+		sneaky["metadata"].(map[string]any)["labels"] = labels
+		if code, body := call(t, http.MethodPost, pod+"/api/v1alpha1/containers?id=sneaky", map[string]any{"spec": sneaky}); code != http.StatusBadRequest {
+			t.Errorf("a container labelled %v: %d %s, want 400", labels, code, body)
+		}
 	}
 	ev.wait(t, "tenant", "RUNNING", 90*time.Second)
 	cs := testenv.Cluster(t).Client
@@ -181,7 +187,7 @@ func TestDeployedTwoReplicasPublishOnceAndHandOver(t *testing.T) {
 	// replacement.
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
-	leaderPod := lockHolder(t, ns)
+	leaderPod := lockHolder(t, in.ContainersNamespace)
 	if p, err := cs.CoreV1().Pods(ns).Get(ctx, leaderPod, metav1.GetOptions{}); err != nil || "http://"+p.Status.PodIP+":8080" != leader {
 		t.Fatalf("the lock's holder %s is not the pod whose metrics say it leads (%s): %v", leaderPod, leader, err)
 	}
@@ -195,7 +201,7 @@ func TestDeployedTwoReplicasPublishOnceAndHandOver(t *testing.T) {
 	}
 	var holder string
 	testenv.Eventually(t, 30*time.Second, "another pod holds the lock", func() error {
-		if holder = lockHolder(t, ns); holder == "" || holder == leaderPod {
+		if holder = lockHolder(t, in.ContainersNamespace); holder == "" || holder == leaderPod {
 			return fmt.Errorf("holder %q", holder)
 		}
 		return nil
@@ -210,8 +216,9 @@ func TestDeployedTwoReplicasPublishOnceAndHandOver(t *testing.T) {
 	ev.wait(t, "c1", "DELETED", 60*time.Second)
 }
 
-// lockHolder is the pod holding the publisher election's lock (the identity is the pod's
-// name, as the chart sets SP_MONITOR_IDENTITY).
+// lockHolder is the pod holding the publisher election's lock, a ConfigMap in the
+// containers' namespace ns (the identity is the pod's name, as the chart sets
+// SP_MONITOR_IDENTITY).
 func lockHolder(t *testing.T, ns string) string {
 	t.Helper()
 	cm, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), "k8s-container-sp-status", metav1.GetOptions{})

@@ -1,6 +1,8 @@
 // Package deploy_test proves the service as DCM users run it: make image's image, pulled
-// from the real node's registry, installed with the project's Helm chart, running as pods
-// on the real node that reach the apiserver through the kubernetes Service.
+// from the real node's registry, installed with the project's Helm chart (its containers
+// in a namespace of their own, the NetworkPolicies on, enforced by the node's
+// kube-network-policies), running as pods on the real node that reach the apiserver
+// through the kubernetes Service.
 package deploy_test
 
 import (
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/deploy"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
@@ -64,14 +67,23 @@ func serviceImage(t *testing.T) *image.Result {
 	return built
 }
 
-// install deploys the chart into a new real-node namespace, with NATS and DCM's registry
-// of this test, and removes it when the test ends.
+// install deploys the chart into a new real-node namespace (or o.Namespace), with NATS
+// and DCM's registry of this test, its containers in the chart's default namespace
+// beside it (<namespace>-containers, made a real-node namespace too), and removes both
+// when the test ends. It returns the provider's namespace.
 func install(t *testing.T, natsURL, registryURL string, replicas int, o deploy.Options) (*deploy.Installed, string) {
 	t.Helper()
 	node := testenv.RealNode(t)
 	e := testenv.Cluster(t)
 	img := serviceImage(t)
-	ns := testenv.Namespace(t)
+	ns := o.Namespace
+	if ns == "" {
+		ns = testenv.Namespace(t)
+	}
+	containers := deploy.DefaultContainersNamespace(ns)
+	t.Cleanup(func() {
+		_ = e.Client.CoreV1().Namespaces().Delete(context.Background(), containers, metav1.DeleteOptions{})
+	})
 	o.Kubeconfig, o.Namespace, o.Image, o.ImageRef = e.Kubeconfig, ns, img.LayoutDir, imageRef
 	o.Replicas, o.NATSURL, o.RegistrationURL, o.Out = replicas, natsURL, registryURL, testWriter{t}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -85,8 +97,8 @@ func install(t *testing.T, natsURL, registryURL string, replicas int, o deploy.O
 			t.Errorf("uninstall: %v", err)
 		}
 	})
-	t.Logf("installed %s in %s: %d pods ready %s after Install began (image push, helm install, pods pulled, started, /readyz): %v",
-		in.Release, ns, len(in.URLs), in.Took.Round(100*time.Millisecond), in.URLs)
+	t.Logf("installed %s in %s (containers in %s): %d pods ready %s after Install began (image push, helm install, pods pulled, started, /readyz): %v",
+		in.Release, ns, in.ContainersNamespace, len(in.URLs), in.Took.Round(100*time.Millisecond), in.URLs)
 	return in, ns
 }
 

@@ -10,5 +10,10 @@
 // the service reads (internal/config) and the defaults make a configuration it accepts;
 // the provider's own pods are selected by a label the service refuses in a container's
 // spec, so no tenant pod can join them; a values file of the wrong type is refused,
-// naming the field; kubeconfigRef mounts the Secret and sets SP_K8S_KUBECONFIG.
+// naming the field; kubeconfigRef mounts the Secret and sets SP_K8S_KUBECONFIG. And the
+// isolation by default (isolation_test.go): tenants' containers in a namespace of their
+// own, the provider's NetworkPolicy on and admitting DCM's namespace alone, the
+// containers' policies (ingress on the exposed-<i> ports the service names, egress to
+// DNS, the namespace and the internet outside the private ranges), the same in
+// deploy/base as kustomize builds it.
 package chart

@@ -53,8 +53,9 @@ const (
 // NET_BIND_SERVICE), crash (exit 1), exit0 (exit 0), oom (allocate until the memory limit
 // kills it), setuid (chown + setuid as root, then wait), incluster (the in-cluster
 // config against the kubernetes Service, then dial the addresses in $DIAL, then wait),
+// netraw (exit 42 if a raw socket opens, else wait), fill (write $FILL_MIB MiB, wait),
 // dial (HTTP whose /dial?addr= tries a TCP connection from the pod; TCP relays).
-var TestImageRoles = []string{"pause", "web", "web80", "crash", "exit0", "oom", "setuid", "incluster", "dial"}
+var TestImageRoles = []string{"pause", "web", "web80", "crash", "exit0", "oom", "setuid", "incluster", "netraw", "fill", "dial"}
 
 // TestImage is the name of the real node's image playing role, e.g.
 // TestImage("web") == "example.invalid/web:v1". It runs as root (the image sets no user),

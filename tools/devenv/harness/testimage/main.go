@@ -9,6 +9,9 @@
 //	exit0   exit 0 at once
 //	oom     allocate memory until the cgroup limit kills it (stops at 2 GiB without one)
 //	setuid  chown a file and setuid as root (fails with capabilities dropped), then wait
+//	netraw  open a raw socket (ping's, ARP and ICMP spoofing's): exit 42 if it opens,
+//	        wait if it is refused (no CAP_NET_RAW)
+//	fill    write $FILL_MIB MiB (default 64) to /fill, then wait
 //	dial    HTTP on each port of $PORTS whose GET /dial?addr=HOST:PORT tries a TCP
 //	        connection from the pod and answers ok or error; TCP relays from $RELAY
 //	        (LISTEN=HOST:PORT,...) (dial.go)
@@ -24,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -58,6 +62,10 @@ func main() {
 		waitSignal()
 	case "dial":
 		dialer()
+	case "netraw":
+		netRaw()
+	case "fill":
+		fill()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown role", role)
 		os.Exit(64)
@@ -110,5 +118,44 @@ func setuid() {
 		os.Exit(4)
 	}
 	fmt.Println("setuid ok, uid now", os.Getuid())
+	waitSignal()
+}
+
+// netRaw exits 42 when the kernel gives it a raw socket: a container with CAP_NET_RAW
+// can forge packets on the node's network.
+func netRaw() {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_ICMP)
+	if err == nil {
+		_ = syscall.Close(fd)
+		fmt.Fprintln(os.Stderr, "raw socket opened: CAP_NET_RAW is granted")
+		os.Exit(42)
+	}
+	fmt.Println("raw socket refused:", err)
+	waitSignal()
+}
+
+// fill writes to the container's own filesystem (its ephemeral storage), then waits.
+func fill() {
+	mib := 64
+	if v, err := strconv.Atoi(os.Getenv("FILL_MIB")); err == nil {
+		mib = v
+	}
+	f, err := os.Create("/fill")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "create:", err)
+		os.Exit(2)
+	}
+	chunk := make([]byte, 1<<20)
+	for i := range mib {
+		if _, err := f.Write(chunk); err != nil {
+			fmt.Fprintln(os.Stderr, "write:", err)
+			os.Exit(3)
+		}
+		if i%16 == 15 {
+			_ = f.Sync()
+		}
+	}
+	_ = f.Sync()
+	fmt.Println("wrote", mib, "MiB")
 	waitSignal()
 }

@@ -384,6 +384,12 @@ func TestDefaultsAreDCMs(t *testing.T) {
 			"SP_SERVER_TLS_KEY_FILE":  "/etc/k8s-container-sp/tls/tls.key",
 			"SP_DISPLAY_NAME":         "My SP",
 		}, nil},
+		{"NATS credentials and TLS from a Secret", "natsAuth: {secretName: sp-nats, nkeySeedKey: nkey.seed, caKey: ca.crt, certKey: tls.crt, keyKey: tls.key}", map[string]string{
+			"SP_NATS_NKEY_SEED_FILE": "/etc/k8s-container-sp/nats/nkey.seed",
+			"SP_NATS_TLS_CA_FILE":    "/etc/k8s-container-sp/nats/ca.crt",
+			"SP_NATS_TLS_CERT_FILE":  "/etc/k8s-container-sp/nats/tls.crt",
+			"SP_NATS_TLS_KEY_FILE":   "/etc/k8s-container-sp/nats/tls.key",
+		}, []string{"SP_NATS_CREDS_FILE"}},
 		{"extraEnv replaces", "extraEnv: [{name: SP_K8S_POD_SECURITY, value: baseline}, {name: SP_MAX_CONTAINERS, value: '100'}]", map[string]string{
 			"SP_K8S_POD_SECURITY": "baseline",
 			"SP_MAX_CONTAINERS":   "100",
@@ -419,6 +425,13 @@ func TestDefaultsAreDCMs(t *testing.T) {
 				scheme = corev1.URISchemeHTTPS
 			}
 			c := dep.Spec.Template.Spec.Containers[0]
+			if strings.Contains(tc.values, "natsAuth") {
+				vols := dep.Spec.Template.Spec.Volumes
+				if len(vols) != 1 || vols[0].Secret == nil || vols[0].Secret.SecretName != "sp-nats" ||
+					len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/k8s-container-sp/nats" || c.VolumeMounts[0].SubPath != "" {
+					t.Errorf("the NATS Secret is not mounted as a directory: %+v %+v", vols, c.VolumeMounts)
+				}
+			}
 			if c.ReadinessProbe.HTTPGet.Scheme != scheme || c.LivenessProbe.HTTPGet.Scheme != scheme {
 				t.Errorf("probes' scheme %s/%s, want %s", c.ReadinessProbe.HTTPGet.Scheme, c.LivenessProbe.HTTPGet.Scheme, scheme)
 			}

@@ -115,6 +115,7 @@ Where the secrets are mounted, and so the files the service is told to read.
 {{- define "k8s-container-sp.kubeconfigDir" -}}/kubeconfig{{- end }}
 {{- define "k8s-container-sp.tokenDir" -}}/etc/k8s-container-sp/token{{- end }}
 {{- define "k8s-container-sp.tlsDir" -}}/etc/k8s-container-sp/tls{{- end }}
+{{- define "k8s-container-sp.natsDir" -}}/etc/k8s-container-sp/nats{{- end }}
 
 {{/*
 The service's environment: the settings the chart derives from its values (each is a
@@ -143,6 +144,14 @@ variable of internal/config), then extraEnv; a name in extraEnv replaces the cha
 {{- if .Values.tls.secretName }}
 {{- $own = append $own (dict "name" "SP_SERVER_TLS_CERT_FILE" "value" (printf "%s/tls.crt" (include "k8s-container-sp.tlsDir" .))) }}
 {{- $own = append $own (dict "name" "SP_SERVER_TLS_KEY_FILE" "value" (printf "%s/tls.key" (include "k8s-container-sp.tlsDir" .))) }}
+{{- end }}
+{{- if .Values.natsAuth.secretName }}
+{{- $dir := include "k8s-container-sp.natsDir" . }}
+{{- range $var, $key := dict "SP_NATS_CREDS_FILE" .Values.natsAuth.credsKey "SP_NATS_NKEY_SEED_FILE" .Values.natsAuth.nkeySeedKey "SP_NATS_TLS_CA_FILE" .Values.natsAuth.caKey "SP_NATS_TLS_CERT_FILE" .Values.natsAuth.certKey "SP_NATS_TLS_KEY_FILE" .Values.natsAuth.keyKey }}
+{{- if $key }}
+{{- $own = append $own (dict "name" $var "value" (printf "%s/%s" $dir $key)) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- $extra := dict }}
 {{- range .Values.extraEnv }}

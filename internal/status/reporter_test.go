@@ -1,10 +1,10 @@
 package status
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -173,6 +175,7 @@ func (j *journal) await(t *testing.T, tick func(), want []string) {
 }
 
 type rig struct {
+	logs  *lockedBuffer // what the reporter logged (every level)
 	src   *fakeSource
 	out   *journal
 	clock *clocktesting.FakeClock
@@ -192,6 +195,7 @@ func startReporterWith(t *testing.T, debounce time.Duration, failFirst int, opts
 	r := &rig{
 		src: &fakeSource{snaps: map[string]container.Snapshot{}}, out: newJournal(),
 		clock: clocktesting.NewFakeClock(t0), drain: make(chan struct{}), done: make(chan struct{}),
+		logs: &lockedBuffer{},
 	}
 	r.out.failFirst = failFirst
 	r.out.src = r.src
@@ -201,7 +205,7 @@ func startReporterWith(t *testing.T, debounce time.Duration, failFirst int, opts
 	if opts != nil {
 		opts(&o)
 	}
-	r.rep = NewReporter(r.src, r.out, r.out, o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r.rep = NewReporter(r.src, r.out, r.out, o, slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(r.done)
@@ -545,5 +549,57 @@ func TestReporterLogsAHeldBackContainerOnce(t *testing.T) {
 	defer logs.mu.Unlock()
 	if logs.counts[slog.LevelInfo] != 1 || logs.counts[slog.LevelWarn] != 0 {
 		t.Errorf("log lines by level %v: %v", logs.counts, logs.text)
+	}
+}
+
+// lockedBuffer is a log destination the reporter's workers may write at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// What a status message keeps from the tenant (a pull error's view of the node's
+// network) is logged for the operator when the status is published.
+func TestReporterLogsWhatTheStatusWithholds(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	kubelet := `failed to pull and unpack image "10.0.0.1:22/x:v1": dial tcp 10.0.0.1:22: connect: connection refused`
+	p := container.PodOf(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(t0),
+			Labels: map[string]string{container.LabelIncarnation: "i1"}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: kubelet}}}}},
+	})
+	snap := liveSnap("a-1")
+	snap.Pods = []*container.Pod{&p}
+	if st := snap.Status(); strings.Contains(st.Message, "dial tcp") {
+		t.Fatalf("the status shows the node's network: %q", st.Message)
+	}
+	r.src.set("a", snap)
+	r.out.waitFor(t, "publish a PENDING")
+	eventually(t, func() bool { return strings.Contains(r.logs.String(), "detail kept out of the status message") })
+	if logs := r.logs.String(); !strings.Contains(logs, "connection refused") {
+		t.Errorf("the detail is not logged: %s", logs)
+	}
+}
+
+func eventually(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatal("not logged within 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -324,26 +324,15 @@ func (a *App) runInformers(ctx context.Context) error {
 	return nil
 }
 
-// logKinds says, once at start, which kinds of object hold the records and the
-// election, and what became of the Lease records of an earlier version (see
-// store.MoveLeaseRecords): Leases are optional, their absence only an info line.
+// logKinds says, once at start, which objects hold the records and the election.
 func (a *App) logKinds() {
-	m, _ := a.store.LeaseMove()
-	a.log.Info(kindsLine(a.cfg.Monitor.LeaderLease, m), "lease_records_moved", m.Moved)
-	if len(m.Left) > 0 {
-		a.log.Warn("Lease records moved to ConfigMaps but not deleted (the Role lets Leases be listed, not deleted); they are tried again at the next start",
-			"ids", m.Left)
-	}
-	if len(m.Foreign) > 0 {
-		a.log.Warn("Lease records not moved: a ConfigMap that is not a container record has the record's name; rename or remove it",
-			"ids", m.Foreign)
-	}
+	a.log.Info(kindsLine(a.cfg.Monitor.LeaderLease))
 }
 
 // kindsLine is the start-up line logKinds writes.
-func kindsLine(election string, m store.LeaseMove) string {
-	return fmt.Sprintf("records: ConfigMaps (label %s=%s); election: ConfigMap %s; leases: %s",
-		container.LabelRecord, container.RecordValue, election, m)
+func kindsLine(election string) string {
+	return fmt.Sprintf("records: ConfigMaps (label %s=%s); election: ConfigMap %s",
+		container.LabelRecord, container.RecordValue, election)
 }
 
 // checkPermissions asks the apiserver what this identity may do, at start and then

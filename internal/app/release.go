@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
@@ -20,8 +19,7 @@ import (
 
 // Release is `k8s-container-sp release`: it lets go of everything the provider holds in
 // its namespace (see store.Release), leaving every workload running, and removes the
-// leader election's lock ConfigMap (and the leader Lease of an earlier version, where
-// Leases are granted), so the provider can be uninstalled or replaced by the reference
+// leader election's lock ConfigMap, so the provider can be uninstalled or replaced by the reference
 // provider. It refuses while a replica still runs (the lock is being renewed), unless
 // force: a running replica would write the records again.
 func Release(ctx context.Context, cfg *config.Config, rc *rest.Config, force bool, out io.Writer) error {
@@ -38,23 +36,9 @@ func Release(ctx context.Context, cfg *config.Config, rc *rest.Config, force boo
 	case err != nil:
 		return fmt.Errorf("reading the leader election's ConfigMap %s/%s: %w", ns, name, err)
 	}
-	leases := client.CoordinationV1().Leases(ns)
-	oldLeader, err := leases.Get(ctx, name, metav1.GetOptions{})
-	if err != nil { // absent, or Leases not granted: no replica of an earlier version to see
-		oldLeader = nil
-	}
-	if !force {
-		if held != nil && renewed(held.HolderIdentity, held.RenewTime.Time, held.LeaseDurationSeconds, time.Now()) {
-			return fmt.Errorf("replica %q still runs (it renewed ConfigMap %s/%s %s ago): stop every replica first, or pass -force",
-				held.HolderIdentity, ns, name, time.Since(held.RenewTime.Time).Round(time.Second))
-		}
-		if oldLeader != nil {
-			r := resourcelock.LeaseSpecToLeaderElectionRecord(&oldLeader.Spec)
-			if renewed(r.HolderIdentity, r.RenewTime.Time, r.LeaseDurationSeconds, time.Now()) {
-				return fmt.Errorf("replica %q of an earlier version still runs (it renewed Lease %s/%s %s ago): stop every replica first, or pass -force",
-					r.HolderIdentity, ns, name, time.Since(r.RenewTime.Time).Round(time.Second))
-			}
-		}
+	if !force && held != nil && renewed(held.HolderIdentity, held.RenewTime.Time, held.LeaseDurationSeconds, time.Now()) {
+		return fmt.Errorf("replica %q still runs (it renewed ConfigMap %s/%s %s ago): stop every replica first, or pass -force",
+			held.HolderIdentity, ns, name, time.Since(held.RenewTime.Time).Round(time.Second))
 	}
 	rep, err := store.Release(ctx, client, ns)
 	if err != nil {
@@ -63,11 +47,6 @@ func Release(ctx context.Context, cfg *config.Config, rc *rest.Config, force boo
 	if held != nil {
 		if err := client.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the leader election's ConfigMap: %w", err)
-		}
-	}
-	if oldLeader != nil {
-		if err := leases.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting the leader Lease of an earlier version: %w", err)
 		}
 	}
 	fmt.Fprintf(out, "namespace %s: %d container records deleted; workloads left running\n", ns, len(rep.Records))

@@ -17,8 +17,7 @@ import (
 // concurrent creates with one id, across replicas, exactly one succeeds), and it outlives
 // the container's workload for as long as DCM is still owed the container's DELETED.
 // A ConfigMap, not a Lease: DCM's own Helm chart grants its providers ConfigMaps and no
-// Leases. Versions before this one kept records in Leases; the store moves those at
-// start (store.MoveLeaseRecords), and RecordOf reads either kind.
+// Leases.
 //
 // Nothing is owned by the record and the record is owned by nothing: deleting records by
 // hand never touches a workload, and deleting a workload
@@ -62,8 +61,7 @@ type Record struct {
 	Created     time.Time
 }
 
-// RecordOf reads an object (a ConfigMap; a Lease of an earlier version, for the move)
-// as the record of container id; false when it is not one (an object of someone else
+// RecordOf reads an object (a ConfigMap) as the record of container id; false when it is not one (an object of someone else
 // that happens to have the name). Recognised by name and by the id's labels;
 // LabelRecord is not required (a bare reservation with the id's labels counts).
 func RecordOf(m metav1.Object, id string) (Record, bool) {

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,15 +17,6 @@ func TestRecordOf(t *testing.T) {
 		c.UID = "u1"
 		edit(c)
 		return c
-	}
-	// A Lease as versions before ConfigMap records made them (store.MoveLeaseRecords
-	// reads them with RecordOf).
-	oldLease := func(edit func(*coordinationv1.Lease)) metav1.Object {
-		id := "web"
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: RecordName(id), UID: "u2", Labels: RecordLabels(id, "i0"),
-			Finalizers: []string{RecordFinalizer}}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &id}}
-		edit(l)
-		return l
 	}
 	for _, tc := range []struct {
 		name string
@@ -46,9 +36,6 @@ func TestRecordOf(t *testing.T) {
 		{"right name, another id's labels", mk(func(c *corev1.ConfigMap) { c.Labels[LabelInstanceID] = "other" }), false, Record{}},
 		{"right labels, another name (e.g. the leader ConfigMap)", mk(func(c *corev1.ConfigMap) { c.Name = "sp-status" }), false, Record{}},
 		{"no object (a failed Get's nil)", (*corev1.ConfigMap)(nil), false, Record{}},
-		{"an earlier version's Lease record, owed", oldLease(func(*coordinationv1.Lease) {}), true,
-			Record{Name: "dcm-container-web", UID: "u2", Incarnation: "i0", Owed: true}},
-		{"a Lease with the name, not ours", oldLease(func(l *coordinationv1.Lease) { l.Labels = nil }), false, Record{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := RecordOf(tc.obj, "web")

@@ -155,7 +155,7 @@ func TestCachedObjectsReadAsServed(t *testing.T) {
 // A record reads as container.RecordOf reads the ConfigMap; a ConfigMap with a record's labels
 // but another name is not one, yet is keyed and its id known (IDs).
 func TestCachedRecordReadsAsServed(t *testing.T) {
-	lease := func(name string, owed bool) *corev1.ConfigMap {
+	cm := func(name string, owed bool) *corev1.ConfigMap {
 		l := container.NewRecord("abc", "inc-1", owed)
 		l.Name, l.Namespace, l.UID, l.ResourceVersion = name, "ns", "uid-9", "7"
 		l.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -163,28 +163,28 @@ func TestCachedRecordReadsAsServed(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		lease  *corev1.ConfigMap
+		cm     *corev1.ConfigMap
 		record bool
 	}{
-		{"record", lease(container.RecordName("abc"), false), true},
-		{"record, DELETED owed", lease(container.RecordName("abc"), true), true},
+		{"record", cm(container.RecordName("abc"), false), true},
+		{"record, DELETED owed", cm(container.RecordName("abc"), true), true},
 		{"record being deleted", func() *corev1.ConfigMap {
-			l := lease(container.RecordName("abc"), true)
+			l := cm(container.RecordName("abc"), true)
 			l.DeletionTimestamp = &l.CreationTimestamp
 			return l
 		}(), true},
-		{"not a record: another name", lease("someone-elses", false), false},
+		{"not a record: another name", cm("someone-elses", false), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
-			obj, err := cacheObject(tc.lease.DeepCopy())
+			obj, err := cacheObject(tc.cm.DeepCopy())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := idx.Add(obj); err != nil {
 				t.Fatal(err)
 			}
-			cached, ok, _ := idx.GetByKey("ns/" + tc.lease.Name)
+			cached, ok, _ := idx.GetByKey("ns/" + tc.cm.Name)
 			if !ok {
 				t.Fatal("not found by its key")
 			}
@@ -192,7 +192,7 @@ func TestCachedRecordReadsAsServed(t *testing.T) {
 				t.Errorf("id %q", id)
 			}
 			got, ok := recordOf(cached, "abc")
-			want, wantOK := container.RecordOf(tc.lease, "abc")
+			want, wantOK := container.RecordOf(tc.cm, "abc")
 			if ok != tc.record || ok != wantOK || !sameView(got, want) {
 				t.Errorf("record %+v %v, want %+v %v", got, ok, want, wantOK)
 			}

@@ -28,9 +28,6 @@ func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (
 func (s *Store) create(ctx context.Context, id string, objs container.Objects) (container.Observed, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.CreateTimeout)
 	defer cancel()
-	if err := s.waitMoved(ctx); err != nil {
-		return container.Observed{}, err
-	}
 
 	// Every container gets its own incarnation, so its Service and reads never select
 	// the pods of an earlier container with the same id that is still terminating.

@@ -5,9 +5,7 @@ import (
 	"slices"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -392,26 +390,16 @@ func confirmDeleteReads(cacheShowsAny, found bool) bool {
 
 // --- The uninstall ---
 
-// recordObject is a record's object of either kind: a ConfigMap, or a Lease left by an
-// earlier version (migrate.go). Both lose their finalizer the same way.
-type recordObject[T any] interface {
-	*corev1.ConfigMap | *coordinationv1.Lease
-	metav1.Object
-	DeepCopy() T
-}
-
 // releaseWrite is what is written to the record cur before it is deleted anyway (by
-// the uninstall, or by the move of a Lease record; the record listed had UID uid):
-// RecordFinalizer off, when the current record still has it; nil when there is nothing
-// to write (gone, no finalizer now whatever the listing said, or another record of the
-// id by now, which is not touched).
-func releaseWrite[T recordObject[T]](cur T, uid types.UID) T {
-	var none T
-	if any(cur) == any(none) || cur.GetUID() != uid || !slices.Contains(cur.GetFinalizers(), container.RecordFinalizer) {
-		return none
+// the uninstall; the record listed had UID uid): RecordFinalizer off, when the current
+// record still has it; nil when there is nothing to write (gone, no finalizer now
+// whatever the listing said, or another record of the id by now, which is not touched).
+func releaseWrite(cur *corev1.ConfigMap, uid types.UID) *corev1.ConfigMap {
+	if cur == nil || cur.UID != uid || !slices.Contains(cur.Finalizers, container.RecordFinalizer) {
+		return nil
 	}
 	w := cur.DeepCopy()
-	w.SetFinalizers(withoutRecordFinalizer(w.GetFinalizers()))
+	w.Finalizers = withoutRecordFinalizer(w.Finalizers)
 	return w
 }
 

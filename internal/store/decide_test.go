@@ -171,7 +171,7 @@ func TestAnswerMiss(t *testing.T) {
 // DELETED owed.
 func TestFixRecord(t *testing.T) {
 	now := metav1.NewTime(t0)
-	lease := func(inc string, edit ...func(*corev1.ConfigMap)) *corev1.ConfigMap {
+	record := func(inc string, edit ...func(*corev1.ConfigMap)) *corev1.ConfigMap {
 		l := container.NewRecord("x", inc, false)
 		l.UID = "r1"
 		for _, e := range edit {
@@ -201,29 +201,29 @@ func TestFixRecord(t *testing.T) {
 		wantBusy  bool
 		foreign   bool
 	}{
-		{"as wanted: nothing", lease("i1"), "i1", false, "-", false, false},
-		{"owed as wanted: nothing", lease("i1", owed), "i1", true, "-", false, false},
-		{"owed, asked to say not owed: owed stays (only the status reporter deletes it)", lease("i1", owed), "i1", false, "-", false, false},
-		{"mark owed (DELETE, or the reporter saw it gone)", lease("i1"), "i1", true,
+		{"as wanted: nothing", record("i1"), "i1", false, "-", false, false},
+		{"owed as wanted: nothing", record("i1", owed), "i1", true, "-", false, false},
+		{"owed, asked to say not owed: owed stays (only the status reporter deletes it)", record("i1", owed), "i1", false, "-", false, false},
+		{"mark owed (DELETE, or the reporter saw it gone)", record("i1"), "i1", true,
 			`inc="i1" record="container" finalizers=[dcm.project/deleted-report-owed]`, false, false},
-		{"another incarnation (restored by a newer container): relabelled", lease("i0"), "i1", false,
+		{"another incarnation (restored by a newer container): relabelled", record("i0"), "i1", false,
 			`inc="i1" record="container" finalizers=[]`, false, false},
-		{"another incarnation, owed: relabelled, still owed", lease("i0", owed), "i1", false,
+		{"another incarnation, owed: relabelled, still owed", record("i0", owed), "i1", false,
 			`inc="i1" record="container" finalizers=[dcm.project/deleted-report-owed]`, false, false},
-		{"a container without incarnation (the reference provider's): the label removed", lease("i0"), "", false,
+		{"a container without incarnation (the reference provider's): the label removed", record("i0"), "", false,
 			`inc="" record="container" finalizers=[]`, false, false},
-		{"a bare reservation: the record's labels added", lease("", bare), "i1", false,
+		{"a bare reservation: the record's labels added", record("", bare), "i1", false,
 			`inc="i1" record="container" finalizers=[]`, false, false},
-		{"the right incarnation, the record label missing: added", lease("i1", func(l *corev1.ConfigMap) { delete(l.Labels, container.LabelRecord) }),
+		{"the right incarnation, the record label missing: added", record("i1", func(l *corev1.ConfigMap) { delete(l.Labels, container.LabelRecord) }),
 			"i1", false, `inc="i1" record="container" finalizers=[]`, false, false},
-		{"someone else's finalizer is kept when marking owed", lease("i1", held), "i1", true,
+		{"someone else's finalizer is kept when marking owed", record("i1", held), "i1", true,
 			`inc="i1" record="container" finalizers=[example.com/keep dcm.project/deleted-report-owed]`, false, false},
-		{"being deleted, owed, owed wanted: it stays until the DELETED is delivered", lease("i1", owed, deleting), "i1", true, "-", false, false},
-		{"being deleted, owed, not wanted owed (the container lives): let go, retry", lease("i1", owed, held, deleting), "i1", false,
+		{"being deleted, owed, owed wanted: it stays until the DELETED is delivered", record("i1", owed, deleting), "i1", true, "-", false, false},
+		{"being deleted, owed, not wanted owed (the container lives): let go, retry", record("i1", owed, held, deleting), "i1", false,
 			`inc="i1" record="container" finalizers=[example.com/keep]`, true, false},
-		{"being deleted, not owed: retry (it goes, the retry creates it afresh)", lease("i1", held, deleting), "i1", true, "-", true, false},
-		{"being deleted, not owed, not wanted owed: retry", lease("i1", held, deleting), "i1", false, "-", true, false},
-		{"someone else's ConfigMap with the record's name: never touched", lease("i1", func(l *corev1.ConfigMap) { l.Labels = map[string]string{"app": "theirs"} }),
+		{"being deleted, not owed: retry (it goes, the retry creates it afresh)", record("i1", held, deleting), "i1", true, "-", true, false},
+		{"being deleted, not owed, not wanted owed: retry", record("i1", held, deleting), "i1", false, "-", true, false},
+		{"someone else's ConfigMap with the record's name: never touched", record("i1", func(l *corev1.ConfigMap) { l.Labels = map[string]string{"app": "theirs"} }),
 			"i1", false, "-", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -386,7 +386,7 @@ func TestConfirmDeleteReads(t *testing.T) {
 // What the uninstall writes before deleting a record: decided on the record as it is
 // now, not as it was listed (issue 23).
 func TestReleaseWrite(t *testing.T) {
-	lease := func(uid types.UID, fin ...string) *corev1.ConfigMap {
+	record := func(uid types.UID, fin ...string) *corev1.ConfigMap {
 		l := container.NewRecord("x", "i1", false)
 		l.UID, l.Finalizers = uid, fin
 		return l
@@ -396,10 +396,10 @@ func TestReleaseWrite(t *testing.T) {
 		cur  *corev1.ConfigMap
 		want string // the finalizers written, or "-"
 	}{
-		{"owed now (marked since it was listed): the finalizer off", lease("r1", container.RecordFinalizer), "[]"},
-		{"owed now, someone else's finalizer kept", lease("r1", "example.com/keep", container.RecordFinalizer), "[example.com/keep]"},
-		{"not owed now (delivered since it was listed): nothing to write", lease("r1"), "-"},
-		{"another record of the id by now: never touched", lease("r2", container.RecordFinalizer), "-"},
+		{"owed now (marked since it was listed): the finalizer off", record("r1", container.RecordFinalizer), "[]"},
+		{"owed now, someone else's finalizer kept", record("r1", "example.com/keep", container.RecordFinalizer), "[example.com/keep]"},
+		{"not owed now (delivered since it was listed): nothing to write", record("r1"), "-"},
+		{"another record of the id by now: never touched", record("r2", container.RecordFinalizer), "-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := "-"

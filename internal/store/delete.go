@@ -39,9 +39,6 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 }
 
 func (s *Store) delete(ctx context.Context, id string) error {
-	if err := s.waitMoved(ctx); err != nil {
-		return err
-	}
 	s.unmarks.supersede(id) // an earlier failed DELETE's mark is this one's to decide on
 	snap := s.Snapshot(id)
 	r := deleteReads{s: s, id: id, cacheShowsAny: snap.Record != nil || len(snap.Deployments) > 0 || len(snap.Services) > 0}

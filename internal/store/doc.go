@@ -23,8 +23,6 @@
 //     status reporter plans again from before any destructive step.
 //   - release.go: Release, the `release` command (uninstall): every record deleted,
 //     workloads left running.
-//   - migrate.go: the Lease records of an earlier version moved to ConfigMaps at start,
-//     before the store serves (MoveLeaseRecords; Leases are optional).
 //   - store.go, ids.go, packed*.go, transform.go, intern.go: the informer caches, packed
 //     to what readers need, and the ordered id set that pages a LIST.
 //   - freshness.go: each cache knows whether its watch is healthy (cacheState, a pure

@@ -200,31 +200,18 @@ func (s *Store) DeleteRecord(ctx context.Context, rec container.Record) error {
 }
 
 // deleteRecordAnyway deletes a record whether or not its DELETED was delivered (the
-// uninstall, Release): RecordFinalizer off, then the delete (dropRecord).
+// uninstall, Release): RecordFinalizer off, then the delete with a UID precondition.
+// Whether there is a finalizer to take off is read on the record as it is now
+// (releaseWrite), not as it was listed: the reporter may have marked it owed since.
+// Gone or replaced meanwhile is success.
 func deleteRecordAnyway(ctx context.Context, client kubernetes.Interface, ns string, rec container.Record) error {
-	return dropRecord(ctx, client.CoreV1().ConfigMaps(ns), rec.Name, rec.UID)
-}
-
-// recordClient is what dropRecord uses of client-go's ConfigMap or Lease client.
-type recordClient[T any] interface {
-	Get(context.Context, string, metav1.GetOptions) (T, error)
-	Update(context.Context, T, metav1.UpdateOptions) (T, error)
-	Delete(context.Context, string, metav1.DeleteOptions) error
-}
-
-// dropRecord deletes the record name (UID uid) of either kind, owed or not:
-// RecordFinalizer off, then the delete with a UID precondition. Whether there is a
-// finalizer to take off is read on the record as it is now (releaseWrite), not as it was
-// listed: the reporter may have marked it owed since. Gone or replaced meanwhile is
-// success.
-func dropRecord[T recordObject[T]](ctx context.Context, c recordClient[T], name string, uid types.UID) error {
+	c, uid := client.CoreV1().ConfigMaps(ns), rec.UID
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := c.Get(ctx, name, metav1.GetOptions{})
+		cur, err := c.Get(ctx, rec.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		var none T
-		if w := releaseWrite(cur, uid); any(w) != any(none) {
+		if w := releaseWrite(cur, uid); w != nil {
 			_, err = c.Update(ctx, w, metav1.UpdateOptions{})
 		}
 		return err
@@ -232,7 +219,7 @@ func dropRecord[T recordObject[T]](ctx context.Context, c recordClient[T], name 
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	err = c.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	err = c.Delete(ctx, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return err
 	}

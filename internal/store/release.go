@@ -3,9 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
-	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -23,8 +21,7 @@ type ReleaseReport struct {
 
 // Release lets go of everything this provider holds in namespace, for an uninstall or a
 // return to the reference provider: every container record is deleted (its finalizer
-// removed), the Lease records of an earlier version too where Leases may be listed
-// (an install that never ran this version). Nothing is owned by a record, so workloads
+// removed). Nothing is owned by a record, so workloads
 // are never deleted or changed. It is idempotent: running it again after a failure
 // finishes the job.
 func Release(ctx context.Context, client kubernetes.Interface, namespace string) (ReleaseReport, error) {
@@ -46,30 +43,6 @@ func Release(ctx context.Context, client kubernetes.Interface, namespace string)
 		}
 		rep.Records = append(rep.Records, id)
 		if rec.Owed {
-			rep.Owed = append(rep.Owed, id)
-		}
-	}
-	leases, err := client.CoordinationV1().Leases(namespace).List(ctx, sel)
-	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
-		return rep, nil // Leases not granted: none of ours to see
-	}
-	if err != nil {
-		return rep, fmt.Errorf("listing Leases: %w", err)
-	}
-	for i := range leases.Items {
-		l := &leases.Items[i]
-		id := container.InstanceID(l.Labels)
-		rec, ok := container.RecordOf(l, id)
-		if !ok {
-			continue
-		}
-		if err := dropRecord(ctx, client.CoordinationV1().Leases(namespace), l.Name, rec.UID); err != nil {
-			return rep, fmt.Errorf("deleting the Lease record of %s: %w", id, err)
-		}
-		if !slices.Contains(rep.Records, id) {
-			rep.Records = append(rep.Records, id)
-		}
-		if rec.Owed && !slices.Contains(rep.Owed, id) {
 			rep.Owed = append(rep.Owed, id)
 		}
 	}

@@ -39,11 +39,6 @@ type Store struct {
 	// handled: the store's handler of each informer has seen its first list.
 	handled []cache.InformerSynced
 	access  access
-	// moved is closed once the Lease records of an earlier version are moved
-	// (migrate.go); leaseMove is what that did.
-	moved     chan struct{}
-	moveOnce  sync.Once
-	leaseMove LeaseMove
 
 	// Clock tells the age of records (the abandoned-create rule) and how long a cache has been
 	// out of date (freshness.go).
@@ -85,7 +80,6 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		client:        client,
 		namespace:     namespace,
 		log:           log,
-		moved:         make(chan struct{}),
 		Clock:         clock.RealClock{},
 		Confirm:       client,
 		CreateTimeout: 20 * time.Second,
@@ -254,20 +248,13 @@ func (w *watchers) tell(id string) {
 	}
 }
 
-// Start starts the informers, and the move of an earlier version's Lease records
-// (migrate.go); they stop when ctx ends. Until the move is done the store is not
-// synced, and creates and DELETEs answer 503.
+// Start starts the informers; they stop when ctx ends.
 func (s *Store) Start(ctx context.Context) {
-	go s.moveLeases(ctx)
 	s.factory.Start(ctx.Done())
 }
 
-// Synced reports whether every cache has completed its first list (and the records of
-// an earlier version are moved).
+// Synced reports whether every cache has completed its first list.
 func (s *Store) Synced() bool {
-	if s.movedYet() != nil {
-		return false
-	}
 	for _, inf := range s.informers() {
 		if !inf.HasSynced() {
 			return false
@@ -281,10 +268,9 @@ func (s *Store) Synced() bool {
 	return true
 }
 
-// WaitForSync blocks until the caches are synced (and the records of an earlier
-// version moved) or ctx ends.
+// WaitForSync blocks until the caches are synced or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	synced := append([]cache.InformerSynced{func() bool { return s.movedYet() == nil }}, s.handled...)
+	synced := slices.Clone(s.handled)
 	for _, inf := range s.informers() {
 		synced = append(synced, inf.HasSynced)
 	}

@@ -29,7 +29,7 @@ import (
 // and record ConfigMaps (streamed: generated one object at a time as they are written,
 // never held, so the model's memory is the service's), get of one object, the watch-list
 // (sendInitialEvents=true, what client-go's reflectors ask first), the permission checks,
-// the namespace, the Lease list of the record migration, the election's lock ConfigMap
+// the namespace, the election's lock ConfigMap
 // (the one object kept, in memory) and /readyz. Anything else answers 404 and is counted
 // in Unknown, so a request the model does not know is seen, not silently mis-answered.
 // Watches of the four kinds are streamed in protobuf to a client that asks for it, as
@@ -150,16 +150,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				Labels: map[string]string{"kubernetes.io/metadata.name": s.Namespace}},
 			Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
 		writeJSON(w, http.StatusOK, ns)
-	case len(rest) == 2 && group == "coordination.k8s.io/v1" && rest[1] == "leases" && r.Method == http.MethodGet:
-		// No Lease records from an earlier version: an empty list (and an idle watch).
-		if isWatch(r) {
-			s.count("WATCH", "leases")
-			s.watch(w, r, Records, nil, true, false)
-			return
-		}
-		s.count("LIST", "leases")
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = fmt.Fprintf(w, `{"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","metadata":{"resourceVersion":"%d"},"items":[]}`, s.rv.Load())
 	case len(rest) >= 2:
 		k, ok := kindOf[rest[1]]
 		if !ok || (k == Deployments) != (group == "apps/v1") || (k != Deployments && group != "api") {

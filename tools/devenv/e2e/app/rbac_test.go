@@ -213,12 +213,6 @@ func TestDCMRoleIsEnough(t *testing.T) {
 		}
 		return nil
 	})
-	// Leases are not granted: nothing to move, and no fault (the start-up line saying so,
-	// "records: ConfigMaps (…); election: ConfigMap …; leases: not granted (nothing to
-	// migrate)", is at info level, below what the tests keep: internal/app's TestKindsLine).
-	if m, ok := p.App.Store().LeaseMove(); !ok || m.Granted {
-		t.Errorf("LeaseMove = %+v %v, want done, Leases not granted", m, ok)
-	}
 
 	create(t, p, "dcm-1", spec("web", "nginx", withPorts(port(80, "internal"))))
 	events.waitStatus("dcm-1", "RUNNING", "", 30*time.Second)

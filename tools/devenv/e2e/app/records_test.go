@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -273,62 +271,5 @@ func TestReusedIDNeverMixesContainers(t *testing.T) {
 	ip, _ := r.JSON["spec"].(map[string]any)["network"].(map[string]any)["ip"].(string)
 	if r.Status != http.StatusOK || ip != fresh.Status.PodIP {
 		t.Errorf("GET: %d, ip %q, want the new pod's %s (old %s)", r.Status, ip, fresh.Status.PodIP, old.Status.PodIP)
-	}
-}
-
-// Issue 25: an install upgraded from a version that kept its records in Leases (Leases
-// still granted) loses nothing: at start the provider moves a live container's record
-// and a deleted container's record that still owes its DELETED to ConfigMaps, then
-// delivers that DELETED, keeps the live one's id taken, and leaves no Lease record.
-func TestUpgradeFromLeaseRecordsLosesNothing(t *testing.T) {
-	ns := testenv.Namespace(t)
-	cs := testenv.Cluster(t).Client
-	ctx := context.Background()
-	oldRecord := func(id, inc string, owed bool) {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: container.RecordName(id), Labels: container.RecordLabels(id, inc)},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &id}}
-		if owed {
-			l.Finalizers = []string{container.RecordFinalizer}
-		}
-		if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { // a Lease left with the finalizer would keep the namespace
-			_, _ = cs.CoordinationV1().Leases(ns).Patch(context.Background(), l.Name, types.MergePatchType,
-				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-		})
-	}
-	oldRecord("old-live", "i1", false)
-	if err := racingCreate(t, ns, "old-live", "i1", true); err != nil {
-		t.Fatal(err)
-	}
-	oldRecord("old-gone", "i2", true) // deleted, its DELETED not delivered yet
-
-	srv, stream := natsWithStream(t)
-	events := newStreamSink(t, stream)
-	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
-	p.waitSynced(t)
-	if m, ok := p.App.Store().LeaseMove(); !ok || !m.Granted || m.Moved != 2 {
-		t.Errorf("LeaseMove = %+v %v, want both records moved", m, ok)
-	}
-	events.waitStatus("old-gone", "DELETED", "", 30*time.Second)
-	events.waitStatus("old-live", "RUNNING", "", 30*time.Second)
-	if r := do(t, http.MethodGet, p.URL+containers+"/old-live", nil); r.Status != http.StatusOK {
-		t.Errorf("GET of the live container: %d %s", r.Status, r.Body)
-	}
-	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=old-live", spec("web", "nginx")), http.StatusConflict, "already-exists")
-	c, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName("old-live"), metav1.GetOptions{})
-	if rec, ok := container.RecordOf(c, "old-live"); err != nil || !ok || rec.Incarnation != "i1" || rec.Owed {
-		t.Errorf("the live container's record: %+v %v %v", rec, ok, err)
-	}
-	testenv.Eventually(t, 15*time.Second, "the delivered record gone", func() error {
-		if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName("old-gone"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there: %v", err)
-		}
-		return nil
-	})
-	leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: container.Selector})
-	if err != nil || len(leases.Items) != 0 {
-		t.Errorf("Lease records left: %v %v", leases, err)
 	}
 }

@@ -134,9 +134,9 @@ func TestDCMChartUnchanged(t *testing.T) {
 	})
 	// Once its caches are synced it logs which kinds it keeps its records and its
 	// election on.
-	testenv.Eventually(t, 30*time.Second, "the start-up log says Leases are not granted", func() error {
+	testenv.Eventually(t, 30*time.Second, "the start-up log says records and election are ConfigMaps", func() error {
 		log, err := node.ContainerLog(ns, pod, "k8s-container-service-provider")
-		if err != nil || !strings.Contains(log, "records: ConfigMaps") || !strings.Contains(log, "leases: not granted") {
+		if err != nil || !strings.Contains(log, "records: ConfigMaps") || !strings.Contains(log, "election: ConfigMap") {
 			return fmt.Errorf("%v: %s", err, log)
 		}
 		return nil

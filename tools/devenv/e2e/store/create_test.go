@@ -22,7 +22,6 @@ import (
 // asked every time. Here the store's caches are not even started: they show nothing.
 func TestCreateAsksTheAPIServerForALiveDeployment(t *testing.T) {
 	f := newFixture(t)
-	f.moved(t)
 	theirs := deploymentOf(t, f.ns, "x", "theirs")
 	posts := f.main.counter(func(r *http.Request) bool {
 		return r.Method == http.MethodPost && !strings.HasSuffix(r.URL.Path, "/configmaps")
@@ -64,7 +63,6 @@ func TestCreateFacingARecordBeingDeleted(t *testing.T) {
 	}
 	t.Run("owed", func(t *testing.T) {
 		f := newFixture(t)
-		f.moved(t)
 		deleting(t, f.ns, true)
 		_, err := f.s.Create(context.Background(), "x", objectsOf("x"))
 		var se *store.Error

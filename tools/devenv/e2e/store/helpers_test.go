@@ -91,15 +91,6 @@ func (f *fixture) start(t *testing.T) {
 	}
 }
 
-// moved opens a store whose caches are not started for creates and DELETEs (they wait
-// for the move of an earlier version's Lease records, which start runs otherwise).
-func (f *fixture) moved(t *testing.T) {
-	t.Helper()
-	if err := f.s.MoveLeases(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // hook runs at the first request that match accepts (after it was added): before,
 // ahead of sending it; after, once the apiserver answered it and before the store reads
 // the answer (it may replace resp.Body). A non-nil error from after replaces the answer

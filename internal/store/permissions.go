@@ -38,12 +38,6 @@ var Required = slices.Concat(
 	grant("", "configmaps", "get", "list", "watch", "create", "update", "delete"),
 )
 
-// LeaseMovePermissions is what moving the Lease records of an earlier version needs (migrate.go):
-// optional, never checked at start, and its absence is no fault (there is then nothing
-// to move). deploy/base/role.yaml grants it so that an install upgraded from a version
-// with Lease records keeps them.
-var LeaseMovePermissions = grant("coordination.k8s.io", "leases", "get", "list", "update", "delete")
-
 func grant(group, resource string, verbs ...string) []Permission {
 	out := make([]Permission, len(verbs))
 	for i, v := range verbs {

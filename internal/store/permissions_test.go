@@ -10,8 +10,7 @@ import (
 )
 
 // The shipped Role grants exactly what the service uses: nothing missing (the service
-// would fail), nothing more ("only what the provider needs") than that and the optional
-// Lease verbs that move an earlier version's records (LeaseMovePermissions).
+// would fail), nothing more ("only what the provider needs").
 func TestRoleGrantsExactlyRequired(t *testing.T) {
 	b, err := os.ReadFile("../../deploy/base/role.yaml")
 	if err != nil {
@@ -39,13 +38,13 @@ func TestRoleGrantsExactlyRequired(t *testing.T) {
 		}
 	}
 	for _, p := range granted {
-		if !slices.Contains(Required, p) && !slices.Contains(LeaseMovePermissions, p) {
-			t.Errorf("role.yaml grants %s, which the service never uses (not in Required or LeaseMovePermissions)", p)
+		if !slices.Contains(Required, p) {
+			t.Errorf("role.yaml grants %s, which the service never uses (not in Required)", p)
 		}
 	}
-	for _, p := range slices.Concat(Required, LeaseMovePermissions) {
+	for _, p := range Required {
 		if !slices.Contains(granted, p) {
-			t.Errorf("role.yaml lacks %s (in Required or LeaseMovePermissions)", p)
+			t.Errorf("role.yaml lacks %s (in Required)", p)
 		}
 	}
 }

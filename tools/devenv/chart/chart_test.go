@@ -154,32 +154,22 @@ func grants(rules []rbacv1.PolicyRule) []string {
 }
 
 // The chart's Role grants exactly what deploy/base/role.yaml grants (which grants exactly
-// what the service uses: store.Required, plus the optional Lease rule that moves an
-// earlier version's Lease records, which the chart grants only with
-// rbac.moveLeaseRecords), in the namespace the containers go to, to the chart's service
+// what the service uses: store.Required), in the namespace the containers go to, to the chart's service
 // account; the optional ClusterRole is deploy/base/clusterrole.yaml's, for the
 // containers' namespace only.
 func TestRoleRulesMatchKustomize(t *testing.T) {
-	all := base[rbacv1.Role](t, "role.yaml").Rules
-	var withoutLeases []rbacv1.PolicyRule
-	for _, r := range all {
-		if !slices.Contains(r.APIGroups, "coordination.k8s.io") {
-			withoutLeases = append(withoutLeases, r)
-		}
-	}
+	want := base[rbacv1.Role](t, "role.yaml").Rules
 	for _, tc := range []struct {
 		name, values, namespace string
-		want                    []rbacv1.PolicyRule
 	}{
-		{"defaults", "", "dcm-containers", withoutLeases},
-		{"moving Lease records", "rbac: {moveLeaseRecords: true}", "dcm-containers", all},
-		{"containers elsewhere", "namespace: tenants\nnamespaceReader: {enabled: true}", "tenants", withoutLeases},
-		{"DCM-like", string(testdata(t, "dcm-values.yaml")), "dcm-containers", withoutLeases},
+		{"defaults", "", "dcm-containers"},
+		{"containers elsewhere", "namespace: tenants\nnamespaceReader: {enabled: true}", "tenants"},
+		{"DCM-like", string(testdata(t, "dcm-values.yaml")), "dcm-containers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := render(t, tc.values)
 			role := must[rbacv1.Role](t, objs, "Role")
-			if got, want := grants(role.Rules), grants(tc.want); !slices.Equal(got, want) {
+			if got, want := grants(role.Rules), grants(want); !slices.Equal(got, want) {
 				t.Errorf("the chart's Role grants\n  %s\ndeploy/base/role.yaml grants\n  %s",
 					strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 			}

@@ -1,8 +1,7 @@
 {{/*
 The Role's rules: the one place the chart says what the provider may do, in the namespace
 its containers go to. Exactly what the service uses (store.Required), the same rules as
-deploy/base/role.yaml, whose optional Lease rule is here only with rbac.moveLeaseRecords:
-tools/devenv/chart's TestRoleRulesMatchKustomize compares them.
+deploy/base/role.yaml: tools/devenv/chart's TestRoleRulesMatchKustomize compares them.
 */}}
 {{- define "k8s-container-sp.roleRules" -}}
 # Containers are Deployments: created, deleted, and read through an informer (list,
@@ -26,14 +25,6 @@ tools/devenv/chart's TestRoleRulesMatchKustomize compares them.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "watch", "create", "update", "delete"]
-{{- if .Values.rbac.moveLeaseRecords }}
-# Optional (rbac.moveLeaseRecords), only for an install upgraded from a version that kept
-# its records in Leases: at start the provider moves them to ConfigMaps and logs
-# "leases: granted, moved N Lease records"; once it has logged "moved 0", turn it off.
-- apiGroups: ["coordination.k8s.io"]
-  resources: ["leases"]
-  verbs: ["get", "list", "update", "delete"]
-{{- end }}
 {{- end }}
 
 {{/*

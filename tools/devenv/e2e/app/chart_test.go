@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -36,11 +37,21 @@ func TestChartManifestsAreValid(t *testing.T) {
 		"NetworkPolicy":       {schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}, true},
 		"PodDisruptionBudget": {schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, true},
 	}
+	// The containers' namespace, by default <release namespace>-containers, exists
+	// already (the chart makes it only with createNamespace).
+	containers := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns + "-containers"}}
+	if _, err := env.Client.CoreV1().Namespaces().Create(context.Background(), containers, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().Namespaces().Delete(context.Background(), containers.Name, metav1.DeleteOptions{})
+	})
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	for _, tc := range []struct{ name, values string }{
 		{"defaults", ""},
 		{"everything", "replicas: 2\napiToken: {secretName: t}\ntls: {secretName: c}\nnamespaceReader: {enabled: true}\n" +
-			"networkPolicy: {enabled: true}\npodSecurity: auto\nextraEnv: [{name: SP_MAX_CONTAINERS, value: '100'}]"},
+			"networkPolicy: {enabled: true}\npodSecurity: auto\nextraEnv: [{name: SP_MAX_CONTAINERS, value: '100'}]\n" +
+			"natsAuth: {secretName: sp-nats, nkeySeedKey: seed, caKey: ca.crt}"},
 		{"kubeconfigRef", "kubeconfigRef: k\nreplicas: 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

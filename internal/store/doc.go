@@ -23,8 +23,11 @@
 //     status reporter plans again from before any destructive step.
 //   - release.go: Release, the `release` command (uninstall): every record deleted,
 //     workloads left running.
-//   - store.go, ids.go, packed*.go, transform.go, intern.go: the informer caches, packed
-//     to what readers need, and the ordered id set that pages a LIST.
+//   - store.go, transform.go, cached.go, compact.go, packed.go: the informers and their
+//     caches, each object cut to what readers need and packed (one string of its
+//     variable-length fields; a container's objects share one copy of its id).
+//   - index.go: the ordered id set that pages a LIST; capacity.go: Count, what
+//     SP_MAX_CONTAINERS bounds.
 //   - freshness.go: each cache knows whether its watch is healthy (cacheState, a pure
 //     function of what its ListerWatcher saw and when); GET and LIST answer 503 once a
 //     cache they read has been out of date past the bound (Store.MaxStaleness for a

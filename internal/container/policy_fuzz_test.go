@@ -38,7 +38,7 @@ func FuzzImagePolicy(f *testing.F) {
 				t.Fatalf("%q: an IP-literal host %q was allowed", ref, host)
 			}
 			if !strings.Contains(bare, ".") || bare == "localhost" || strings.HasSuffix(bare, ".svc") ||
-				strings.HasSuffix(bare, ".cluster.local") || strings.HasPrefix(bare, "kubernetes.default") {
+				strings.HasSuffix(bare, ".cluster.local") || bare == "kubernetes.default" || strings.HasPrefix(bare, "kubernetes.default.") {
 				t.Fatalf("%q: host %q was allowed", ref, host)
 			}
 		}

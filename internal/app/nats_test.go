@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,7 +18,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,6 +30,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/logtest"
 	"github.com/dcm-project/k8s-container-sp/internal/secretfile"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 )
@@ -73,24 +72,6 @@ func TestNATSLinkStart(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer collects log lines from the client's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // runLink starts a link named sp-test to url, authenticating with files (looked at
@@ -179,7 +160,7 @@ func TestNATSLinkLogsNoURLCredentials(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startNATS(t, &tc.opts)
-			logs := &syncBuffer{}
+			logs := &logtest.Buffer{}
 			run := func(user string) func() {
 				_, stop := runLink(t, fmt.Sprintf("nats://%s@127.0.0.1:%d", user, natsPort(srv)), config.NATS{}, secretfile.Interval, logs)
 				return stop
@@ -367,7 +348,7 @@ func TestNATSNKeyAndTLSFromFilesFollowRotation(t *testing.T) {
 	}
 	_ = sub.Flush()
 
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	n, stop := runLink(t, url, files, 10*time.Millisecond, logs)
 	defer stop()
 
@@ -505,7 +486,7 @@ func TestNATSCredsFileFollowsRotation(t *testing.T) {
 		"SP_NATS_URL=" + url, "SP_NATS_CREDS_FILE=" + file}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	n, stop := runLink(t, url, config.NATS{CredsFile: file}, 10*time.Millisecond, logs)
 	defer stop()
 	expect := func(user nkeys.KeyPair) uint64 {

@@ -1,38 +1,20 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/logtest"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // quotaStore refuses every create as a ResourceQuota does.
 type quotaStore struct{ panicStore }
@@ -49,7 +31,7 @@ func (quotaStore) Create(context.Context, string, container.Objects) (container.
 // the namespace's usage or the quota's name; the log has the quota's message, with the
 // request's id.
 func TestQuotaRefusalAnswersAFixedTextAndLogsTheDetail(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	h, err := NewHandler(Options{Store: quotaStore{}, Health: func(context.Context) error { return nil },
 		Log: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
@@ -85,7 +67,7 @@ func TestHealthShowsNoRegistryDetail(t *testing.T) {
 		_, _ = w.Write([]byte(`{"detail": "` + detail + `"}`))
 	}))
 	defer reg.Close()
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	r, err := registration.New(registration.Options{RegistryURL: reg.URL + "/api/v1alpha1", Name: "sp", Endpoint: "http://sp:8080"}, log)
 	if err != nil {

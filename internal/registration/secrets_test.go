@@ -1,33 +1,16 @@
 package registration
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/dcm-project/k8s-container-sp/internal/logtest"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Secrets of the registry's URL and of SP_ENDPOINT, and what a registry answers.
 const (
@@ -80,7 +63,7 @@ func TestRegistrationSaysFixedTextsAndLogsNoSecret(t *testing.T) {
 			}
 			scheme, hostPort, _ := strings.Cut(base, "://")
 			regURL := scheme + "://" + regUser + ":" + regPass + "@" + hostPort + "/api/v1alpha1?token=" + regToken
-			logs := &syncBuffer{}
+			logs := &logtest.Buffer{}
 			r, err := New(Options{RegistryURL: regURL, Name: "sp", Endpoint: "http://" + epUser + ":" + epPass + "@sp:8080",
 				RetryBase: 10 * time.Millisecond, RetryCap: 20 * time.Millisecond}, slog.New(slog.NewJSONHandler(logs, nil)))
 			if err != nil {

@@ -1,7 +1,6 @@
 package secretfile
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -21,28 +20,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dcm-project/k8s-container-sp/internal/logtest"
 )
 
-// logBuffer collects log lines; safe for the server's goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *logBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), s)
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	l := &logBuffer{}
+func newLog() (*slog.Logger, *logtest.Buffer) {
+	l := &logtest.Buffer{}
 	return slog.New(slog.NewTextHandler(l, nil)), l
 }
 
@@ -177,8 +160,8 @@ func TestServerTLSReloadsThePair(t *testing.T) {
 	if got := servedName(t, url, authority.pool); got != "two" {
 		t.Fatalf("after rotation served %q, want two", got)
 	}
-	if logs.count("TLS certificate reloaded") != 1 {
-		t.Errorf("reload not logged once:\n%s", logs.buf.String())
+	if strings.Count(logs.String(), "TLS certificate reloaded") != 1 {
+		t.Errorf("reload not logged once:\n%s", logs.String())
 	}
 
 	// Half a rotation: the new certificate, the old key.
@@ -189,8 +172,8 @@ func TestServerTLSReloadsThePair(t *testing.T) {
 			t.Fatalf("with a broken pair served %q, want the last good one (two)", got)
 		}
 	}
-	if n := logs.count("level=WARN msg=\"TLS certificate changed but cannot be used"); n != 1 {
-		t.Errorf("broken pair warned %d times, want once:\n%s", n, logs.buf.String())
+	if n := strings.Count(logs.String(), "level=WARN msg=\"TLS certificate changed but cannot be used"); n != 1 {
+		t.Errorf("broken pair warned %d times, want once:\n%s", n, logs.String())
 	}
 
 	replace(t, keyFile, key3)
@@ -275,8 +258,8 @@ func TestToken(t *testing.T) {
 	if got := string(tok.Get()); got != "third" {
 		t.Fatalf("a removed file replaced the token with %q", got)
 	}
-	if n := logs.count("API token changed but cannot be used"); n != 2 {
-		t.Errorf("%d warnings, want one for the empty file and one for the removed one:\n%s", n, logs.buf.String())
+	if n := strings.Count(logs.String(), "API token changed but cannot be used"); n != 2 {
+		t.Errorf("%d warnings, want one for the empty file and one for the removed one:\n%s", n, logs.String())
 	}
 	replace(t, path, []byte("fourth"))
 	if got := string(tok.Get()); got != "fourth" {

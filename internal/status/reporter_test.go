@@ -1,7 +1,6 @@
 package status
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/logtest"
 )
 
 // The reporter's machinery (debounce, queue, retries, drain, ordering of the cluster
@@ -175,7 +175,7 @@ func (j *journal) await(t *testing.T, tick func(), want []string) {
 }
 
 type rig struct {
-	logs  *lockedBuffer // what the reporter logged (every level)
+	logs  *logtest.Buffer // what the reporter logged (every level)
 	src   *fakeSource
 	out   *journal
 	clock *clocktesting.FakeClock
@@ -195,7 +195,7 @@ func startReporterWith(t *testing.T, debounce time.Duration, failFirst int, opts
 	r := &rig{
 		src: &fakeSource{snaps: map[string]container.Snapshot{}}, out: newJournal(),
 		clock: clocktesting.NewFakeClock(t0), drain: make(chan struct{}), done: make(chan struct{}),
-		logs: &lockedBuffer{},
+		logs: &logtest.Buffer{},
 	}
 	r.out.failFirst = failFirst
 	r.out.src = r.src
@@ -550,24 +550,6 @@ func TestReporterLogsAHeldBackContainerOnce(t *testing.T) {
 	if logs.counts[slog.LevelInfo] != 1 || logs.counts[slog.LevelWarn] != 0 {
 		t.Errorf("log lines by level %v: %v", logs.counts, logs.text)
 	}
-}
-
-// lockedBuffer is a log destination the reporter's workers may write at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // What a status message keeps from the tenant (a pull error's view of the node's

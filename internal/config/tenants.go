@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,7 +82,7 @@ func list(s string) []string {
 func (t Tenants) validate() []string {
 	var p []string
 	for _, e := range list(t.ImageRegistries) {
-		if msg := registryEntryProblem(e); msg != "" {
+		if msg := container.RegistryEntryProblem(e); msg != "" {
 			p = append(p, fmt.Sprintf("SP_IMAGE_REGISTRIES: %q %s", e, msg))
 		}
 	}
@@ -134,34 +133,4 @@ func (t Tenants) validate() []string {
 		p = append(p, fmt.Sprintf("SP_K8S_IMAGE_PULL_POLICY=%q: must be Always or IfNotPresent", pp))
 	}
 	return p
-}
-
-// registryEntryProblem says what is wrong with one SP_IMAGE_REGISTRIES entry, or "".
-func registryEntryProblem(e string) string {
-	if e == "*" {
-		return ""
-	}
-	host, port, _ := strings.Cut(e, ":")
-	if strings.HasPrefix(e, "[") { // an IPv6 literal, allowed only listed exactly
-		i := strings.Index(e, "]")
-		if i < 0 {
-			return "is not a host"
-		}
-		host, port = e[1:i], strings.TrimPrefix(e[i+1:], ":")
-		if _, err := netip.ParseAddr(host); err != nil {
-			return "is not a host"
-		}
-		host = "ipv6.invalid" // checked; the rest is about names
-	}
-	if n, err := strconv.Atoi(port); port != "" && (err != nil || len(validation.IsValidPortNum(n)) > 0) {
-		return "has a port that is not a number from 1 to 65535"
-	}
-	name := strings.TrimPrefix(host, "*.")
-	if strings.ToLower(e) != e {
-		return "must be lower case"
-	}
-	if len(validation.IsDNS1123Subdomain(name)) > 0 {
-		return "is not a registry host (host, host:port or *.domain)"
-	}
-	return ""
 }

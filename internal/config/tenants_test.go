@@ -53,6 +53,8 @@ func TestTenantSettingsRefused(t *testing.T) {
 		"SP_IMAGE_REGISTRIES=quay.io,Quay.IO":                   `SP_IMAGE_REGISTRIES: "Quay.IO" must be lower case`,
 		"SP_IMAGE_REGISTRIES=quay.io:99999":                     `"quay.io:99999" has a port`,
 		"SP_IMAGE_REGISTRIES=https://quay.io":                   `"https://quay.io"`,
+		"SP_IMAGE_REGISTRIES=[::1":                              `"[::1" is not a host`,
+		"SP_IMAGE_REGISTRIES=[fe80::zz]:5000":                   `"[fe80::zz]:5000" is not a host`,
 		"SP_IMAGE_REGISTRIES= , ":                               "SP_IMAGE_REGISTRIES: must list at least one registry host",
 		"SP_LABEL_PREFIXES=example.com":                         `SP_LABEL_PREFIXES: "example.com" is not a label key prefix`,
 		"SP_LABEL_PREFIXES=sidecar.istio.io/":                   `"sidecar.istio.io/" is under istio.io, which is reserved`,

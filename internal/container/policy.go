@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Policy is what the operator lets a tenant's spec ask for (the settings of
@@ -187,4 +189,29 @@ func (p Policy) registryProblem(domain string) string {
 		return ""
 	}
 	return fmt.Sprintf("registry host %q is not one this provider pulls from (SP_IMAGE_REGISTRIES: %s)", domain, strings.Join(p.Registries, ", "))
+}
+
+// RegistryEntryProblem says what is wrong with one entry of Policy.Registries (a
+// setting), or "": it must be a form registryProblem matches.
+func RegistryEntryProblem(e string) string {
+	if e == "*" {
+		return ""
+	}
+	if strings.ToLower(e) != e {
+		return "must be lower case"
+	}
+	host, port := splitHostPort(e)
+	if n, err := strconv.Atoi(port); port != "" && (err != nil || len(validation.IsValidPortNum(n)) > 0) {
+		return "has a port that is not a number from 1 to 65535"
+	}
+	if strings.HasPrefix(host, "[") { // an IPv6 literal, allowed only listed exactly
+		if _, err := netip.ParseAddr(strings.TrimSuffix(host[1:], "]")); err != nil || !strings.HasSuffix(host, "]") {
+			return "is not a host"
+		}
+		return ""
+	}
+	if len(validation.IsDNS1123Subdomain(strings.TrimPrefix(host, "*."))) > 0 {
+		return "is not a registry host (host, host:port or *.domain)"
+	}
+	return ""
 }

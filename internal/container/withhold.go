@@ -37,6 +37,9 @@ func shown(reason, message string, raw bool) string {
 	return joinReason(reason, message)
 }
 
+// pullWhy is what a failed pull may mean, without the kubelet's words.
+const pullWhy = " (it does not exist, needs credentials the provider does not have, or its registry did not answer; the provider's log has the detail)"
+
 func pullMessage(reason, message string) string {
 	what := "the node could not pull the image"
 	if ref := quotedReference(message); ref != "" {
@@ -44,13 +47,13 @@ func pullMessage(reason, message string) string {
 	}
 	switch reason {
 	case "ImagePullBackOff":
-		return what + " and tries again with a back-off (it does not exist, needs credentials the provider does not have, or its registry did not answer; the provider's log has the detail)"
+		return what + " and tries again with a back-off" + pullWhy
 	case "InvalidImageName":
 		return what + ": the node does not accept the reference"
 	case "ErrImageNeverPull":
 		return what + ": the node is set never to pull it"
 	}
-	return what + " (it does not exist, needs credentials the provider does not have, or its registry did not answer; the provider's log has the detail)"
+	return what + pullWhy
 }
 
 // quotedReference is the first double-quoted image reference in a kubelet message

@@ -67,25 +67,17 @@ type Reporter struct {
 	opts Options
 	log  *slog.Logger
 
-	mu   sync.Mutex
-	sent map[string]container.Status // last status delivered, per id
-	// sentFor: the incarnation each of those was about. A new container with the id
-	// has had nothing sent yet, whatever the last one's status was.
-	sentFor map[string]string
-	forced  map[string]bool // ids to publish even if unchanged
-	// minted: per id, the event id of the status being sent, kept until it is delivered
-	// so that the retries of one change carry one event id (see eventID).
-	minted map[string]mintedEvent
-	// waiting: ids whose plan is held back (notYet) and why, so that each episode is
-	// logged once, not once per retry; waitBackoff spaces their looks (see notYet).
-	waiting     map[string]string
+	mu sync.Mutex
+	// containers: per id, what is remembered about it (the last status delivered, a
+	// force, the event id being sent, why it is held back, a pending resend); an entry
+	// goes once it holds nothing (tracked.go).
+	containers map[string]*tracked
+	// waitBackoff spaces the looks at the containers held back (see notYet).
 	waitBackoff workqueue.TypedRateLimiter[string]
-	// resends: per id, the one pending resend of a new container's status (resend.go).
-	resends map[string]*resend
-	queue   workqueue.TypedRateLimitingInterface[string]
-	deb     *debouncer
-	active  atomic.Bool
-	outage  outage
+	queue       workqueue.TypedRateLimitingInterface[string]
+	deb         *debouncer
+	active      atomic.Bool
+	outage      outage
 
 	undelivered undelivered // what Pending counts
 }
@@ -107,8 +99,7 @@ func NewReporter(src Source, pub Publisher, cl Cluster, opts Options, log *slog.
 	}
 	return &Reporter{
 		src: src, pub: pub, cl: cl, opts: opts, log: log,
-		sent: map[string]container.Status{}, sentFor: map[string]string{}, forced: map[string]bool{},
-		minted: map[string]mintedEvent{}, waiting: map[string]string{}, resends: map[string]*resend{},
+		containers: map[string]*tracked{},
 	}
 }
 
@@ -125,7 +116,7 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	// Fresh for each leadership, like the queue: what was held back before is looked
 	// at anew (set before the workers start, which read it unlocked).
 	r.waitBackoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute)
-	clear(r.waiting)
+	r.eachTracked(func(_ string, t *tracked) { t.waiting = "" })
 	r.mu.Unlock()
 
 	defer r.undelivered.reset() // last: once the workers and the watch are done
@@ -213,11 +204,11 @@ func (r *Reporter) RepublishAll() {
 	queue := r.queue
 	ids := r.src.IDs()
 	for _, id := range ids {
-		r.forced[id] = true
+		r.entry(id).forced = true
 	}
 	// A republish is a new event, also for a status whose delivery is being retried:
 	// see eventID.
-	clear(r.minted)
+	r.eachTracked(func(_ string, t *tracked) { t.minted = nil })
 	r.mu.Unlock()
 	if queue == nil {
 		return
@@ -310,17 +301,22 @@ const (
 func (r *Reporter) startWaiting(id, why string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.waiting[id] == why {
+	t := r.entry(id)
+	defer r.release(id)
+	if t.waiting == why {
 		return false
 	}
-	r.waiting[id] = why
+	t.waiting = why
 	return true
 }
 
 func (r *Reporter) stopWaiting(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.waiting, id)
+	if t := r.containers[id]; t != nil {
+		t.waiting = ""
+		r.release(id)
+	}
 }
 
 // process plans one container from what the caches show now and carries the plan out;
@@ -334,19 +330,24 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	inc := incarnationOf(snap)
 	r.mu.Lock()
 	var last *container.Status
-	// What was sent about an earlier container with this id does not count (make chaos,
-	// seed 14: a container created and deleted while the leader's cache was behind got
-	// no DELETED, because the last one sent, its predecessor's, was already DELETED).
-	if st, ok := r.sent[id]; ok && (inc == "" || r.sentFor[id] == inc) {
-		last = &st
+	forced := false
+	if t := r.containers[id]; t != nil {
+		// What was sent about an earlier container with this id does not count (make
+		// chaos, seed 14: a container created and deleted while the leader's cache was
+		// behind got no DELETED, because the last one sent, its predecessor's, was
+		// already DELETED).
+		if t.sent != nil && (inc == "" || t.sentFor == inc) {
+			st := *t.sent // a copy: used unlocked
+			last = &st
+		}
+		forced, t.forced = t.forced, false
+		r.release(id)
 	}
-	forced := r.forced[id]
-	delete(r.forced, id)
 	r.mu.Unlock()
 	keepForce := func() {
 		if forced {
 			r.mu.Lock()
-			r.forced[id] = true
+			r.entry(id).forced = true
 			r.mu.Unlock()
 		}
 	}
@@ -401,10 +402,15 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	}
 	r.mu.Lock()
 	if st := p.Publish; st != nil {
-		r.scheduleResend(id, inc, snap, *st, now)
-		r.sent[id], r.sentFor[id] = *st, inc
+		r.scheduleResend(id, inc, snap, *st, now) // first: it looks at the status sent before
+		delivered := *st
+		t := r.entry(id)
+		t.sent, t.sentFor = &delivered, inc
 	}
-	delete(r.minted, id) // delivered, or nothing to send: the next status sent is a new change
+	if t := r.containers[id]; t != nil {
+		t.minted = nil // delivered, or nothing to send: the next status sent is a new change
+		r.release(id)
+	}
 	r.mu.Unlock()
 	if p.DeleteRecord != nil {
 		if err := r.cl.DeleteRecord(ctx, *p.DeleteRecord); err != nil {
@@ -434,12 +440,12 @@ type mintedEvent struct {
 func (r *Reporter) eventID(id, inc string, st container.Status) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if m, ok := r.minted[id]; ok && m.inc == inc && m.st == st {
+	t := r.entry(id)
+	if m := t.minted; m != nil && m.inc == inc && m.st == st {
 		return m.eventID
 	}
-	m := mintedEvent{inc: inc, st: st, eventID: NewEventID()}
-	r.minted[id] = m
-	return m.eventID
+	t.minted = &mintedEvent{inc: inc, st: st, eventID: NewEventID()}
+	return t.minted.eventID
 }
 
 func (r *Reporter) publish(ctx context.Context, eventID, id string, st container.Status) (bool, error) {
@@ -465,13 +471,12 @@ func (r *Reporter) publish(ctx context.Context, eventID, id string, st container
 func (r *Reporter) prune() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id, st := range r.sent {
-		if st.Status == v1alpha1.DELETED && r.src.Snapshot(id).Empty() {
-			delete(r.sent, id)
-			delete(r.sentFor, id)
+	r.eachTracked(func(id string, t *tracked) {
+		if t.sent != nil && t.sent.Status == v1alpha1.DELETED && r.src.Snapshot(id).Empty() {
+			t.sent, t.sentFor = nil, ""
 			r.forgetResend(id)
 		}
-	}
+	})
 }
 
 // incarnationOf is the container a snapshot is about: its live Deployment's, else its

@@ -18,8 +18,9 @@ import (
 // (issue 23 item 7). The resend is a republish of one container: its current status, as
 // a new event (a new event id, so neither JetStream's de-duplication nor DCM drops it).
 //
-// Bounded: at most one pending resend per id (a map of timers), dropped when the id's
-// DELETED is delivered, when the id is pruned, and when the reporter stops.
+// Bounded: at most one pending resend per id (a timer, in the id's tracked entry),
+// dropped when the id's DELETED is delivered, when the id is pruned, and when the
+// reporter stops.
 
 // resend is one pending resend: its timer, on the reporter's clock.
 type resend struct {
@@ -41,7 +42,7 @@ func (r *Reporter) scheduleResend(id, inc string, snap container.Snapshot, st co
 	if d <= 0 {
 		return
 	}
-	if _, had := r.sent[id]; had && r.sentFor[id] == inc {
+	if t := r.containers[id]; t != nil && t.sent != nil && t.sentFor == inc {
 		return // not the incarnation's first status
 	}
 	live := snap.Live()
@@ -53,21 +54,23 @@ func (r *Reporter) scheduleResend(id, inc string, snap container.Snapshot, st co
 	// In its own goroutine: a fake clock runs the callback with its lock held, and
 	// fireResend takes r.mu, under which this very call takes the clock's lock.
 	rs.timer = r.opts.Clock.AfterFunc(d, func() { go r.fireResend(id, rs) })
-	r.resends[id] = rs
+	r.entry(id).resend = rs
 }
 
 // fireResend queues container id's current status to be sent again as a new event,
 // unless the resend was dropped meanwhile.
 func (r *Reporter) fireResend(id string, rs *resend) {
 	r.mu.Lock()
-	if r.resends[id] != rs {
+	t := r.containers[id]
+	if t == nil || t.resend != rs {
 		r.mu.Unlock()
 		return
 	}
-	delete(r.resends, id)
 	queue := r.queue
-	r.forced[id] = true
-	delete(r.minted, id) // a new event: see eventID
+	// No release: the force keeps the entry.
+	t.resend = nil
+	t.forced = true
+	t.minted = nil // a new event: see eventID
 	r.mu.Unlock()
 	r.undelivered.add(id)
 	queue.Add(id)
@@ -75,9 +78,10 @@ func (r *Reporter) fireResend(id string, rs *resend) {
 
 // forgetResend drops id's pending resend. r.mu is held.
 func (r *Reporter) forgetResend(id string) {
-	if rs, ok := r.resends[id]; ok {
-		rs.timer.Stop()
-		delete(r.resends, id)
+	if t := r.containers[id]; t != nil && t.resend != nil {
+		t.resend.timer.Stop()
+		t.resend = nil
+		r.release(id)
 	}
 }
 
@@ -86,7 +90,5 @@ func (r *Reporter) forgetResend(id string) {
 func (r *Reporter) stopResends() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id := range r.resends {
-		r.forgetResend(id)
-	}
+	r.eachTracked(func(id string, _ *tracked) { r.forgetResend(id) })
 }

@@ -69,9 +69,7 @@ func TestReporterResendsANewContainersStatus(t *testing.T) {
 			if ev := r.out.eventIDs(); len(tc.resent) > 0 && ev[len(ev)-1] == ev[len(ev)-2] {
 				t.Errorf("event ids %q: the resend reused the last event's id", ev)
 			}
-			r.rep.mu.Lock()
-			defer r.rep.mu.Unlock()
-			if n := len(r.rep.resends); n != 0 {
+			if n := pendingResends(r.rep); n != 0 {
 				t.Errorf("%d resends pending, want none", n)
 			}
 		})
@@ -84,10 +82,7 @@ func TestReporterDropsResendsWhenItStops(t *testing.T) {
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish a PENDING")
 	waitPending(t, r, 0)
-	r.rep.mu.Lock()
-	n := len(r.rep.resends)
-	r.rep.mu.Unlock()
-	if n != 1 {
+	if n := pendingResends(r.rep); n != 1 {
 		t.Fatalf("%d resends pending, want 1", n)
 	}
 	close(r.drain)
@@ -99,16 +94,26 @@ func TestReporterDropsResendsWhenItStops(t *testing.T) {
 			r.clock.Step(10 * time.Millisecond)
 		}
 	}
-	r.rep.mu.Lock()
-	n = len(r.rep.resends)
-	r.rep.mu.Unlock()
-	if n != 0 {
+	if n := pendingResends(r.rep); n != 0 {
 		t.Errorf("%d resends pending after the reporter stopped", n)
 	}
 	r.clock.Step(resendAfter)
 	if p := r.rep.Pending(); p != 0 {
 		t.Errorf("pending %d on a stopped reporter", p)
 	}
+}
+
+// pendingResends counts the resends rep has pending.
+func pendingResends(rep *Reporter) int {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	n := 0
+	for _, t := range rep.containers {
+		if t.resend != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // waitPending waits (real time, bounded) until the reporter owes n containers.

@@ -69,7 +69,7 @@ type Kubernetes struct {
 	CreateTimeout time.Duration `env:"SP_K8S_CREATE_TIMEOUT" envDefault:"20s" help:"bound of one create; a record without a Deployment older than twice this is an abandoned create"`
 	// ReserveWindow orders a DELETE after a create that began before it on any replica
 	// (store.ReserveWindow explains how).
-	ReserveWindow time.Duration `env:"SP_K8S_RESERVE_WINDOW" envDefault:"5s" help:"a create must have reserved its id this long after it began, or it rolls back (503); a DELETE that finds nothing looks again this long after it began before answering 404, so it never answers 404 while a create that began before it will still finish; at most half of SP_K8S_CREATE_TIMEOUT is used"`
+	ReserveWindow time.Duration `env:"SP_K8S_RESERVE_WINDOW" envDefault:"1s" help:"a create must have reserved its id this long after it began, or it takes the reservation back (503); a DELETE whose cache shows no container looks again, at the Kubernetes API, this long after it began before answering 404, so it never answers 404 while a create that began before it will still make a container; at most half of SP_K8S_CREATE_TIMEOUT is used"`
 	// MaxStaleness bounds how out of date a read may be: once a cache's watch has been
 	// disconnected this long, reads that need it answer 503 and /readyz fails.
 	MaxStaleness time.Duration `env:"SP_K8S_MAX_STALENESS" envDefault:"5s" help:"once a cache's watch of the Kubernetes API has been broken this long, GET and LIST answer 503 and /readyz fails, naming the cache (a watch the apiserver closes is replaced in milliseconds)"`

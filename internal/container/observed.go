@@ -37,9 +37,8 @@ type Meta struct {
 	Deleting bool
 	// ID is the container's DCM id (LabelInstanceID).
 	ID string
-	// Incarnation tells this container from an earlier or later one with the same id
-	// (LabelIncarnation); "" for containers made before incarnations (by an earlier
-	// version or the reference provider), whose pods and Service are all of its id's.
+	// Incarnation tells this container from an earlier or later one with the same id:
+	// the UID of its record (see IncarnationOf); "" for an object no record owns.
 	Incarnation string
 }
 
@@ -53,6 +52,8 @@ func metaOf(m *metav1.ObjectMeta) Meta {
 // Deployment is what the service reads of a container's Deployment.
 type Deployment struct {
 	Meta
+	// UID guards a DELETE of it (a precondition).
+	UID types.UID
 	// GenerateName is what the apiserver made the name from: the container's name and
 	// "-" ("" for a Deployment another provider named).
 	GenerateName string
@@ -98,7 +99,7 @@ type Condition struct {
 // DeploymentOf reads a Deployment.
 func DeploymentOf(d *appsv1.Deployment) Deployment {
 	out := Deployment{
-		Meta: metaOf(&d.ObjectMeta), GenerateName: Intern(d.GenerateName),
+		Meta: metaOf(&d.ObjectMeta), UID: d.UID, GenerateName: Intern(d.GenerateName),
 		UserLabels: labelsOf(userLabels(d.Labels)), Changed: d.CreationTimestamp.Time,
 	}
 	if r := d.Spec.Replicas; r != nil {

@@ -12,34 +12,34 @@ import (
 )
 
 // Every container has a record: a ConfigMap named after its id (RecordName), with no
-// data: its labels and its finalizer are the record. Creating it is how an id is
-// reserved (creating an object is atomic in the apiserver, so of any number of
-// concurrent creates with one id, across replicas, exactly one succeeds), and it outlives
-// the container's workload for as long as DCM is still owed the container's DELETED.
-// A ConfigMap, not a Lease: DCM's own Helm chart grants its providers ConfigMaps and no
-// Leases.
+// data. Creating it is how an id is reserved (creating an object is atomic in the
+// apiserver, so of any number of concurrent creates with one id, across replicas,
+// exactly one succeeds), and it owns the container's Deployment and Service
+// (ownerReferences, OwnedBy): deleting the record deletes them, by Kubernetes' garbage
+// collector, whatever a lost answer, a race or a crash left. Its UID is the container's
+// incarnation: a later container with the same id has another record, so another UID.
+// A ConfigMap, not a Lease: DCM's own Helm chart grants its providers ConfigMaps and
+// no Leases.
 //
-// Nothing is owned by the record and the record is owned by nothing: deleting records by
-// hand never touches a workload, and deleting a workload
-// (DELETE, kubectl) removes it at once, as Kubernetes users expect. A record deleted by
-// hand is restored from the live Deployment; a record whose DELETED is owed carries
-// RecordFinalizer, so even a deleted record is kept until DCM has been told.
+// The record is made with RecordFinalizer on, so a deleted record (a DELETE, or a
+// kubectl delete) stays, with its deletion timestamp, until the status reporter has
+// delivered the container's DELETED and takes the finalizer off. A deletion timestamp
+// never goes back: a cache that shows one shows a container that was deleted.
 const (
 	// LabelRecord marks a ConfigMap as a container record: the record informer selects
 	// on it (RecordSelector), so it never caches the namespace's other ConfigMaps.
-	// RecordOf does not require it: a record is recognised by its name and the id's
-	// labels (managed-by, instance id), and one found without it is relabelled
-	// (EnsureRecord writes RecordLabels).
 	LabelRecord = "dcm.project/record"
 	RecordValue = "container"
 
-	// LabelIncarnation tells one container with an id from an earlier or later one with
-	// the same id: on the record, the Deployment, its pods (so the Deployment's and the
-	// Service's selectors pick only this incarnation's pods) and the Service.
+	// LabelIncarnation is on a container's pods (its Deployment's pod template) and in
+	// the Deployment's and the Service's selectors, with the record's UID: so they
+	// select only this container's pods, never those of an earlier container with the
+	// same id that are still terminating. The Deployment and the Service say their
+	// incarnation with their ownerReference, not with a label.
 	LabelIncarnation = "dcm.project/incarnation"
 
-	// RecordFinalizer is on a record whose container is gone but whose DELETED has not
-	// been delivered yet. The status reporter removes it once DCM has been told.
+	// RecordFinalizer keeps a deleted record until its container's DELETED has been
+	// delivered; the status reporter removes it then.
 	RecordFinalizer = "dcm.project/deleted-report-owed"
 )
 
@@ -49,27 +49,30 @@ func RecordName(id string) string { return "dcm-container-" + id }
 // RecordSelector selects the records (and nothing else of the namespace's ConfigMaps).
 const RecordSelector = Selector + "," + LabelRecord + "=" + RecordValue
 
-// Record is what the status reporter needs of a container's record.
+// Record is what the store and the status reporter read of a container's record.
 type Record struct {
-	Name        string
-	UID         types.UID
-	Incarnation string
-	// Owed: the container is gone and DCM has not been told (RecordFinalizer).
+	Name string
+	// UID is the container's incarnation.
+	UID types.UID
+	// Owed: RecordFinalizer is on, so once the record is deleted (Terminating), DCM is
+	// owed the container's DELETED. A record without it is one whose DELETED was
+	// delivered (or that someone stripped of it by hand).
 	Owed bool
-	// Terminating: someone deleted the record (its finalizer may keep it a while).
+	// Terminating: the record was deleted (its finalizers keep it a while): the
+	// container is deleted.
 	Terminating bool
 	Created     time.Time
 }
 
-// RecordOf reads an object (a ConfigMap) as the record of container id; false when it is not one (an object of someone else
-// that happens to have the name). Recognised by name and by the id's labels;
-// LabelRecord is not required (a bare reservation with the id's labels counts).
+// RecordOf reads an object (a ConfigMap) as the record of container id; false when it
+// is not one (an object of someone else that happens to have the name). Recognised by
+// name and by the id's labels.
 func RecordOf(m metav1.Object, id string) (Record, bool) {
 	if isNil(m) || m.GetName() != RecordName(id) || m.GetLabels()[LabelManagedBy] != ManagedByValue || InstanceID(m.GetLabels()) != id {
 		return Record{}, false
 	}
 	return Record{
-		Name: m.GetName(), UID: m.GetUID(), Incarnation: m.GetLabels()[LabelIncarnation],
+		Name: m.GetName(), UID: m.GetUID(),
 		Owed:        slices.Contains(m.GetFinalizers(), RecordFinalizer),
 		Terminating: m.GetDeletionTimestamp() != nil,
 		Created:     m.GetCreationTimestamp().Time,
@@ -85,50 +88,55 @@ func isNil(m metav1.Object) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-// NewRecord is the record of container id, incarnation inc; owed puts RecordFinalizer on.
-func NewRecord(id, inc string, owed bool) *corev1.ConfigMap {
-	c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName(id), Labels: RecordLabels(id, inc)}}
-	if owed {
-		c.Finalizers = []string{RecordFinalizer}
-	}
-	return c
-}
-
-// RecordLabels are a record's labels: the system labels (so the informers that select
-// containers see records too), the record marker and the incarnation.
-func RecordLabels(id, inc string) map[string]string {
+// NewRecord is the record of container id, as a create writes it: RecordFinalizer on
+// from the start, so that no later write is needed to keep a DELETED owed.
+func NewRecord(id string) *corev1.ConfigMap {
 	l := SystemLabels(id)
 	l[LabelRecord] = RecordValue
-	if inc != "" {
-		l[LabelIncarnation] = inc
-	}
-	return l
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName(id), Labels: l, Finalizers: []string{RecordFinalizer}}}
 }
 
-// IncarnationOf is a Kubernetes object's incarnation (see Meta.Incarnation).
-func IncarnationOf(m metav1.Object) string { return m.GetLabels()[LabelIncarnation] }
+// IncarnationOf is a Kubernetes object's incarnation (see Meta.Incarnation): the UID of
+// the record that controls it (a Deployment, a Service), else its LabelIncarnation (a
+// pod, whose controller is a ReplicaSet); "" when it has neither.
+func IncarnationOf(m metav1.Object) string {
+	for _, r := range m.GetOwnerReferences() {
+		if r.Kind == "ConfigMap" && r.APIVersion == "v1" && r.Controller != nil && *r.Controller {
+			return string(r.UID)
+		}
+	}
+	return m.GetLabels()[LabelIncarnation]
+}
 
-// ForIncarnation returns copies of the objects stamped with incarnation inc: on their
-// labels, the pod template's, and the Deployment's and Service's selectors.
-func (o Objects) ForIncarnation(inc string) Objects {
+// OwnedBy returns copies of the objects owned by the record named name with UID uid:
+// each with an ownerReference to it (the controller reference, so it has no other),
+// the pod template labelled with the incarnation and the selectors selecting on it.
+//
+// BlockOwnerDeletion stays unset: setting it needs the update verb on
+// configmaps/finalizers where the OwnerReferencesPermissionEnforcement admission plugin
+// runs (OpenShift), which DCM's Role does not grant; nothing needs it, since the store
+// deletes a record with foreground propagation (the garbage collector deletes the
+// dependents, blocking or not) and the record's own finalizer keeps it anyway.
+func (o Objects) OwnedBy(name string, uid types.UID) Objects {
 	stamp := func(m map[string]string) map[string]string {
 		m = maps.Clone(m)
 		if m == nil {
 			m = map[string]string{}
 		}
-		m[LabelIncarnation] = inc
+		m[LabelIncarnation] = string(uid)
 		return m
 	}
+	owner := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: uid, Controller: ptrTo(true)}}
 	out := Objects{Deployment: o.Deployment.DeepCopy()}
 	d := out.Deployment
-	d.Labels = stamp(d.Labels)
+	d.OwnerReferences = owner
 	d.Spec.Template.Labels = stamp(d.Spec.Template.Labels)
 	if d.Spec.Selector != nil {
 		d.Spec.Selector.MatchLabels = stamp(d.Spec.Selector.MatchLabels)
 	}
 	if o.Service != nil {
 		out.Service = o.Service.DeepCopy()
-		out.Service.Labels = stamp(out.Service.Labels)
+		out.Service.OwnerReferences = slices.Clone(owner)
 		out.Service.Spec.Selector = stamp(out.Service.Spec.Selector)
 	}
 	return out

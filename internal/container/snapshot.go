@@ -7,8 +7,8 @@ package container
 //   - Snapshot is everything the cluster holds under one container id, live or not: the
 //     record, every Deployment (ones being deleted too), every pod and Service of any
 //     incarnation. The status reporter decides from it, since it must also act when no
-//     container lives (a DELETED owed, a Service left behind). Its Observed is the
-//     container it shows live, if any.
+//     container lives (a DELETED owed). Its Observed is the container it shows live, if
+//     any.
 
 // Observed is one live container as the cluster shows it: its Deployment, and the pods
 // and Service of that Deployment's incarnation.
@@ -21,8 +21,7 @@ type Observed struct {
 // Snapshot is everything the cluster holds under one container id at one moment: what
 // the status reporter decides on.
 type Snapshot struct {
-	// Record is the id's record; nil when there is none (deleted by hand, or a container
-	// made before records).
+	// Record is the id's record; nil when there is none.
 	Record *Record
 	// Deployments with this id, oldest first, including ones being deleted.
 	Deployments []*Deployment
@@ -31,12 +30,18 @@ type Snapshot struct {
 	Services []*Service
 }
 
-// Live is the container's Deployment: the oldest one not being deleted; nil when the
-// container is gone. One per id is the invariant; should there ever be more, the oldest
-// is the container and the answer stays stable.
+// Live is the container's Deployment: the one its record controls, not being deleted,
+// under a record not being deleted; nil when the container is gone, or not made yet.
+// A Deployment of the id that no live record controls is not a container: one of an
+// earlier incarnation that the garbage collector is deleting, or someone else's.
+// Should a record ever control more than one, the oldest is the container and the
+// answer stays stable.
 func (s Snapshot) Live() *Deployment {
+	if s.Record == nil || s.Record.Terminating {
+		return nil
+	}
 	for _, d := range s.Deployments {
-		if !d.Deleting {
+		if !d.Deleting && d.Incarnation == string(s.Record.UID) {
 			return d
 		}
 	}
@@ -76,12 +81,8 @@ func (s Snapshot) Empty() bool {
 	return s.Record == nil && len(s.Deployments) == 0 && len(s.Pods) == 0 && len(s.Services) == 0
 }
 
-// sameIncarnation keeps the objects of incarnation inc ("" keeps all: a container made
-// before incarnations selects every pod of its id).
+// sameIncarnation keeps the objects of incarnation inc.
 func sameIncarnation[T interface{ incarnation() string }](inc string, objs []T) []T {
-	if inc == "" {
-		return objs
-	}
 	var out []T
 	for _, o := range objs {
 		if o.incarnation() == inc {

@@ -6,30 +6,19 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Cluster is how the reporter changes the cluster (internal/store implements it): the
-// container records and Services a gone container left.
+// Cluster is how the reporter reads and changes the container records at the apiserver
+// (internal/store implements it).
 type Cluster interface {
-	EnsureRecord(ctx context.Context, id, incarnation string, owed bool) error
-	DeleteService(ctx context.Context, svc *container.Service) error
-	// DeleteRecord deletes a record whose DELETED has been delivered (this UID only).
+	// DeleteRecord deletes the record of a container that is gone or was never made
+	// (this UID only): the garbage collector deletes what it owns, and its finalizer
+	// keeps it until the DELETED is delivered.
 	DeleteRecord(ctx context.Context, rec container.Record) error
-	// Confirmed is container id as the apiserver has it, not the caches: its record,
-	// Deployments and Services (no pods: see Plan.NeedsConfirmation). A plan that takes
-	// a destructive step is made again from it, and carried out only if both agree.
+	// Finalize takes the finalizer off a deleted record whose DELETED has been
+	// delivered (this UID only), so the apiserver lets it go.
+	Finalize(ctx context.Context, rec container.Record) error
+	// Confirmed is container id as the apiserver has it, not the caches: its record
+	// and, when the record lives, its Deployments (no pods: see Plan.NeedsConfirmation).
+	// A plan that takes a destructive step is made again from it, and carried out only
+	// if both agree.
 	Confirmed(ctx context.Context, id string) (container.Snapshot, error)
-}
-
-// applyBefore carries out the cluster steps that come before a plan's Publish.
-func applyBefore(ctx context.Context, c Cluster, id string, p Plan) error {
-	if w := p.Record; w != nil {
-		if err := c.EnsureRecord(ctx, id, w.Incarnation, w.Owed); err != nil {
-			return err
-		}
-	}
-	for _, s := range p.DeleteServices {
-		if err := c.DeleteService(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -359,8 +359,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		// the apiserver's objects and carried out only if both agree. When they do not,
 		// this replica's cache is behind (the chaos run's seed 11: after an apiserver
 		// restart a new leader re-sent an old DELETED after the id had been created
-		// again; and a cache showing a live container's Service without its record and
-		// Deployment would delete that Service and report the container DELETED).
+		// again).
 		apiSnap, err := r.cl.Confirmed(ctx, id)
 		if err != nil {
 			keepForce()
@@ -372,9 +371,11 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 			return 0, notYet{whyCacheBehind}
 		}
 	}
-	if err := applyBefore(ctx, r.cl, id, p); err != nil {
-		keepForce()
-		return 0, err
+	if rec := p.DeleteRecord; rec != nil {
+		if err := r.cl.DeleteRecord(ctx, *rec); err != nil {
+			keepForce()
+			return 0, err
+		}
 	}
 	stored := false
 	if st := p.Publish; st != nil {
@@ -392,7 +393,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 			r.log.Info("status: detail kept out of the status message", "id", id, "status", st.Status, "detail", detail)
 		}
 	}
-	if p.DeleteRecord != nil && p.Publish != nil && !stored {
+	if p.Finalize != nil && p.Publish != nil && !stored {
 		// Only a stream's acknowledgement says DCM will read the DELETED; a plain
 		// publish reached whoever was subscribed then, maybe nobody. The record keeps
 		// the DELETED owed, the retries send it again (the same event id, so a consumer
@@ -412,8 +413,8 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		r.release(id)
 	}
 	r.mu.Unlock()
-	if p.DeleteRecord != nil {
-		if err := r.cl.DeleteRecord(ctx, *p.DeleteRecord); err != nil {
+	if p.Finalize != nil {
+		if err := r.cl.Finalize(ctx, *p.Finalize); err != nil {
 			return 0, err
 		}
 	}
@@ -479,14 +480,11 @@ func (r *Reporter) prune() {
 	})
 }
 
-// incarnationOf is the container a snapshot is about: its live Deployment's, else its
-// record's; "" when neither is left.
+// incarnationOf is the container a snapshot is about: its record's UID; "" when it
+// has no record.
 func incarnationOf(snap container.Snapshot) string {
-	if live := snap.Live(); live != nil {
-		return live.Incarnation
-	}
 	if snap.Record != nil {
-		return snap.Record.Incarnation
+		return string(snap.Record.UID)
 	}
 	return ""
 }

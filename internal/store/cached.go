@@ -6,8 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -25,6 +26,7 @@ import (
 
 type cachedDeployment struct {
 	compactMeta
+	uid             uuidOr
 	resourceVersion version
 	// genLen: GenerateName is the name's first genLen bytes (a generated name starts
 	// with it); when it is not, generateName is it.
@@ -40,7 +42,7 @@ type cachedDeployment struct {
 }
 
 func newCachedDeployment(d container.Deployment, rv string) *cachedDeployment {
-	c := &cachedDeployment{compactMeta: compactMetaOf(d.Meta), resourceVersion: versionOf(rv), userLabels: d.UserLabels,
+	c := &cachedDeployment{compactMeta: compactMetaOf(d.Meta), uid: uuidOf(string(d.UID)), resourceVersion: versionOf(rv), userLabels: d.UserLabels,
 		spec:       packContainer(d.Container, d.Resources),
 		conditions: unique.Make(deploymentConditions{d.Available, d.Progressing, d.ReplicaFailure}),
 		changed:    stampOf(d.Changed)}
@@ -56,7 +58,7 @@ func newCachedDeployment(d container.Deployment, rv string) *cachedDeployment {
 }
 
 func (c *cachedDeployment) view() container.Deployment {
-	d := container.Deployment{Meta: c.meta(), UserLabels: c.userLabels, Changed: c.changed.time()}
+	d := container.Deployment{Meta: c.meta(), UID: types.UID(c.uid.String()), UserLabels: c.userLabels, Changed: c.changed.time()}
 	if c.genLen >= 0 {
 		d.GenerateName = c.name[:c.genLen]
 	} else {
@@ -122,7 +124,7 @@ type viewer[V any] interface{ view() V }
 
 // appendView appends the view of the object named name in an informer's cache, if the
 // cache holds it (the index may name an object the cache has just dropped).
-func appendView[V any](out []*V, c cache.Store, namespace, name string) []*V {
+func appendView[V any](out []*V, c keyed, namespace, name string) []*V {
 	obj, ok, _ := c.GetByKey(namespace + "/" + name)
 	if cached, isView := obj.(viewer[V]); ok && isView {
 		v := cached.view()
@@ -131,13 +133,17 @@ func appendView[V any](out []*V, c cache.Store, namespace, name string) []*V {
 	return out
 }
 
+// keyed is a cache read by key: an informer's, or one with this replica's writes on top.
+type keyed interface {
+	GetByKey(key string) (any, bool, error)
+}
+
 // cachedRecord is a ConfigMap the record informer holds: the record, when it is one.
 type cachedRecord struct {
 	readOnlyMeta
 	name, id        string
 	namespace       unique.Handle[string]
 	uid             uuidOr
-	incarnation     uuidOr
 	resourceVersion version
 	created         stamp
 	// isRecord: it is container id's record; else only its name is kept.
@@ -148,7 +154,7 @@ func newCachedRecord(l *corev1.ConfigMap) *cachedRecord {
 	id := container.InstanceID(l.Labels)
 	c := &cachedRecord{name: l.Name, id: id, namespace: unique.Make(l.Namespace), resourceVersion: versionOf(l.ResourceVersion)}
 	if rec, ok := container.RecordOf(l, id); ok {
-		c.isRecord, c.uid, c.incarnation = true, uuidOf(string(rec.UID)), uuidOf(rec.Incarnation)
+		c.isRecord, c.uid = true, uuidOf(string(rec.UID))
 		c.owed, c.terminating, c.created = rec.Owed, rec.Terminating, stampOf(rec.Created)
 	}
 	return c
@@ -158,7 +164,7 @@ func (c *cachedRecord) record() container.Record {
 	if !c.isRecord {
 		return container.Record{Name: c.name}
 	}
-	return container.Record{Name: c.name, UID: types.UID(c.uid.String()), Incarnation: c.incarnation.String(),
+	return container.Record{Name: c.name, UID: types.UID(c.uid.String()),
 		Owed: c.owed, Terminating: c.terminating, Created: c.created.time()}
 }
 
@@ -189,6 +195,7 @@ func (c *compactMeta) GetLabels() map[string]string {
 func (c *compactMeta) InstanceID() string { return c.id }
 
 func (c *cachedDeployment) GetResourceVersion() string { return c.resourceVersion.String() }
+func (c *cachedDeployment) GetUID() types.UID          { return types.UID(c.uid.String()) }
 func (c *cachedPod) GetResourceVersion() string        { return c.resourceVersion.String() }
 func (c *cachedService) GetResourceVersion() string    { return c.resourceVersion.String() }
 func (c *cachedService) GetUID() types.UID             { return types.UID(c.uid.String()) }
@@ -198,7 +205,7 @@ func (c *cachedRecord) GetName() string              { return c.name }
 func (c *cachedRecord) GetUID() types.UID            { return types.UID(c.uid.String()) }
 func (c *cachedRecord) GetResourceVersion() string   { return c.resourceVersion.String() }
 func (c *cachedRecord) InstanceID() string           { return c.id }
-func (c *cachedRecord) GetLabels() map[string]string { return labels(c.id, c.incarnation.String()) }
+func (c *cachedRecord) GetLabels() map[string]string { return labels(c.id, "") }
 func (c *cachedRecord) GetCreationTimestamp() metav1.Time {
 	return metav1.NewTime(c.created.time())
 }
@@ -225,11 +232,25 @@ func deletionTimestamp(deleting bool) *metav1.Time {
 	return &metav1.Time{}
 }
 
+// What client-go's MutationCache needs of them (runtime.Object: it compares the
+// resourceVersions of runtime.Objects only). Nothing changes a cached object, so a
+// copy is the object itself.
+
+func (c *cachedDeployment) DeepCopyObject() runtime.Object { return c }
+func (c *cachedPod) DeepCopyObject() runtime.Object        { return c }
+func (c *cachedService) DeepCopyObject() runtime.Object    { return c }
+func (c *cachedRecord) DeepCopyObject() runtime.Object     { return c }
+func (readOnlyMeta) GetObjectKind() schema.ObjectKind      { return schema.EmptyObjectKind }
+
 var (
-	_ metav1.Object = (*cachedDeployment)(nil)
-	_ metav1.Object = (*cachedPod)(nil)
-	_ metav1.Object = (*cachedService)(nil)
-	_ metav1.Object = (*cachedRecord)(nil)
+	_ metav1.Object  = (*cachedDeployment)(nil)
+	_ metav1.Object  = (*cachedPod)(nil)
+	_ metav1.Object  = (*cachedService)(nil)
+	_ metav1.Object  = (*cachedRecord)(nil)
+	_ runtime.Object = (*cachedDeployment)(nil)
+	_ runtime.Object = (*cachedPod)(nil)
+	_ runtime.Object = (*cachedService)(nil)
+	_ runtime.Object = (*cachedRecord)(nil)
 )
 
 // readOnlyMeta completes metav1.Object for the cached objects: nothing changes a

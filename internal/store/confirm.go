@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -56,26 +54,17 @@ func (l confirmLimiter) Wait(ctx context.Context) error {
 	return nil
 }
 
-// confirmMiss decides a cache miss with the apiserver (see answerMiss): the id's record
-// and the id's Deployments, read through the Confirm client, within ConfirmWait. When
-// the cache does not show a container whose Deployment lives within ConfirmCacheWait
-// more, the answer is 503.
+// confirmMiss decides a cache miss with the apiserver (see answerMiss): one read of
+// the id's record, by name, through the Confirm client, within ConfirmWait. When the
+// record lives, it waits (ConfirmCacheWait) for this replica's cache to show the
+// container, then answers as waitMiss says.
 func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed, error) {
-	rctx, cancel := context.WithTimeout(ctx, ConfirmWait)
-	defer cancel()
-	var m miss
+	var f found
 	var err error
 	for {
-		switch answerMiss(m) {
+		switch answerMiss(f) {
 		case missReadRecord:
-			var c *corev1.ConfigMap
-			c, err = s.Confirm.CoreV1().ConfigMaps(s.namespace).Get(rctx, container.RecordName(id), metav1.GetOptions{})
-			m.Record = lookupOf(err)
-			m.Rec, m.Ours = container.RecordOf(c, id)
-		case missListDeployments:
-			var live bool
-			live, err = s.liveAtAPIServer(rctx, s.Confirm, id)
-			m.Deployments, m.Live = lookupOf(err), live
+			f, err = s.readRecord(ctx, id, true)
 		case missNotFound:
 			return container.Observed{}, ErrNotFound
 		case missUnconfirmed:
@@ -89,11 +78,14 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 				return ok
 			})
 			wcancel()
-			if err != nil {
-				return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("the record of %q lives, the cache shows no container", id),
-					Message: "the container is being created, or this replica has not caught up with the cluster yet; retry later"}
+			if err == nil {
+				return o, nil
 			}
-			return o, nil
+			if waitMiss(f.Rec, s.Clock.Now(), s.CreateTimeout) == missNotFound {
+				return container.Observed{}, ErrNotFound
+			}
+			return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("the record of %q lives, the cache shows no container", id),
+				Message: "the container is being created, or this replica has not caught up with the cluster yet; retry later"}
 		}
 	}
 }

@@ -28,6 +28,7 @@ const (
 	KindQuota                   // a ResourceQuota refused it
 	KindUnavailable             // the apiserver is unreachable, overloaded or timed out
 	KindPermission              // RBAC refused the provider (its Role lacks something)
+	KindDeleting                // the id's previous container is being deleted: retry later
 )
 
 // Error is a classified failure. Message is safe to show a client; Err is for the log.

@@ -38,6 +38,7 @@ const (
 	podKind
 	serviceKind
 	recordKind
+	kinds // how many
 )
 
 // objRef names one cached object of a container (in the store's namespace).

@@ -20,9 +20,10 @@ type ReleaseReport struct {
 }
 
 // Release lets go of everything this provider holds in namespace, for an uninstall or a
-// return to the reference provider: every container record is deleted (its finalizer
-// removed). Nothing is owned by a record, so workloads
-// are never deleted or changed. It is idempotent: running it again after a failure
+// return to the reference provider: every container record's finalizer comes off and
+// the record is deleted with orphan propagation, so the garbage collector takes the
+// records' ownerReferences off their Deployments and Services instead of deleting
+// them: workloads keep running. It is idempotent: running it again after a failure
 // finishes the job.
 func Release(ctx context.Context, client kubernetes.Interface, namespace string) (ReleaseReport, error) {
 	var rep ReleaseReport
@@ -38,7 +39,7 @@ func Release(ctx context.Context, client kubernetes.Interface, namespace string)
 		if !ok {
 			continue
 		}
-		if err := deleteRecordAnyway(ctx, client, namespace, rec); err != nil {
+		if err := releaseRecord(ctx, client, namespace, rec); err != nil {
 			return rep, fmt.Errorf("deleting the record of %s: %w", id, err)
 		}
 		rep.Records = append(rep.Records, id)
@@ -47,4 +48,16 @@ func Release(ctx context.Context, client kubernetes.Interface, namespace string)
 		}
 	}
 	return rep, nil
+}
+
+// releaseRecord takes a record's finalizer off and deletes it, orphaning what it owns;
+// gone or replaced meanwhile is success.
+func releaseRecord(ctx context.Context, client kubernetes.Interface, ns string, rec container.Record) error {
+	if err := dropFinalizerOf(ctx, client, ns, rec.Name, rec.UID); err != nil {
+		return err
+	}
+	if _, err := deleteRecordOf(ctx, client, ns, rec.Name, rec.UID, metav1.DeletePropagationOrphan); !gone(err) {
+		return err
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -47,19 +48,21 @@ type Store struct {
 	// limiter, so a flood of GETs for unknown ids never delays the provider's other
 	// Kubernetes calls (leader renewal included). Default: the main client.
 	Confirm kubernetes.Interface
-	// CreateTimeout bounds one create, record to Service. A record older than twice
-	// this with no Deployment is abandoned (its creator died): reported DELETED and deleted.
+	// CreateTimeout bounds one create, record to Deployment. A record older than twice
+	// this with no Deployment is not a create in progress (abandonedByAge).
 	CreateTimeout time.Duration
 	// ReserveWindow orders a DELETE after any create of its id that began before it, on
-	// any replica, with no shared lock: a create that began at C keeps its reservation
-	// (the record) only if it had it by C+ReserveWindow, else it rolls back; a DELETE that
-	// began at D and found nothing of the id looks again at D+ReserveWindow before its
-	// 404. A create that began before D either reserved by then (the DELETE finds its
-	// record and waits for it, planDelete) or rolls back, so the 404 is never followed
-	// by a container from a create that began before it (the chaos run's seed 7: a DELETE
-	// answered 404 while a create sent 32 ms earlier was still reserving its id through
-	// an apiserver restart). Both are intervals on one replica's clock: no two clocks are
-	// compared. Cost: a DELETE of an id that has nothing answers 404 after ReserveWindow.
+	// any replica, with no shared lock: a create that began at C goes on to make its
+	// Deployment only if it had its record by C+ReserveWindow, else it takes the record
+	// back (503); a DELETE that began at D and whose cache shows no live record looks
+	// again, at the apiserver, at D+ReserveWindow before its 404. A create that began
+	// before D either has its record by then (the DELETE finds it and deletes it, and the
+	// garbage collector deletes whatever the create makes after) or makes nothing, so
+	// the 404 is never followed by a container from a create that began before it (the
+	// chaos run's seed 7: a DELETE answered 404 while a create sent 32 ms earlier was
+	// still reserving its id through an apiserver restart). Both are intervals on one
+	// replica's clock: no two clocks are compared. Cost: a DELETE of an id this
+	// replica's cache does not show answers after ReserveWindow (docs/architecture.md).
 	ReserveWindow time.Duration
 	// MaxStaleness: a cache whose watch has been disconnected longer than this is
 	// behind, and reads that need it answer 503 (see freshness.go).
@@ -68,9 +71,19 @@ type Store struct {
 	// bookmark, for longer than this is behind. Default: the constant SilenceBound.
 	SilenceBound time.Duration
 	fresh        map[string]*freshness // by cache name
-	// unmarks: failed DELETEs' marks being undone in the background (unmarkOwed).
-	unmarks pendingUnmarks
+	// recent is each informer's cache with the objects this replica wrote on top, by
+	// kind (see wrote): what every read goes through.
+	recent [kinds]cache.MutationCache
 }
+
+// recentTTL bounds how long an object this replica wrote is read from its own
+// write rather than from the informer's cache: the informer shows it within
+// milliseconds, and a cache behind by more than MaxStaleness answers 503 anyway.
+const recentTTL = time.Minute
+
+// recentSize bounds how many objects of each kind are held so (client-go's
+// MutationCache is an LRU): more than the creates and deletes in flight at once.
+const recentSize = 1024
 
 // New builds the store and its informers (not started). Every informer watches only
 // objects labelled as DCM containers, in the configured namespace, and reports the
@@ -83,7 +96,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		Clock:         clock.RealClock{},
 		Confirm:       client,
 		CreateTimeout: 20 * time.Second,
-		ReserveWindow: 5 * time.Second,
+		ReserveWindow: DefaultReserveWindow,
 		MaxStaleness:  DefaultMaxStaleness,
 		SilenceBound:  SilenceBound,
 	}
@@ -116,6 +129,8 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 			return client.CoreV1().ConfigMaps(namespace).List(ctx, o)
 		}, client.CoreV1().ConfigMaps(namespace).Watch))
 	for k, inf := range s.informers() {
+		s.recent[k] = cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.Background(), inf.GetStore(),
+			cache.MutationCacheOptions{TTL: recentTTL, IncludeAdds: true, MaxCacheSize: recentSize})
 		reg, err := inf.AddEventHandler(s.handler(kind(k)))
 		if err != nil {
 			return nil, err
@@ -123,6 +138,27 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		s.handled = append(s.handled, reg.HasSynced)
 	}
 	return s, nil
+}
+
+// DefaultReserveWindow is Store.ReserveWindow unless configured: many times the time a
+// record's create takes (milliseconds; the p99 of make bench's 64 concurrent creates is
+// tens of them), short enough for a DELETE of an unknown id to wait.
+const DefaultReserveWindow = time.Second
+
+// wrote puts an object this replica wrote (the apiserver's answer) into its caches,
+// as their informer will: read-your-writes without waiting for the watch. The index
+// learns of it too; the watchers are told by the informer, as of any change.
+func (s *Store) wrote(k kind, id string, obj runtime.Object) {
+	c, err := cacheObjectSharing(obj, s.index.sharedID)
+	if err != nil {
+		return
+	}
+	m, ok := c.(metav1.Object)
+	if !ok {
+		return
+	}
+	s.recent[k].Mutation(c)
+	s.index.add(id, objRef{name: m.GetName(), kind: k})
 }
 
 // informer is the factory's informer of obj's type, built as the factory's own would be
@@ -193,6 +229,9 @@ func (s *Store) handler(k kind) cache.ResourceEventHandler {
 			s.changed(k, old, obj)
 		},
 		DeleteFunc: func(obj any) {
+			if o, ok := finalState(obj).(runtime.Object); ok {
+				s.recent[k].OnDelete(o) // a write of ours is not read back over it
+			}
 			if id, r := refOf(k, obj); id != "" {
 				s.index.remove(id, r)
 				s.watchers.tell(id)
@@ -204,6 +243,9 @@ func (s *Store) handler(k kind) cache.ResourceEventHandler {
 // changed indexes an object added or updated (old: its previous state, for an update;
 // an update may move an object to another id if someone relabels it).
 func (s *Store) changed(k kind, old, obj any) {
+	if o, ok := obj.(runtime.Object); ok {
+		s.recent[k].OnAddOrUpdate(o) // the informer has caught up with a write of ours
+	}
 	id, r := refOf(k, obj)
 	if old != nil {
 		if was, wr := refOf(k, old); was != "" && was != id {
@@ -299,38 +341,34 @@ func (s *Store) Get(ctx context.Context, id string) (container.Observed, error) 
 }
 
 // observed gathers a container's objects from the caches; false when it has no live
-// Deployment (it is gone, or being deleted).
+// Deployment under a live record (it is gone, being deleted, or not made yet).
 func (s *Store) observed(id string) (container.Observed, bool) {
-	return s.workload(id).Observed() // a reader needs no record
+	return s.Snapshot(id).Observed()
 }
 
 // Snapshot reads one container's objects from the caches, its record included.
 func (s *Store) Snapshot(id string) container.Snapshot {
-	snap := s.workload(id)
-	if obj, ok, _ := s.records.GetStore().GetByKey(s.namespace + "/" + container.RecordName(id)); ok {
-		if rec, ok := recordOf(obj, id); ok {
-			snap.Record = &rec
-		}
-	}
-	return snap
+	return s.snapshotOf(id, s.index.refs(id))
 }
 
-// workload reads one container's Deployments, Pods and Services from the caches.
-func (s *Store) workload(id string) container.Snapshot {
-	return s.workloadOf(s.index.refs(id))
-}
-
-// workloadOf reads the Deployments, Pods and Services refs name from the caches.
-func (s *Store) workloadOf(refs []objRef) container.Snapshot {
+// snapshotOf reads the objects refs name from the caches (with this replica's own
+// writes on top: Store.wrote).
+func (s *Store) snapshotOf(id string, refs []objRef) container.Snapshot {
 	var snap container.Snapshot
 	for _, r := range refs {
 		switch r.kind {
 		case deploymentKind:
-			snap.Deployments = appendView[container.Deployment](snap.Deployments, s.deployments.GetStore(), s.namespace, r.name)
+			snap.Deployments = appendView[container.Deployment](snap.Deployments, s.recent[r.kind], s.namespace, r.name)
 		case podKind:
-			snap.Pods = appendView[container.Pod](snap.Pods, s.pods.GetStore(), s.namespace, r.name)
+			snap.Pods = appendView[container.Pod](snap.Pods, s.recent[r.kind], s.namespace, r.name)
 		case serviceKind:
-			snap.Services = appendView[container.Service](snap.Services, s.services.GetStore(), s.namespace, r.name)
+			snap.Services = appendView[container.Service](snap.Services, s.recent[r.kind], s.namespace, r.name)
+		case recordKind:
+			if obj, ok, _ := s.recent[r.kind].GetByKey(s.namespace + "/" + r.name); ok {
+				if rec, ok := recordOf(obj, id); ok {
+					snap.Record = &rec
+				}
+			}
 		}
 	}
 	slices.SortFunc(snap.Deployments, func(a, b *container.Deployment) int {
@@ -369,8 +407,8 @@ func (s *Store) page(after string, limit int) ([]container.Observed, bool) {
 	var out []container.Observed
 	more := false
 	live := func(e *indexEntry) bool { return e.has(deploymentKind) }
-	s.index.after(after, live, func(_ string, refs []objRef) bool {
-		o, ok := s.workloadOf(refs).Observed()
+	s.index.after(after, live, func(id string, refs []objRef) bool {
+		o, ok := s.snapshotOf(id, refs).Observed()
 		if !ok {
 			return true // being deleted, or gone since the id was listed
 		}
@@ -382,6 +420,14 @@ func (s *Store) page(after string, limit int) ([]container.Observed, bool) {
 		return true
 	})
 	return out, more
+}
+
+// finalState is a deleted object's last state as its informer knew it.
+func finalState(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
 }
 
 // instanceIDOf is the DCM id of a cached object (or of a deleted one's last state).
@@ -411,12 +457,4 @@ func waitCached(ctx context.Context, done func() bool) error {
 		case <-time.After(delay):
 		}
 	}
-}
-
-// holds reports whether the caches hold object name of kind k of container id, and
-// the index has it (so reads find it: see containerIndex).
-func (s *Store) holds(id string, k kind, name string) bool {
-	inf := s.informers()[k]
-	_, exists, _ := inf.GetStore().GetByKey(s.namespace + "/" + name)
-	return exists && s.index.has(id, objRef{name: name, kind: k})
 }

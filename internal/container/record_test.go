@@ -13,7 +13,7 @@ import (
 func TestRecordOf(t *testing.T) {
 	now := metav1.Now()
 	mk := func(edit func(*corev1.ConfigMap)) metav1.Object {
-		c := NewRecord("web", "i1", false)
+		c := NewRecord("web")
 		c.UID = "u1"
 		edit(c)
 		return c
@@ -24,14 +24,13 @@ func TestRecordOf(t *testing.T) {
 		ok   bool
 		want Record
 	}{
-		{"a record", mk(func(*corev1.ConfigMap) {}), true, Record{Name: "dcm-container-web", UID: "u1", Incarnation: "i1"}},
-		{"owed, being deleted", mk(func(c *corev1.ConfigMap) {
-			c.Finalizers = []string{RecordFinalizer}
+		{"a record, as a create writes it: owed from the start", mk(func(*corev1.ConfigMap) {}), true, Record{Name: "dcm-container-web", UID: "u1", Owed: true}},
+		{"deleted, its DELETED not delivered", mk(func(c *corev1.ConfigMap) { c.DeletionTimestamp = &now }),
+			true, Record{Name: "dcm-container-web", UID: "u1", Owed: true, Terminating: true}},
+		{"deleted, finalized (the garbage collector's own finalizer keeps it)", mk(func(c *corev1.ConfigMap) {
 			c.DeletionTimestamp = &now
-		}), true, Record{Name: "dcm-container-web", UID: "u1", Incarnation: "i1", Owed: true, Terminating: true}},
-		{"a bare reservation (no record label, no incarnation)", mk(func(c *corev1.ConfigMap) {
-			c.Labels = map[string]string{LabelManagedBy: ManagedByValue, LabelInstanceID: "web"}
-		}), true, Record{Name: "dcm-container-web", UID: "u1"}},
+			c.Finalizers = []string{metav1.FinalizerDeleteDependents}
+		}), true, Record{Name: "dcm-container-web", UID: "u1", Terminating: true}},
 		{"right name, not ours (no labels): never touched", mk(func(c *corev1.ConfigMap) { c.Labels = nil }), false, Record{}},
 		{"right name, another id's labels", mk(func(c *corev1.ConfigMap) { c.Labels[LabelInstanceID] = "other" }), false, Record{}},
 		{"right labels, another name (e.g. the leader ConfigMap)", mk(func(c *corev1.ConfigMap) { c.Name = "sp-status" }), false, Record{}},
@@ -52,21 +51,19 @@ func TestNewRecordIsSelectedByRecordSelector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, owed := range []bool{false, true} {
-		c := NewRecord("web", "i1", owed)
-		if !sel.Matches(labels.Set(c.Labels)) {
-			t.Errorf("owed=%v: %v not selected by %s", owed, c.Labels, RecordSelector)
-		}
-		if len(c.Data) != 0 || len(c.BinaryData) != 0 {
-			t.Errorf("owed=%v: a record carries no data: %v", owed, c.Data)
-		}
-		if got := slices.Contains(c.Finalizers, RecordFinalizer); got != owed {
-			t.Errorf("owed=%v: finalizers %v", owed, c.Finalizers)
-		}
+	c := NewRecord("web")
+	if !sel.Matches(labels.Set(c.Labels)) {
+		t.Errorf("%v not selected by %s", c.Labels, RecordSelector)
+	}
+	if len(c.Data) != 0 || len(c.BinaryData) != 0 {
+		t.Errorf("a record carries no data: %v", c.Data)
+	}
+	if !slices.Equal(c.Finalizers, []string{RecordFinalizer}) {
+		t.Errorf("finalizers %v, want only %s", c.Finalizers, RecordFinalizer)
 	}
 }
 
-func TestForIncarnationStampsLabelsAndSelectors(t *testing.T) {
+func TestOwnedByOwnsAndSelectsOnTheIncarnation(t *testing.T) {
 	objs := Objects{
 		Deployment: &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Labels: SystemLabels("web")},
@@ -76,16 +73,36 @@ func TestForIncarnationStampsLabelsAndSelectors(t *testing.T) {
 		Service: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Labels: SystemLabels("web")},
 			Spec: corev1.ServiceSpec{Selector: map[string]string{LabelInstanceID: "web"}}},
 	}
-	out := objs.ForIncarnation("i9")
+	out := objs.OwnedBy("dcm-container-web", "u9")
 	for what, m := range map[string]map[string]string{
-		"Deployment": out.Deployment.Labels, "selector": out.Deployment.Spec.Selector.MatchLabels,
-		"pod template": out.Deployment.Spec.Template.Labels, "Service": out.Service.Labels, "Service selector": out.Service.Spec.Selector,
+		"selector": out.Deployment.Spec.Selector.MatchLabels, "pod template": out.Deployment.Spec.Template.Labels, "Service selector": out.Service.Spec.Selector,
 	} {
-		if m[LabelIncarnation] != "i9" {
+		if m[LabelIncarnation] != "u9" {
 			t.Errorf("%s: %v", what, m)
 		}
 	}
-	if _, ok := objs.Deployment.Labels[LabelIncarnation]; ok {
+	for what, o := range map[string]metav1.Object{"Deployment": out.Deployment, "Service": out.Service} {
+		refs := o.GetOwnerReferences()
+		if len(refs) != 1 || refs[0].Kind != "ConfigMap" || refs[0].Name != "dcm-container-web" || refs[0].UID != "u9" ||
+			refs[0].Controller == nil || !*refs[0].Controller || refs[0].BlockOwnerDeletion != nil {
+			t.Errorf("%s: ownerReferences %+v", what, refs)
+		}
+		if got := IncarnationOf(o); got != "u9" {
+			t.Errorf("%s: incarnation %q, want the record's UID", what, got)
+		}
+		if _, ok := o.GetLabels()[LabelIncarnation]; ok {
+			t.Errorf("%s: an incarnation label beside the ownerReference: %v", what, o.GetLabels())
+		}
+	}
+	if len(objs.Deployment.OwnerReferences) != 0 || objs.Deployment.Spec.Template.Labels[LabelIncarnation] != "" {
 		t.Error("the input was changed")
+	}
+}
+
+func TestIncarnationOfAPodIsItsLabel(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelIncarnation: "u9"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", UID: "rs", Controller: ptrTo(true)}}}}
+	if got := IncarnationOf(pod); got != "u9" {
+		t.Errorf("incarnation %q, want the label's", got)
 	}
 }

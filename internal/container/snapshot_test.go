@@ -16,7 +16,9 @@ func TestSnapshotObservesTheLiveIncarnation(t *testing.T) {
 	live := &Deployment{Meta: meta("new")}
 	pods := []*Pod{{Meta: meta("old"), Phase: corev1.PodRunning}, {Meta: meta("new"), Phase: corev1.PodPending}}
 	svcs := []*Service{{Meta: meta("old")}, {Meta: meta("new")}}
-	legacy := &Deployment{} // made before incarnations
+	rec := &Record{UID: "new"}
+	earlier := &Deployment{Meta: meta("old")} // an earlier record's, not deleted yet: the garbage collector's
+	terminating := &Record{UID: "new", Terminating: true}
 	cases := []struct {
 		name     string
 		snap     Snapshot
@@ -27,11 +29,15 @@ func TestSnapshotObservesTheLiveIncarnation(t *testing.T) {
 		observed bool
 	}{
 		{"an earlier container's leftovers are not the live one's",
-			Snapshot{Deployments: []*Deployment{old, live}, Pods: pods, Services: svcs}, live, []string{"x-new"}, "x-new", v1alpha1.PENDING, true},
-		{"a container made before incarnations selects every pod of its id",
-			Snapshot{Deployments: []*Deployment{legacy}, Pods: pods, Services: svcs}, legacy, []string{"x-old", "x-new"}, "x-old", v1alpha1.RUNNING, true},
+			Snapshot{Record: rec, Deployments: []*Deployment{old, live}, Pods: pods, Services: svcs}, live, []string{"x-new"}, "x-new", v1alpha1.PENDING, true},
+		{"a Deployment the record does not control is not the container",
+			Snapshot{Record: rec, Deployments: []*Deployment{earlier}, Pods: pods, Services: svcs}, nil, nil, "", v1alpha1.DELETED, false},
+		{"no record: no container, whatever Deployment carries the id",
+			Snapshot{Deployments: []*Deployment{live}, Pods: pods, Services: svcs}, nil, nil, "", v1alpha1.DELETED, false},
+		{"a terminating record: deleted, its Deployment still there",
+			Snapshot{Record: terminating, Deployments: []*Deployment{live}, Pods: pods, Services: svcs}, nil, nil, "", v1alpha1.DELETED, false},
 		{"only a Deployment being deleted: gone",
-			Snapshot{Deployments: []*Deployment{old}, Pods: pods}, nil, nil, "", v1alpha1.DELETED, false},
+			Snapshot{Record: rec, Deployments: []*Deployment{old}, Pods: pods}, nil, nil, "", v1alpha1.DELETED, false},
 		{"nothing", Snapshot{}, nil, nil, "", v1alpha1.DELETED, false},
 	}
 	for _, tc := range cases {

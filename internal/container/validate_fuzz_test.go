@@ -64,8 +64,8 @@ func FuzzValidateAndBuild(f *testing.F) {
 			t.Fatalf("Validate accepted the spec but Build failed: %v\n%s", err, data)
 		}
 		checkObjects(t, id, &spec, objs)
-		// The store stamps an incarnation on everything before creating it.
-		checkObjects(t, id, &spec, objs.ForIncarnation("123e4567-e89b-12d3-a456-426614174000"))
+		// The store makes everything owned by the record before creating it.
+		checkObjects(t, id, &spec, objs.OwnedBy(RecordName(id), "123e4567-e89b-12d3-a456-426614174000"))
 		checkRoundTrip(t, id, &spec, objs)
 	})
 }

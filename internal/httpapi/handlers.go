@@ -233,6 +233,10 @@ func fromStore(err error, id string) *Problem {
 		}
 		return &Problem{Status: http.StatusConflict, Code: "already-exists",
 			Detail: fmt.Sprintf("a container with id %q already exists; it was not changed", id)}
+	case store.KindDeleting:
+		// Not "already exists": GET says 404, and the id is free once the previous
+		// container's DELETED is delivered.
+		return &Problem{Status: http.StatusConflict, Code: "being-deleted", Detail: se.Message, RetryAfter: se.RetryAfter, Cause: err}
 	case store.KindInvalid:
 		if len(se.Fields) == 0 {
 			return badRequest("the cluster refused the container; nothing was created")

@@ -28,6 +28,7 @@ var titles = map[string]string{
 	"content-too-large":  "Content Too Large",
 	// The provider's own: what a client can act on that DCM's codes do not name.
 	"container-limit-reached": "Container limit reached", // 507: SP_MAX_CONTAINERS
+	"being-deleted":           "Being deleted",           // 409: the id's previous container's DELETED is not delivered yet
 }
 
 // Fixed details of the contract.

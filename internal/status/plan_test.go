@@ -1,7 +1,6 @@
 package status
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +18,18 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const settle = 40 * time.Second
 
+// recName is the name of every test record (the id does not matter to the plan).
+const recName = "dcm-container-x"
+
 type depOpt func(*appsv1.Deployment)
 
-// dep is a Deployment as the caches show it (the same for pods and services below).
+// dep is a Deployment as the caches show it: owned by record r1, as the store makes it
+// (container.Objects.OwnedBy), unless an option says otherwise. The same for the pods
+// and Services below.
 func dep(name string, opts ...depOpt) *container.Deployment {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0),
-		Labels: map[string]string{container.LabelIncarnation: "i1"}}}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0)},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{}}}
+	d = container.Objects{Deployment: d}.OwnedBy(recName, "r1").Deployment
 	for _, o := range opts {
 		o(d)
 	}
@@ -34,14 +39,23 @@ func dep(name string, opts ...depOpt) *container.Deployment {
 
 func deleting(d *appsv1.Deployment) { now := metav1.NewTime(t0); d.DeletionTimestamp = &now }
 
-func incarnation(inc string) depOpt {
-	return func(d *appsv1.Deployment) { d.Labels[container.LabelIncarnation] = inc }
+// ownedBy makes the Deployment the one of the record with UID uid.
+func ownedBy(uid types.UID) depOpt {
+	return func(d *appsv1.Deployment) {
+		*d = *container.Objects{Deployment: d}.OwnedBy(recName, uid).Deployment
+	}
 }
 
-func runningPod() *container.Pod {
+// unowned: a Deployment with the id's labels that no record controls (someone else's).
+func unowned(d *appsv1.Deployment) { d.OwnerReferences = nil }
+
+func runningPod() *container.Pod { return runningPodOf("r1") }
+
+// runningPodOf is a running, ready pod of incarnation inc.
+func runningPodOf(inc string) *container.Pod {
 	v := container.PodOf(&corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(t0),
-			Labels: map[string]string{container.LabelIncarnation: "i1"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "p-" + inc, CreationTimestamp: metav1.NewTime(t0),
+			Labels: map[string]string{container.LabelIncarnation: inc}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
 			Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
 	})
@@ -49,25 +63,35 @@ func runningPod() *container.Pod {
 }
 
 func svc(name string) *container.Service {
-	v := container.ServiceOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{container.LabelIncarnation: "i1"}}})
+	objs := container.Objects{
+		Deployment: &appsv1.Deployment{},
+		Service:    &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}},
+	}.OwnedBy(recName, "r1")
+	v := container.ServiceOf(objs.Service)
 	return &v
 }
 
 type recOpt func(*container.Record)
 
+// record is container x's record as the caches show it: UID r1, made at t0 with its
+// finalizer on (owed), not deleted.
 func record(opts ...recOpt) *container.Record {
-	r := &container.Record{Name: "dcm-container-x", UID: "r1", Incarnation: "i1", Created: t0}
+	r := &container.Record{Name: recName, UID: "r1", Owed: true, Created: t0}
 	for _, o := range opts {
 		o(r)
 	}
 	return r
 }
 
-func owed(r *container.Record)        { r.Owed = true }
+// notOwed: the finalizer is off (taken off after the DELETED was delivered, or by hand).
+func notOwed(r *container.Record)     { r.Owed = false }
 func terminating(r *container.Record) { r.Terminating = true }
 func created(ago time.Duration) recOpt {
 	return func(r *container.Record) { r.Created = t0.Add(-ago) }
 }
+
+// uid makes the record another one (the id reserved again: another incarnation).
+func uid(u types.UID) recOpt { return func(r *container.Record) { r.UID = u } }
 
 func st(s v1alpha1.ContainerStatus, msg string) *container.Status {
 	return &container.Status{Status: s, Message: msg}
@@ -80,20 +104,21 @@ var (
 	live    = dep("web-1")
 )
 
+// deps and pods shorten the snapshots of the tables.
+func deps(d ...*container.Deployment) []*container.Deployment { return d }
+func pods(p ...*container.Pod) []*container.Pod               { return p }
+
 // summary writes a plan in the order the reporter carries it out.
 func summary(p Plan) string {
 	var out []string
-	if w := p.Record; w != nil {
-		out = append(out, fmt.Sprintf("record %q owed=%v", w.Incarnation, w.Owed))
-	}
-	for _, s := range p.DeleteServices {
-		out = append(out, "delete service "+s.Name)
+	if p.DeleteRecord != nil {
+		out = append(out, "delete record "+string(p.DeleteRecord.UID))
 	}
 	if p.Publish != nil {
 		out = append(out, "publish "+string(p.Publish.Status))
 	}
-	if p.DeleteRecord != nil {
-		out = append(out, "delete record "+string(p.DeleteRecord.UID))
+	if p.Finalize != nil {
+		out = append(out, "finalize "+string(p.Finalize.UID))
 	}
 	if p.RecheckAfter > 0 {
 		out = append(out, "recheck in "+p.RecheckAfter.String())
@@ -102,7 +127,8 @@ func summary(p Plan) string {
 }
 
 // Every decision the reporter takes for one container. (What status a snapshot maps to,
-// row by row, is container.StatusOf's table; here the snapshot's status is one input.)
+// row by row, is container.StatusOf's table; which Deployment is live is
+// container.Snapshot.Live's; here they are inputs.)
 func TestPlan(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -111,58 +137,83 @@ func TestPlan(t *testing.T) {
 		forced bool
 		want   string
 	}{
-		// Live containers.
+		// A live container: a live record and the Deployment it controls.
 		{"new container: its first status is sent",
-			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}}, nil, false, "publish PENDING"},
+			container.Snapshot{Record: record(), Deployments: deps(live)}, nil, false, "publish PENDING"},
 		{"unchanged: nothing",
-			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}}, waiting, false, ""},
+			container.Snapshot{Record: record(), Deployments: deps(live)}, waiting, false, ""},
 		{"changed: the new status",
-			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}, Pods: []*container.Pod{runningPod()}}, waiting, false, "publish RUNNING"},
+			container.Snapshot{Record: record(), Deployments: deps(live), Pods: pods(runningPod())}, waiting, false, "publish RUNNING"},
 		{"unchanged but forced (republish): sent again",
-			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}}, waiting, true, "publish PENDING"},
-		{"record deleted by hand: restored from the Deployment",
-			container.Snapshot{Deployments: []*container.Deployment{live}}, waiting, false, `record "i1" owed=false`},
-		{"record being deleted by hand (foreground cascade): restored",
-			container.Snapshot{Record: record(terminating), Deployments: []*container.Deployment{live}}, waiting, false, `record "i1" owed=false`},
-		{"made by the reference provider (no record, no incarnation): record written, status sent",
-			container.Snapshot{Deployments: []*container.Deployment{dep("ref-1", incarnation(""))}}, nil, false, `record "" owed=false; publish PENDING`},
-		{"DELETE in progress (record owed, Deployment not yet gone): record left alone",
-			container.Snapshot{Record: record(owed), Deployments: []*container.Deployment{live}}, waiting, false, ""},
+			container.Snapshot{Record: record(), Deployments: deps(live)}, waiting, true, "publish PENDING"},
+		{"its Service does not change the plan",
+			container.Snapshot{Record: record(), Deployments: deps(live), Services: []*container.Service{svc("web-s")}}, waiting, false, ""},
+		{"a live record stripped of its finalizer (by hand) still lives: its status, nothing written",
+			container.Snapshot{Record: record(notOwed), Deployments: deps(live)}, nil, false, "publish PENDING"},
 		{"a pod of an earlier incarnation never speaks for the live one",
-			container.Snapshot{Record: record(), Deployments: []*container.Deployment{dep("web-2", incarnation("i2"))}, Pods: []*container.Pod{runningPod()}},
-			nil, false, `record "i2" owed=false; publish PENDING`},
+			container.Snapshot{Record: record(uid("r2")), Deployments: deps(dep("web-2", ownedBy("r2"))), Pods: pods(runningPodOf("r1"))},
+			nil, false, "publish PENDING"},
+		{"the earlier incarnation's Deployment, still being collected, beside the live one: the live one's status",
+			container.Snapshot{Record: record(uid("r2")), Deployments: deps(dep("web-1", deleting), dep("web-2", ownedBy("r2"))),
+				Pods: pods(runningPodOf("r2"))}, nil, false, "publish RUNNING"},
 
-		// Gone containers.
-		{"deleted through the API: DELETED, then the record deleted",
-			container.Snapshot{Record: record(owed)}, running, false, "publish DELETED; delete record r1"},
-		{"deleted by hand: marked owed first, its Service removed, DELETED, record deleted",
-			container.Snapshot{Record: record(), Services: []*container.Service{svc("web-s")}}, running, false,
-			`record "i1" owed=true; delete service web-s; publish DELETED; delete record r1`},
-		{"deleted while the reporter was away (old record, nothing sent yet): DELETED",
-			container.Snapshot{Record: record(created(time.Hour))}, nil, false, `record "i1" owed=true; publish DELETED; delete record r1`},
-		{"created and deleted by hand while the reporter was away: DELETED once no create can be running",
-			container.Snapshot{Record: record(created(5 * time.Second))}, nil, false, "recheck in 35s"},
-		{"owed across a restart: DELETED sent again, record deleted",
-			container.Snapshot{Record: record(owed)}, nil, false, "publish DELETED; delete record r1"},
-		{"DELETED delivered but deleting the record failed: delete it again, no event",
-			container.Snapshot{Record: record(owed)}, deleted, false, "delete record r1"},
-		{"Deployment still terminating (foreground): the container is gone already",
-			container.Snapshot{Record: record(owed), Deployments: []*container.Deployment{dep("web-1", deleting)}, Pods: []*container.Pod{runningPod()}},
-			running, false, "publish DELETED; delete record r1"},
-		{"record deleted by hand while owed (finalizer holds it): DELETED, record deleted",
-			container.Snapshot{Record: record(owed, terminating)}, running, false, "publish DELETED; delete record r1"},
-		{"record and Deployment both deleted by hand, reported live before: DELETED",
+		// A deleted container: its record is terminating.
+		{"deleted through the API, reported live: DELETED, then the record finalized",
+			container.Snapshot{Record: record(terminating)}, running, false, "publish DELETED; finalize r1"},
+		{"deleted, its Deployment still there (foreground deletion): the container is gone already",
+			container.Snapshot{Record: record(terminating), Deployments: deps(live), Pods: pods(runningPod())},
+			running, false, "publish DELETED; finalize r1"},
+		{"deleted, nothing reported yet (a new leader, or created and deleted at once): DELETED",
+			container.Snapshot{Record: record(terminating)}, nil, false, "publish DELETED; finalize r1"},
+		{"DELETED delivered but the finalize failed: finalized again, no event",
+			container.Snapshot{Record: record(terminating)}, deleted, false, "finalize r1"},
+		{"same, republished: DELETED again, then finalized",
+			container.Snapshot{Record: record(terminating)}, deleted, true, "publish DELETED; finalize r1"},
+		{"deleted and finalized (the garbage collector still at work): nothing",
+			container.Snapshot{Record: record(terminating, notOwed), Deployments: deps(dep("web-1", deleting))}, deleted, false, ""},
+		{"deleted, not owed, reported live (its finalizer stripped by hand): nothing until the record is gone",
+			container.Snapshot{Record: record(terminating, notOwed)}, running, false, ""},
+		{"deleted, not owed, republished: nothing",
+			container.Snapshot{Record: record(terminating, notOwed)}, deleted, true, ""},
+
+		// No record: nothing of the id is ours any more.
+		{"record and all gone, reported live before (the finalizer stripped by hand): DELETED",
 			container.Snapshot{}, running, false, "publish DELETED"},
+		{"no record, its Deployment and Service not yet collected, reported live: DELETED, nothing deleted",
+			container.Snapshot{Deployments: deps(dep("web-1", deleting)), Services: []*container.Service{svc("web-s")}}, running, false, "publish DELETED"},
 		{"nothing left, nothing reported: nothing", container.Snapshot{}, nil, false, ""},
+		{"nothing left, nothing reported, republished: nothing", container.Snapshot{}, nil, true, ""},
 		{"gone, DELETED delivered: nothing", container.Snapshot{}, deleted, false, ""},
-		{"a Service nobody owns any more (failed rollback): removed",
-			container.Snapshot{Services: []*container.Service{svc("web-s")}}, nil, false, "delete service web-s"},
+		{"gone, DELETED delivered, republished: not sent again", container.Snapshot{}, deleted, true, ""},
+		{"a Deployment with the id and no record (someone else's, or made before records): not a container",
+			container.Snapshot{Deployments: deps(dep("ref-1", unowned))}, nil, false, ""},
 
-		// A create in progress.
-		{"record just written, no Deployment yet: look again when no create can still be running",
+		// A live record without a live Deployment: a create in progress, or a container gone.
+		{"record just made, no Deployment yet: look again when no create can still be running",
 			container.Snapshot{Record: record(created(10 * time.Second))}, nil, false, "recheck in 30s"},
 		{"same after an earlier container with the id was deleted",
 			container.Snapshot{Record: record(created(10 * time.Second))}, deleted, true, "recheck in 30s"},
+		{"made just now: the whole settle",
+			container.Snapshot{Record: record()}, nil, false, "recheck in 40s"},
+		{"a young record beside a Deployment of another record (an earlier incarnation's): a create in progress",
+			container.Snapshot{Record: record(uid("r2"), created(5 * time.Second)), Deployments: deps(live)}, nil, false, "recheck in 35s"},
+		{"abandoned (older than settle, never joined by a Deployment): the record deleted",
+			container.Snapshot{Record: record(created(time.Hour))}, nil, false, "delete record r1"},
+		{"exactly settle old: no create can still be running",
+			container.Snapshot{Record: record(created(settle))}, nil, false, "delete record r1"},
+		{"abandoned and stripped of its finalizer: deleted all the same",
+			container.Snapshot{Record: record(notOwed, created(time.Hour))}, nil, false, "delete record r1"},
+		{"an old record whose only Deployment is another record's: the record deleted",
+			container.Snapshot{Record: record(uid("r2"), created(time.Hour)), Deployments: deps(live)}, nil, false, "delete record r2"},
+		{"an old record and a Deployment of the id no record controls: the record deleted",
+			container.Snapshot{Record: record(created(time.Hour)), Deployments: deps(dep("ref-1", unowned))}, nil, false, "delete record r1"},
+		{"reported live, its Deployment deleted by hand: the record deleted at once (the next plan sends DELETED)",
+			container.Snapshot{Record: record(created(5 * time.Second))}, running, false, "delete record r1"},
+		{"reported live, its Deployment being deleted by hand: the record deleted",
+			container.Snapshot{Record: record(created(time.Hour)), Deployments: deps(dep("web-1", deleting)), Pods: pods(runningPod())},
+			running, false, "delete record r1"},
+		{"reported live, republished, no Deployment: the record deleted, no event yet",
+			container.Snapshot{Record: record(created(time.Hour))}, running, true, "delete record r1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,12 +224,22 @@ func TestPlan(t *testing.T) {
 			if p.Empty() != (tc.want == "") {
 				t.Errorf("Empty() = %v", p.Empty())
 			}
+			// A plan never deletes a record and publishes or finalizes: the deletion's
+			// DELETED is the next plan's, made from the terminating record.
+			if p.DeleteRecord != nil && (p.Publish != nil || p.Finalize != nil) {
+				t.Errorf("a record deleted and more in one plan: %s", summary(p))
+			}
+			// A finalize follows only a DELETED: it is never with a live status.
+			if p.Finalize != nil && p.Publish != nil && p.Publish.Status != v1alpha1.DELETED {
+				t.Errorf("finalized after a live status: %s", summary(p))
+			}
 		})
 	}
 }
 
 // Which plans the reporter confirms with the apiserver before carrying them out: every
-// one that writes or deletes a record, deletes a Service, or publishes DELETED.
+// one that deletes a record or publishes DELETED. A finalize after a DELETED delivered
+// is guarded by its UID alone.
 func TestNeedsConfirmation(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -188,11 +249,10 @@ func TestNeedsConfirmation(t *testing.T) {
 		{"nothing", Plan{}, false},
 		{"a live status", Plan{Publish: running}, false},
 		{"a look again later", Plan{RecheckAfter: time.Second}, false},
-		{"a record restored", Plan{Record: &RecordWrite{Incarnation: "i1"}, Publish: running}, true},
-		{"a record marked owed", Plan{Record: &RecordWrite{Incarnation: "i1", Owed: true}}, true},
-		{"a Service deleted", Plan{DeleteServices: []*container.Service{svc("s")}}, true},
-		{"DELETED published", Plan{Publish: deleted}, true},
-		{"a record deleted", Plan{DeleteRecord: record(owed)}, true},
+		{"DELETED published (no record)", Plan{Publish: deleted}, true},
+		{"DELETED published, then finalized", Plan{Publish: deleted, Finalize: record(terminating)}, true},
+		{"a finalize alone (its DELETED delivered before)", Plan{Finalize: record(terminating)}, false},
+		{"a record deleted", Plan{DeleteRecord: record(created(time.Hour))}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.p.NeedsConfirmation(); got != tc.want {
@@ -204,56 +264,64 @@ func TestNeedsConfirmation(t *testing.T) {
 
 // Whether the plan made from the cache may be carried out: the plan made from the
 // apiserver's objects (with the same last status, force, time, and the cache's pods)
-// takes the same destructive steps. One row per race of issue 23 item 1, and the
-// cases the DELETED's confirmation (Store.Gone) covered before.
+// takes the same destructive steps. One row per race of a cache behind the apiserver.
 func TestAgree(t *testing.T) {
-	withUID := func(name string, uid types.UID) *container.Service {
-		s := svc(name)
-		s.UID = uid
-		return s
-	}
-	svcA := withUID("web-s", "s1")
-	liveA := container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}, Services: []*container.Service{svcA}}
-	other := func(rec *container.Record) { rec.UID, rec.Incarnation = "r2", "i2" }
 	old := created(time.Hour)
+	liveA := container.Snapshot{Record: record(), Deployments: deps(live)}
+	reserved := container.Snapshot{Record: record(uid("r2")), Deployments: deps(dep("web-2", ownedBy("r2")))}
 	cases := []struct {
 		name             string
 		cache, apiserver container.Snapshot
 		last             *container.Status
 		want             bool
 	}{
-		{"(a) the cache shows a Service but no record and no Deployment; the apiserver has them: no Service deleted",
-			container.Snapshot{Services: []*container.Service{svcA}}, liveA, nil, false},
-		{"(a) same, RUNNING sent before: no DELETED either",
-			container.Snapshot{Services: []*container.Service{svcA}}, liveA, running, false},
-		{"a Service nobody owns, at the apiserver too: removed",
-			container.Snapshot{Services: []*container.Service{svcA}}, container.Snapshot{Services: []*container.Service{svcA}}, nil, true},
-		{"a Service nobody owns, but the apiserver's has another UID (made again since): not removed",
-			container.Snapshot{Services: []*container.Service{svcA}}, container.Snapshot{Services: []*container.Service{withUID("web-s", "s2")}}, nil, false},
-		{"(b) a new leader's cache shows a Deployment deleted at the apiserver, no record: not re-created",
-			container.Snapshot{Deployments: []*container.Deployment{live}}, container.Snapshot{}, nil, false},
-		{"(b) same, the Deployment being deleted at the apiserver: not re-created",
-			container.Snapshot{Deployments: []*container.Deployment{live}}, container.Snapshot{Deployments: []*container.Deployment{dep("web-1", deleting)}}, nil, false},
-		{"a record deleted by hand, the container live at the apiserver too: restored",
-			container.Snapshot{Deployments: []*container.Deployment{live}}, container.Snapshot{Deployments: []*container.Deployment{live}}, waiting, true},
-		{"a record deleted by hand, but the apiserver has a record again (restored already): the cache is behind",
-			container.Snapshot{Deployments: []*container.Deployment{live}}, container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}}, waiting, false},
-		{"(c) DELETED owed and the apiserver agrees: sent, record deleted",
-			container.Snapshot{Record: record(owed)}, container.Snapshot{Record: record(owed)}, running, true},
-		{"(c) the record is gone at the apiserver (its DELETED was delivered): not sent again",
-			container.Snapshot{Record: record(owed)}, container.Snapshot{}, running, false},
-		{"(c) another record of the id (reserved again): no DELETED",
-			container.Snapshot{Record: record(owed)}, container.Snapshot{Record: record(owed, other)}, running, false},
-		{"(c) the id reserved again and its Deployment made: no DELETED",
-			container.Snapshot{Record: record(owed)},
-			container.Snapshot{Record: record(other), Deployments: []*container.Deployment{dep("web-2", incarnation("i2"))}}, running, false},
-		{"(c) the cache shows an old record without Deployment; one lives at the apiserver: not marked owed",
-			container.Snapshot{Record: record(old)}, container.Snapshot{Record: record(old), Deployments: []*container.Deployment{live}}, nil, false},
-		{"(c) deleted by hand, and at the apiserver too: marked owed, Service removed, DELETED",
-			container.Snapshot{Record: record(), Services: []*container.Service{svcA}}, container.Snapshot{Record: record(), Services: []*container.Service{svcA}}, running, true},
+		// A DELETED owed on a terminating record.
+		{"DELETED owed and the apiserver agrees: sent, record finalized",
+			container.Snapshot{Record: record(terminating)}, container.Snapshot{Record: record(terminating)}, running, true},
+		{"the record is gone at the apiserver (its DELETED delivered and finalized by an earlier leader): not sent again",
+			container.Snapshot{Record: record(terminating)}, container.Snapshot{}, nil, false},
+		{"same, reported live by this reporter: no finalize of a record that is gone",
+			container.Snapshot{Record: record(terminating)}, container.Snapshot{}, running, false},
+		{"finalized at the apiserver already (the GC still at work): not sent again",
+			container.Snapshot{Record: record(terminating)}, container.Snapshot{Record: record(terminating, notOwed)}, nil, false},
+		{"another record of the id at the apiserver (reserved again, live): no DELETED",
+			container.Snapshot{Record: record(terminating)}, reserved, running, false},
+		{"another record of the id at the apiserver, itself deleted: not this record's finalize",
+			container.Snapshot{Record: record(terminating)}, container.Snapshot{Record: record(uid("r2"), terminating)}, running, false},
+
+		// A record deleted.
+		{"an abandoned record, at the apiserver too: deleted",
+			container.Snapshot{Record: record(old)}, container.Snapshot{Record: record(old)}, nil, true},
+		{"an abandoned record in the cache; its Deployment lives at the apiserver: not deleted",
+			container.Snapshot{Record: record(old)}, container.Snapshot{Record: record(old), Deployments: deps(live)}, nil, false},
+		{"a record reported live whose Deployment the cache lost; the apiserver has it: not deleted",
+			container.Snapshot{Record: record()}, liveA, running, false},
+		{"a record reported live, its Deployment gone at the apiserver too: deleted",
+			container.Snapshot{Record: record()}, container.Snapshot{Record: record()}, running, true},
+		{"a record reported live, its Deployment being deleted at the apiserver: deleted",
+			container.Snapshot{Record: record()}, container.Snapshot{Record: record(), Deployments: deps(dep("web-1", deleting))}, running, true},
+		{"an abandoned record in the cache, deleted at the apiserver already: not deleted again, no DELETED yet",
+			container.Snapshot{Record: record(old)}, container.Snapshot{Record: record(old, terminating)}, nil, false},
+		{"an abandoned record in the cache, gone at the apiserver: nothing",
+			container.Snapshot{Record: record(old)}, container.Snapshot{}, nil, false},
+		{"an abandoned record in the cache; the id reserved again at the apiserver: not the new record",
+			container.Snapshot{Record: record(old)}, container.Snapshot{Record: record(uid("r2"))}, nil, false},
+
+		// A DELETED with no record.
+		{"no record, reported live, none at the apiserver either: DELETED",
+			container.Snapshot{}, container.Snapshot{}, running, true},
+		{"no record in the cache, reported live; the apiserver has the live container: no DELETED",
+			container.Snapshot{}, liveA, running, false},
+		{"no record in the cache, reported live; the id reserved again at the apiserver: no DELETED",
+			container.Snapshot{}, reserved, running, false},
+		{"no record in the cache, reported live; the record is being deleted at the apiserver: its DELETED is the record's",
+			container.Snapshot{}, container.Snapshot{Record: record(terminating)}, running, false},
+
+		// Nothing destructive on either side.
 		{"a live container's status differs (pods from the cache in both): no destructive step differs",
-			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}, Pods: []*container.Pod{runningPod()}},
-			container.Snapshot{Record: record(), Deployments: []*container.Deployment{live}}, nil, true},
+			container.Snapshot{Record: record(), Deployments: deps(live), Pods: pods(runningPod())}, liveA, nil, true},
+		{"a young record in the cache, live at the apiserver: neither destroys anything",
+			container.Snapshot{Record: record()}, liveA, nil, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,6 +331,10 @@ func TestAgree(t *testing.T) {
 			confirmed := plan(api, tc.last, false, t0, settle)
 			if got := agree(cached, confirmed); got != tc.want {
 				t.Errorf("agree(%q, %q) = %v, want %v", summary(cached), summary(confirmed), got, tc.want)
+			}
+			// The cache's plan and the apiserver's agree with themselves.
+			if !agree(cached, cached) || !agree(confirmed, confirmed) {
+				t.Errorf("a plan disagrees with itself: %q, %q", summary(cached), summary(confirmed))
 			}
 		})
 	}

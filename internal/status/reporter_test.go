@@ -60,11 +60,14 @@ func (s *fakeSource) set(id string, snap container.Snapshot) {
 	h(id)
 }
 
-// journal records, in order, everything the reporter did to the outside world.
+// journal records, in order, everything the reporter did to the outside world: it is
+// the fake Publisher and the fake Cluster.
 type journal struct {
 	mu        sync.Mutex
 	entries   []string
 	failFirst int // publishes to fail before one succeeds
+	// failDeleteRecord, failFinalize, failConfirmed: calls to fail before one succeeds.
+	failDeleteRecord, failFinalize, failConfirmed int
 	// unstored: publishes go out with no stream storing them (core NATS).
 	unstored bool
 	// src is what the caches show; api, per id, what the apiserver has when it differs
@@ -77,23 +80,32 @@ type journal struct {
 }
 
 func newJournal() *journal {
-	return &journal{changed: make(chan struct{}, 100), api: map[string]container.Snapshot{}}
+	return &journal{changed: make(chan struct{}, 1000), api: map[string]container.Snapshot{}}
 }
 
 func (j *journal) add(e string) {
 	j.mu.Lock()
 	j.entries = append(j.entries, e)
 	j.mu.Unlock()
-	j.changed <- struct{}{}
+	select {
+	case j.changed <- struct{}{}:
+	default: // await looks at the entries every millisecond anyway
+	}
+}
+
+// failing takes one failure off *n: true when this call fails. j.mu is held.
+func failing(n *int) bool {
+	if *n > 0 {
+		*n--
+		return true
+	}
+	return false
 }
 
 func (j *journal) Publish(_ context.Context, eventID, id string, st container.Status) (bool, error) {
 	j.mu.Lock()
 	j.events = append(j.events, eventID)
-	fail := j.failFirst > 0
-	if fail {
-		j.failFirst--
-	}
+	fail := failing(&j.failFirst)
 	stored := !j.unstored
 	j.mu.Unlock()
 	if fail {
@@ -107,27 +119,55 @@ func (j *journal) Publish(_ context.Context, eventID, id string, st container.St
 	j.add("publish " + id + " " + string(st.Status))
 	return true, nil
 }
-func (j *journal) EnsureRecord(_ context.Context, id, inc string, owed bool) error {
-	j.add(fmt.Sprintf("record %s %q owed=%v", id, inc, owed))
-	return nil
-}
-func (j *journal) DeleteService(_ context.Context, s *container.Service) error {
-	j.add("delete service " + s.Name)
-	return nil
-}
+
 func (j *journal) DeleteRecord(_ context.Context, r container.Record) error {
+	j.mu.Lock()
+	fail := failing(&j.failDeleteRecord)
+	j.mu.Unlock()
+	if fail {
+		j.add("delete record failed " + string(r.UID))
+		return errors.New("the apiserver is down")
+	}
 	j.add("delete record " + string(r.UID))
 	return nil
 }
+
+func (j *journal) Finalize(_ context.Context, r container.Record) error {
+	j.mu.Lock()
+	fail := failing(&j.failFinalize)
+	j.mu.Unlock()
+	if fail {
+		j.add("finalize failed " + string(r.UID))
+		return errors.New("the apiserver is down")
+	}
+	j.add("finalize " + string(r.UID))
+	return nil
+}
+
 func (j *journal) Confirmed(_ context.Context, id string) (container.Snapshot, error) {
 	j.mu.Lock()
+	fail := failing(&j.failConfirmed)
 	snap, behind := j.api[id]
 	j.mu.Unlock()
+	if fail {
+		j.add("confirm failed " + id)
+		return container.Snapshot{}, errors.New("the apiserver is down")
+	}
 	if !behind {
-		return j.src.Snapshot(id), nil
+		return confirmedOf(j.src.Snapshot(id)), nil
 	}
 	j.add("apiserver differs " + id)
-	return snap, nil
+	return confirmedOf(snap), nil
+}
+
+// confirmedOf is snap as Cluster.Confirmed answers it: the record and, when the record
+// lives, its Deployments; no pods (the reporter adds the cache's), no Services.
+func confirmedOf(snap container.Snapshot) container.Snapshot {
+	out := container.Snapshot{Record: snap.Record}
+	if snap.Record != nil && !snap.Record.Terminating {
+		out.Deployments = snap.Deployments
+	}
+	return out
 }
 
 // setAPI makes the apiserver have snap for id, whatever the cache shows.
@@ -218,9 +258,9 @@ func startReporterWith(t *testing.T, debounce time.Duration, failFirst int, opts
 	return r
 }
 
-// liveSnap is a live container with its record.
+// liveSnap is a live container: record r1 and the Deployment it owns.
 func liveSnap(name string) container.Snapshot {
-	return container.Snapshot{Record: record(), Deployments: []*container.Deployment{dep(name)}}
+	return container.Snapshot{Record: record(), Deployments: deps(dep(name))}
 }
 
 func TestReporterDebouncesThenPublishes(t *testing.T) {
@@ -261,25 +301,39 @@ func TestReporterEventIDs(t *testing.T) {
 		r := startReporter(t, 0, 1)
 		r.src.set("a", liveSnap("a-1"))
 		r.out.waitFor(t, "publish failed a")
-		r.src.set("a", container.Snapshot{Record: record(owed)})
-		r.out.await(t, step(r), []string{"publish failed a", "publish a DELETED", "delete record r1"})
+		r.src.set("a", deletedSnap())
+		r.out.await(t, step(r), []string{"publish failed a", "publish a DELETED", "finalize r1"})
 		if ev := r.out.eventIDs(); ev[1] == ev[0] {
 			t.Errorf("event ids %q: PENDING and DELETED share one", ev)
 		}
 	})
-	t.Run("a change back and a republish are new events", func(t *testing.T) {
+	t.Run("a change back, a new incarnation and a republish are new events", func(t *testing.T) {
 		r := startReporter(t, 0, 0)
 		r.src.set("a", liveSnap("a-1"))
-		r.out.waitFor(t, "publish a PENDING")
-		r.src.set("a", container.Snapshot{Record: record(owed)})
-		r.out.waitFor(t, "publish a PENDING", "publish a DELETED", "delete record r1")
+		want := []string{"publish a PENDING"}
+		r.out.waitFor(t, want...)
+		r.src.set("a", container.Snapshot{Record: record(), Deployments: deps(dep("a-1")), Pods: pods(runningPod())})
+		want = append(want, "publish a RUNNING")
+		r.out.waitFor(t, want...)
 		r.src.set("a", liveSnap("a-1"))
-		r.out.waitFor(t, "publish a PENDING", "publish a DELETED", "delete record r1", "publish a PENDING")
+		want = append(want, "publish a PENDING")
+		r.out.waitFor(t, want...)
+		r.src.set("a", deletedSnap())
+		want = append(want, "publish a DELETED", "finalize r1")
+		r.out.waitFor(t, want...)
+		r.src.set("a", container.Snapshot{Record: record(uid("r2")), Deployments: deps(dep("a-2", ownedBy("r2")))})
+		want = append(want, "publish a PENDING")
+		r.out.waitFor(t, want...)
 		r.rep.RepublishAll()
-		r.out.waitFor(t, "publish a PENDING", "publish a DELETED", "delete record r1", "publish a PENDING", "publish a PENDING")
+		want = append(want, "publish a PENDING")
+		r.out.waitFor(t, want...)
 		ev := r.out.eventIDs()
-		if len(ev) != 4 || len(map[string]bool{ev[0]: true, ev[1]: true, ev[2]: true, ev[3]: true}) != 4 {
-			t.Errorf("event ids %q, want four different ones", ev)
+		seen := map[string]bool{}
+		for _, e := range ev {
+			seen[e] = true
+		}
+		if len(ev) != 6 || len(seen) != 6 {
+			t.Errorf("event ids %q, want six different ones", ev)
 		}
 	})
 	t.Run("a republish during the retries is a new event", func(t *testing.T) {
@@ -300,30 +354,115 @@ func (j *journal) eventIDs() []string {
 	return slices.Clone(j.events)
 }
 
-func TestReporterDeletesTheRecordOnlyAfterDeletedIsDelivered(t *testing.T) {
+// deletedSnap is container x deleted (through the API): its record terminating, its
+// finalizer on, the garbage collector done with what it owned.
+func deletedSnap() container.Snapshot {
+	return container.Snapshot{Record: record(terminating)}
+}
+
+// settled moves the clock (past any backoff) until the reporter owes nothing, then
+// checks that the journal holds want and nothing more, however long it waits.
+func (r *rig) settled(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.rep.Pending() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pending %d, want 0; journal %q", r.rep.Pending(), r.out.all())
+		}
+		r.clock.Step(10 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	for range 5 {
+		r.clock.Step(time.Minute)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := r.out.all(); !slices.Equal(got, want) {
+		t.Errorf("journal %q, want %q and nothing more", got, want)
+	}
+}
+
+func (j *journal) all() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.entries)
+}
+
+// A deleted container: its DELETED first, the record finalized only once a stream
+// stored it; the record's last moments (the garbage collector at work, then gone) send
+// nothing more.
+func TestReporterPublishesDeletedThenFinalizes(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.src.set("a", liveSnap("a-1"))
+	r.out.waitFor(t, "publish a PENDING")
+	// DELETE: the record terminating, its Deployment not yet collected (foreground).
+	r.src.set("a", container.Snapshot{Record: record(terminating), Deployments: deps(dep("a-1", deleting)), Pods: pods(runningPod())})
+	want := []string{"publish a PENDING", "publish a DELETED", "finalize r1"}
+	r.out.waitFor(t, want...)
+	// The finalizer is off; the garbage collector still deletes what the record owned.
+	r.src.set("a", container.Snapshot{Record: record(terminating, notOwed), Deployments: deps(dep("a-1", deleting))})
+	r.src.set("a", container.Snapshot{})
+	r.rep.RepublishAll()
+	r.settled(t, want...)
+}
+
+// A DELETED that failed (NATS down) is retried; the record is not finalized until it is
+// delivered.
+func TestReporterFinalizesOnlyAfterDeletedIsDelivered(t *testing.T) {
 	r := startReporter(t, 0, 1)
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish failed a")
-	r.src.set("a", container.Snapshot{Record: record(owed)})
-	// The retry sends the newest state (DELETED), and only then is the record deleted.
+	r.src.set("a", deletedSnap())
+	// The retry sends the newest state (DELETED), and only then is the record finalized.
 	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
-		[]string{"publish failed a", "publish a DELETED", "delete record r1"})
+		[]string{"publish failed a", "publish a DELETED", "finalize r1"})
+	r.settled(t, "publish failed a", "publish a DELETED", "finalize r1")
+}
+
+// A finalize that failed is retried, the DELETED (delivered) not sent again.
+func TestReporterRetriesAFailedFinalizeWithoutPublishingAgain(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.out.failFinalize = 2
+	r.src.set("a", deletedSnap())
+	want := []string{"publish a DELETED", "finalize failed r1", "finalize failed r1", "finalize r1"}
+	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
+	r.settled(t, want...)
+	if ev := r.out.eventIDs(); len(ev) != 1 {
+		t.Errorf("event ids %q, want the one DELETED", ev)
+	}
+}
+
+// A container whose Deployment was deleted by hand: its record is deleted first (the
+// garbage collector takes what it owns), and its DELETED is the next plan's, made from
+// the terminating record, then the record is finalized.
+func TestReporterDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) {
+	for _, failures := range []int{0, 2} {
+		t.Run(fmt.Sprintf("%d failed deletes", failures), func(t *testing.T) {
+			r := startReporter(t, 0, 0)
+			r.out.failDeleteRecord = failures
+			r.src.set("a", liveSnap("a-1"))
+			want := []string{"publish a PENDING"}
+			r.out.waitFor(t, want...)
+			r.src.set("a", container.Snapshot{Record: record()}) // kubectl delete deployment
+			for range failures {
+				want = append(want, "delete record failed r1")
+			}
+			want = append(want, "delete record r1")
+			r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
+			r.settled(t, want...) // no DELETED until the record is seen terminating
+			r.src.set("a", deletedSnap())
+			want = append(want, "publish a DELETED", "finalize r1")
+			r.out.waitFor(t, want...)
+			r.settled(t, want...)
+		})
+	}
 }
 
 // Issue 23 item 1: no destructive step on a cache alone. Each race is a cache that is
 // behind the apiserver; while it is, the reporter does nothing (and keeps the container
 // owed), and once the cache catches up it does what the apiserver's state asks for.
-// (Before the fix, only a record-deleting DELETED was confirmed: the first two rows
-// deleted the Service and published DELETED, and re-created the record and published
-// PENDING.)
 func TestReporterTakesNoDestructiveStepTheApiserverDoesNotConfirm(t *testing.T) {
-	svcUID := func(s *container.Service) *container.Service { s.UID = "s1"; return s }
-	liveWithService := container.Snapshot{Record: record(), Deployments: []*container.Deployment{dep("a-1")},
-		Services: []*container.Service{svcUID(svc("a-s"))}}
-	reserved := container.Snapshot{
-		Record:      record(func(rec *container.Record) { rec.UID, rec.Incarnation = "r2", "i2" }),
-		Deployments: []*container.Deployment{dep("a-2", incarnation("i2"))},
-	}
+	old := created(time.Hour)
+	reserved := container.Snapshot{Record: record(uid("r2")), Deployments: deps(dep("a-2", ownedBy("r2")))}
 	for _, tc := range []struct {
 		name string
 		// delivered: a status delivered before the race (nil: a new leader, nothing sent).
@@ -333,20 +472,22 @@ func TestReporterTakesNoDestructiveStepTheApiserverDoesNotConfirm(t *testing.T) 
 		// after: what the reporter does once the cache shows what the apiserver has.
 		after []string
 	}{
-		{"(a) the cache shows a live container's Service, not yet its record and Deployment: no Service deleted, no DELETED",
-			&liveWithService, container.Snapshot{Services: liveWithService.Services}, liveWithService, nil},
-		{"(a) same, nothing sent before: no Service deleted",
-			nil, container.Snapshot{Services: liveWithService.Services}, liveWithService, []string{"publish a PENDING"}},
-		{"(b) a new leader's cache still shows a Deployment deleted at the apiserver, its record gone: no record re-created, no PENDING",
-			nil, container.Snapshot{Deployments: []*container.Deployment{dep("a-1")}}, container.Snapshot{}, nil},
-		{"(c) the id was reserved again (another record): no DELETED, the old record not deleted",
-			nil, container.Snapshot{Record: record(owed)}, reserved, []string{"publish a PENDING"}},
-		{"(c) the record is gone (its DELETED was delivered): not sent again",
-			nil, container.Snapshot{Record: record(owed)}, container.Snapshot{}, nil},
-		{"(c) a Deployment of the id lives (the cache is behind): no DELETED",
-			nil, container.Snapshot{Record: record(created(time.Hour))},
-			container.Snapshot{Record: record(created(time.Hour)), Deployments: []*container.Deployment{live}},
+		{"the cache shows no record of a live container (reported live): no DELETED",
+			ptrTo(liveSnap("a-1")), container.Snapshot{}, liveSnap("a-1"), nil},
+		{"the cache shows a deleted record gone at the apiserver (its DELETED delivered, finalized): not sent again",
+			nil, deletedSnap(), container.Snapshot{}, nil},
+		{"the cache shows a deleted record the apiserver has finalized already: not sent again",
+			nil, deletedSnap(), container.Snapshot{Record: record(terminating, notOwed)}, nil},
+		{"the id was reserved again (another record): no DELETED, the old record not finalized",
+			nil, deletedSnap(), reserved, []string{"publish a PENDING"}},
+		{"the cache shows an old record without Deployment; the apiserver has the Deployment: the record not deleted",
+			nil, container.Snapshot{Record: record(old)}, container.Snapshot{Record: record(old), Deployments: deps(live)},
 			[]string{"publish a PENDING"}},
+		{"the cache shows a record reported live without its Deployment; the apiserver has it: the record not deleted",
+			ptrTo(liveSnap("a-1")), container.Snapshot{Record: record()}, liveSnap("a-1"), nil},
+		{"the cache shows an old record without Deployment, deleted at the apiserver already: not deleted again; then its DELETED",
+			nil, container.Snapshot{Record: record(old)}, container.Snapshot{Record: record(old, terminating)},
+			[]string{"publish a DELETED", "finalize r1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := startReporter(t, 0, 0)
@@ -370,33 +511,32 @@ func TestReporterTakesNoDestructiveStepTheApiserverDoesNotConfirm(t *testing.T) 
 			// The cache catches up.
 			r.out.caughtUp("a")
 			r.src.set("a", tc.apiserver)
-			r.out.waitFor(t, append(want, tc.after...)...)
-			for r.rep.Pending() != 0 {
-				r.clock.Step(10 * time.Millisecond)
-				time.Sleep(time.Millisecond)
-			}
-			r.out.waitFor(t, append(want, tc.after...)...)
+			want = append(want, tc.after...)
+			r.out.waitFor(t, want...)
+			r.settled(t, want...)
 		})
 	}
 }
 
-// The reporter's own state agrees with the apiserver once its cache catches up: with
-// the apiserver as the cache shows it, a DELETED is sent and the record deleted.
-func TestReporterActsOnAConfirmedPlan(t *testing.T) {
+func ptrTo[T any](v T) *T { return &v }
+
+// A confirmation the apiserver does not answer is retried; nothing is done meanwhile.
+func TestReporterRetriesAFailedConfirmation(t *testing.T) {
 	r := startReporter(t, 0, 0)
-	r.src.set("a", container.Snapshot{Record: record(), Services: []*container.Service{svc("a-s")}, Deployments: []*container.Deployment{dep("a-1", deleting)}})
-	r.clock.Step(time.Hour)
-	r.out.await(t, func() { r.clock.Step(time.Second) },
-		[]string{`record a "i1" owed=true`, "delete service a-s", "publish a DELETED", "delete record r1"})
+	r.out.failConfirmed = 2
+	r.src.set("a", deletedSnap())
+	want := []string{"confirm failed a", "confirm failed a", "publish a DELETED", "finalize r1"}
+	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
+	r.settled(t, want...)
 }
 
 // Issue 23 item 6: with no stream capturing dcm.container a DELETED goes out on plain
-// NATS, where nobody may have read it: its record stays (DELETED still owed, retried
-// with backoff and counted as pending) until a stream stores one.
-func TestReporterKeepsTheRecordOfAnUnstoredDeleted(t *testing.T) {
+// NATS, where nobody may have read it: its record is not finalized (DELETED still owed,
+// retried with backoff and counted as pending) until a stream stores one.
+func TestReporterDoesNotFinalizeAnUnstoredDeleted(t *testing.T) {
 	r := startReporter(t, 0, 0)
 	r.out.unstored = true
-	r.src.set("a", container.Snapshot{Record: record(owed)})
+	r.src.set("a", deletedSnap())
 	r.out.waitFor(t, "publish unstored a DELETED")
 	if n := r.rep.Pending(); n != 1 {
 		t.Errorf("pending %d, want the DELETED owed", n)
@@ -407,16 +547,32 @@ func TestReporterKeepsTheRecordOfAnUnstoredDeleted(t *testing.T) {
 	if ev[1] != ev[0] {
 		t.Errorf("event ids %q: a retry of one DELETED must keep its id", ev)
 	}
+	if !strings.Contains(r.logs.String(), "stored by no stream") {
+		t.Errorf("the hold is not logged: %s", r.logs.String())
+	}
 	// A stream now captures the subject.
 	r.out.mu.Lock()
 	r.out.unstored = false
 	r.out.mu.Unlock()
-	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
-		[]string{"publish unstored a DELETED", "publish unstored a DELETED", "publish a DELETED", "delete record r1"})
-	for r.rep.Pending() != 0 {
-		r.clock.Step(10 * time.Millisecond)
-		time.Sleep(time.Millisecond)
+	want := []string{"publish unstored a DELETED", "publish unstored a DELETED", "publish a DELETED", "finalize r1"}
+	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
+	if ev := r.out.eventIDs(); ev[2] != ev[0] {
+		t.Errorf("event ids %q: the stored DELETED is a retry of the unstored one", ev)
 	}
+	r.settled(t, want...)
+}
+
+// A DELETED with no record (its finalizer stripped by hand) has nothing to keep it
+// owed: sent on plain NATS, it is not retried.
+func TestReporterSendsTheDeletedOfARecordlessContainerOnce(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.src.set("a", liveSnap("a-1"))
+	r.out.waitFor(t, "publish a PENDING")
+	r.out.mu.Lock()
+	r.out.unstored = true
+	r.out.mu.Unlock()
+	r.src.set("a", container.Snapshot{})
+	r.settled(t, "publish a PENDING", "publish unstored a DELETED")
 }
 
 // A live status needs no stream: it is not retried when plain NATS carried it.
@@ -425,36 +581,54 @@ func TestReporterSendsLiveStatusesOnPlainNATS(t *testing.T) {
 	r.out.unstored = true
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish unstored a PENDING")
-	for r.rep.Pending() != 0 {
-		time.Sleep(time.Millisecond)
-	}
+	r.settled(t, "publish unstored a PENDING")
 }
 
 // Chaos seed 14: an id re-created and deleted while the leader's cache was behind; the
-// leader only ever saw the new container's record, owed, and the last status it had
+// leader only ever saw the new container's record, deleted, and the last status it had
 // sent for the id was the previous container's DELETED. The new one's DELETED is sent.
 func TestReporterSendsTheDeletedOfEachIncarnation(t *testing.T) {
 	r := startReporter(t, 0, 0)
-	r.src.set("a", container.Snapshot{Record: record(owed)})
-	r.out.waitFor(t, "publish a DELETED", "delete record r1")
-	r.src.set("a", container.Snapshot{Record: record(owed, func(rec *container.Record) { rec.UID, rec.Incarnation = "r2", "i2" })})
-	r.out.waitFor(t, "publish a DELETED", "delete record r1", "publish a DELETED", "delete record r2")
+	r.src.set("a", deletedSnap())
+	r.out.waitFor(t, "publish a DELETED", "finalize r1")
+	r.src.set("a", container.Snapshot{Record: record(uid("r2"), terminating)})
+	r.out.waitFor(t, "publish a DELETED", "finalize r1", "publish a DELETED", "finalize r2")
 }
 
-func TestReporterRestoresARecordDeletedByHand(t *testing.T) {
+// A Deployment with the id that no record controls is not a container: nothing is
+// published about it, nothing deleted, a republish included.
+func TestReporterIgnoresADeploymentNoRecordOwns(t *testing.T) {
 	r := startReporter(t, 0, 0)
-	r.src.set("ref", container.Snapshot{Deployments: []*container.Deployment{dep("ref-1")}})
-	r.out.waitFor(t, `record ref "i1" owed=false`, "publish ref PENDING")
+	r.src.set("ref", container.Snapshot{Deployments: deps(dep("ref-1", unowned)), Pods: pods(runningPod())})
+	r.rep.RepublishAll()
+	r.settled(t)
 }
 
+// A record with no Deployment is a create in progress until settle; then the container
+// counts as gone (its creator died): the record is deleted, and its DELETED follows.
 func TestReporterLooksAgainAtARecordWithoutDeployment(t *testing.T) {
 	r := startReporter(t, 0, 0)
-	r.src.set("a", container.Snapshot{Record: record()}) // written at t0, settles at t0+40s
+	r.src.set("a", container.Snapshot{Record: record()}) // made at t0, settles at t0+40s
 	r.clock.Step(39 * time.Second)
+	time.Sleep(10 * time.Millisecond)
 	r.out.waitFor(t)
-	// No Deployment came: the create died. The container counts as gone.
-	r.out.await(t, func() { r.clock.Step(100 * time.Millisecond) },
-		[]string{`record a "i1" owed=true`, "publish a DELETED", "delete record r1"})
+	// No Deployment came: the create died.
+	r.out.await(t, func() { r.clock.Step(100 * time.Millisecond) }, []string{"delete record r1"})
+	r.src.set("a", deletedSnap())
+	r.out.waitFor(t, "delete record r1", "publish a DELETED", "finalize r1")
+}
+
+// A Deployment that joins its record within settle is the container: its status, and
+// the recheck finds it live.
+func TestReporterPublishesAContainerWhoseDeploymentCameLate(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.src.set("a", container.Snapshot{Record: record()})
+	r.clock.Step(20 * time.Second)
+	time.Sleep(10 * time.Millisecond)
+	r.src.set("a", liveSnap("a-1"))
+	r.out.waitFor(t, "publish a PENDING")
+	r.clock.Step(time.Minute) // past the recheck
+	r.settled(t, "publish a PENDING")
 }
 
 func TestReporterDrainDeliversWhatTheDebounceHolds(t *testing.T) {
@@ -541,8 +715,9 @@ func TestReporterLogsAHeldBackContainerOnce(t *testing.T) {
 	r := startReporter(t, 0, 0)
 	logs := &lines{counts: map[slog.Level]int{}}
 	r.rep.log = slog.New(logs)
-	r.out.setAPI("a", liveSnap("a-1"))
-	r.src.set("a", container.Snapshot{Services: []*container.Service{svc("a-s")}})
+	old := created(time.Hour)
+	r.out.setAPI("a", container.Snapshot{Record: record(old), Deployments: deps(dep("a-1"))})
+	r.src.set("a", container.Snapshot{Record: record(old)})
 	want := []string{"apiserver differs a", "apiserver differs a", "apiserver differs a", "apiserver differs a"}
 	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
 	logs.mu.Lock()
@@ -559,7 +734,7 @@ func TestReporterLogsWhatTheStatusWithholds(t *testing.T) {
 	kubelet := `failed to pull and unpack image "10.0.0.1:22/x:v1": dial tcp 10.0.0.1:22: connect: connection refused`
 	p := container.PodOf(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(t0),
-			Labels: map[string]string{container.LabelIncarnation: "i1"}},
+			Labels: map[string]string{container.LabelIncarnation: "r1"}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: kubelet}}}}},
 	})

@@ -19,7 +19,6 @@ func TestReporterResendsANewContainersStatus(t *testing.T) {
 	oldDep := func(name string) *container.Deployment {
 		return dep(name, func(d *appsv1.Deployment) { d.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour)) })
 	}
-	deletedSnap := container.Snapshot{Record: record(owed)}
 	for _, tc := range []struct {
 		name string
 		// steps: snapshots the cache shows in turn, each after the previous one's
@@ -33,13 +32,13 @@ func TestReporterResendsANewContainersStatus(t *testing.T) {
 		{"a new container: its status again, once",
 			[]container.Snapshot{liveSnap("a-1")}, [][]string{{"publish a PENDING"}}, []string{"publish a PENDING"}, false},
 		{"changed meanwhile: the current status",
-			[]container.Snapshot{liveSnap("a-1"), {Record: record(), Deployments: []*container.Deployment{dep("a-1")}, Pods: []*container.Pod{runningPod()}}},
+			[]container.Snapshot{liveSnap("a-1"), {Record: record(), Deployments: deps(dep("a-1")), Pods: pods(runningPod())}},
 			[][]string{{"publish a PENDING"}, {"publish a RUNNING"}}, []string{"publish a RUNNING"}, false},
 		{"deleted meanwhile: nothing more",
-			[]container.Snapshot{liveSnap("a-1"), deletedSnap},
-			[][]string{{"publish a PENDING"}, {"publish a DELETED", "delete record r1"}}, nil, false},
+			[]container.Snapshot{liveSnap("a-1"), deletedSnap()},
+			[][]string{{"publish a PENDING"}, {"publish a DELETED", "finalize r1"}}, nil, false},
 		{"an old container (a new leader's first status of it): not resent",
-			[]container.Snapshot{{Record: record(), Deployments: []*container.Deployment{oldDep("a-1")}}}, [][]string{{"publish a PENDING"}}, nil, false},
+			[]container.Snapshot{{Record: record(), Deployments: deps(oldDep("a-1"))}}, [][]string{{"publish a PENDING"}}, nil, false},
 		{"turned off (0): not resent",
 			[]container.Snapshot{liveSnap("a-1")}, [][]string{{"publish a PENDING"}}, nil, true},
 	} {

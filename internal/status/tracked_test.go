@@ -27,11 +27,11 @@ func TestReporterForgetsAPrunedContainer(t *testing.T) {
 	if n := pendingResends(r.rep); n != 1 {
 		t.Fatalf("%d resends pending, want 1", n)
 	}
-	r.src.set("a", container.Snapshot{Record: record(owed)})
-	want := []string{"publish a PENDING", "publish a DELETED", "delete record r1"}
+	r.src.set("a", deletedSnap())
+	want := []string{"publish a PENDING", "publish a DELETED", "finalize r1"}
 	r.out.waitFor(t, want...)
 	waitPending(t, r, 0)
-	r.src.set("a", container.Snapshot{}) // the record's deletion reaches the cache
+	r.src.set("a", container.Snapshot{}) // the finalized record's deletion reaches the cache
 	waitPending(t, r, 0)
 	r.out.waitFor(t, want...)
 	// Until pruned, the DELETED is remembered (so that nothing sends it again).
@@ -65,12 +65,12 @@ func TestReporterReleasesAnEntryThatHoldsNothing(t *testing.T) {
 	check("held back", 1)
 	rep.stopWaiting("a")
 	check("no longer held back", 0)
-	rep.eventID("a", "i1", container.Status{Status: v1alpha1.PENDING})
+	rep.eventID("a", "r1", container.Status{Status: v1alpha1.PENDING})
 	check("event id minted", 1)
 	rep.RepublishAll() // no container known: clears the minted ids and forces none
 	check("republished", 0)
 	rep.mu.Lock()
-	rep.scheduleResend("a", "i1", liveSnap("a-1"), container.Status{Status: v1alpha1.PENDING}, t0)
+	rep.scheduleResend("a", "r1", liveSnap("a-1"), container.Status{Status: v1alpha1.PENDING}, t0)
 	rep.mu.Unlock()
 	check("resend scheduled", 1)
 	rep.stopResends()
@@ -85,10 +85,10 @@ func TestReporterReleasesAnEntryThatHoldsNothing(t *testing.T) {
 		name       string
 		set, clear func(*tracked)
 	}{
-		{"sent", func(e *tracked) { e.sent, e.sentFor = &container.Status{Status: v1alpha1.RUNNING}, "i1" },
+		{"sent", func(e *tracked) { e.sent, e.sentFor = &container.Status{Status: v1alpha1.RUNNING}, "r1" },
 			func(e *tracked) { e.sent, e.sentFor = nil, "" }},
 		{"forced", func(e *tracked) { e.forced = true }, func(e *tracked) { e.forced = false }},
-		{"minted", func(e *tracked) { e.minted = &mintedEvent{inc: "i1", eventID: "e1"} }, func(e *tracked) { e.minted = nil }},
+		{"minted", func(e *tracked) { e.minted = &mintedEvent{inc: "r1", eventID: "e1"} }, func(e *tracked) { e.minted = nil }},
 		{"waiting", func(e *tracked) { e.waiting = whyNotStored }, func(e *tracked) { e.waiting = "" }},
 		{"resend", func(e *tracked) { e.resend = &resend{} }, func(e *tracked) { e.resend = nil }},
 	}

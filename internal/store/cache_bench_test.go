@@ -55,7 +55,7 @@ func servedSpec(i int, now metav1.Time, spec *v1alpha1.ContainerSpec) []any {
 	if err != nil {
 		panic(err)
 	}
-	objs = objs.ForIncarnation(inc)
+	objs = objs.OwnedBy(container.RecordName(id), types.UID(inc))
 	server := func(m *metav1.ObjectMeta, name string, n int) {
 		m.Name, m.Namespace = name, "dcm-containers"
 		m.UID = types.UID(fmt.Sprintf("0b3c5a6e-6f5e-4c9d-%04d-%012d", n, i))
@@ -88,8 +88,9 @@ func servedSpec(i int, now metav1.Time, spec *v1alpha1.ContainerSpec) []any {
 			{Type: corev1.PodScheduled, Status: "True", LastTransitionTime: now}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true, Started: new(bool), Image: "quay.io/example/web:v1.2.3",
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
-	rec := container.NewRecord(id, inc, false)
+	rec := container.NewRecord(id)
 	server(&rec.ObjectMeta, container.RecordName(id), 4)
+	rec.UID = types.UID(inc)
 	return []any{d, pod, s, rec}
 }
 

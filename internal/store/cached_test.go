@@ -59,7 +59,7 @@ func testContainer(t *testing.T, body string) (*appsv1.Deployment, *corev1.Servi
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs = objs.ForIncarnation("inc-1")
+	objs = objs.OwnedBy(container.RecordName("abc"), "0b3c5a6e-6f5e-4c9d-8f7e-000000000001")
 	return objs.Deployment, objs.Service
 }
 
@@ -156,7 +156,10 @@ func TestCachedObjectsReadAsServed(t *testing.T) {
 // but another name is not one, yet is keyed and its id known (IDs).
 func TestCachedRecordReadsAsServed(t *testing.T) {
 	cm := func(name string, owed bool) *corev1.ConfigMap {
-		l := container.NewRecord("abc", "inc-1", owed)
+		l := container.NewRecord("abc")
+		if !owed {
+			l.Finalizers = nil
+		}
 		l.Name, l.Namespace, l.UID, l.ResourceVersion = name, "ns", "uid-9", "7"
 		l.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		return l

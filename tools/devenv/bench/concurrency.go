@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -429,60 +428,66 @@ func (s *Service) send(method, path string, body []byte, want int) (int, error) 
 	}
 }
 
-// rawCreateAsService creates container id's record, Service and Deployment in ns with
-// client-go, one after the other in the service's order (internal/store/create.go),
-// stamped with a new incarnation: the same objects a POST makes, without the service's
-// checks (its LIST of the id's Deployments) and waits (for its caches).
+// rawCreateAsService creates container id's record, then its Service and Deployment
+// at once, owned by the record, with client-go in ns: the requests a POST makes
+// (internal/store/create.go), without the service's checks and its caches. The record
+// carries no finalizer: no reporter finalizes the raw side's records.
 func (e *Env) rawCreateAsService(ctx context.Context, ns, id string) (rawContainer, error) {
 	objs, err := rawObjects(ns, id)
 	if err != nil {
 		return rawContainer{}, err
 	}
-	inc := uuid.NewString()
-	rec, err := e.Admin.CoreV1().ConfigMaps(ns).Create(ctx, container.NewRecord(id, inc, false), metav1.CreateOptions{})
+	r := container.NewRecord(id)
+	r.Finalizers = nil
+	rec, err := e.Admin.CoreV1().ConfigMaps(ns).Create(ctx, r, metav1.CreateOptions{})
 	if err != nil {
 		return rawContainer{}, fmt.Errorf("record of %s: %w", id, err)
 	}
 	c := rawContainer{record: rec.Name, recordUID: rec.UID}
-	objs = objs.ForIncarnation(inc)
+	objs = objs.OwnedBy(rec.Name, rec.UID)
 	objs.Deployment.Namespace, objs.Service.Namespace = ns, ns
-	svc, err := e.Admin.CoreV1().Services(ns).Create(ctx, objs.Service, metav1.CreateOptions{})
-	if err != nil {
-		return c, err
-	}
-	c.service, c.serviceUID = svc.Name, svc.UID
+	var svcErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var svc *corev1.Service
+		if svc, svcErr = e.Admin.CoreV1().Services(ns).Create(ctx, objs.Service, metav1.CreateOptions{}); svcErr == nil {
+			c.service, c.serviceUID = svc.Name, svc.UID
+		}
+	})
 	dep, err := e.Admin.AppsV1().Deployments(ns).Create(ctx, objs.Deployment, metav1.CreateOptions{})
+	wg.Wait()
 	if err != nil {
 		return c, err
 	}
 	c.deployment, c.depUID = dep.Name, dep.UID
-	return c, nil
+	return c, svcErr
 }
 
-// rawDeleteAsService deletes what rawCreateAsService made in the service's order
-// (internal/store/delete.go): the Deployment (pods follow by cascade, in the
-// background), the Service, then the record (which the service's reporter deletes
-// once it has published DELETED), each with a UID precondition as the service sends.
+// rawDeleteAsService deletes what rawCreateAsService made as a DELETE does
+// (internal/store/delete.go): the record (foreground: the garbage collector deletes the
+// Service) and the Deployment at once, each with a UID precondition.
 func (e *Env) rawDeleteAsService(ctx context.Context, ns string, c rawContainer) error {
-	bg := metav1.DeletePropagationBackground
-	opts := func(uid types.UID) metav1.DeleteOptions {
-		return metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}}
+	opts := func(uid types.UID, p metav1.DeletionPropagation) metav1.DeleteOptions {
+		return metav1.DeleteOptions{PropagationPolicy: &p, Preconditions: &metav1.Preconditions{UID: &uid}}
 	}
 	gone := func(err error) bool { return err == nil || apierrors.IsNotFound(err) }
+	var depErr error
+	var wg sync.WaitGroup
 	if c.deployment != "" {
-		if err := e.Admin.AppsV1().Deployments(ns).Delete(ctx, c.deployment, opts(c.depUID)); !gone(err) {
-			return err
-		}
+		wg.Go(func() {
+			depErr = e.Admin.AppsV1().Deployments(ns).Delete(ctx, c.deployment, opts(c.depUID, metav1.DeletePropagationBackground))
+		})
 	}
-	if c.service != "" {
-		if err := e.Admin.CoreV1().Services(ns).Delete(ctx, c.service, opts(c.serviceUID)); !gone(err) {
-			return err
-		}
-	}
+	var err error
 	if c.record != "" {
-		if err := e.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, c.record, opts(c.recordUID)); !gone(err) {
-			return err
-		}
+		err = e.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, c.record, opts(c.recordUID, metav1.DeletePropagationForeground))
+	}
+	wg.Wait()
+	if !gone(err) {
+		return err
+	}
+	if !gone(depErr) {
+		return depErr
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,11 +36,11 @@ func (e *Env) createAs(ctx context.Context, ns, id string, ipIndex int, build fu
 	if err != nil {
 		return err
 	}
-	inc := uuid.NewString()
-	if _, err := e.Fill.CoreV1().ConfigMaps(ns).Create(ctx, container.NewRecord(id, inc, false), metav1.CreateOptions{}); err != nil {
+	rec, err := e.Fill.CoreV1().ConfigMaps(ns).Create(ctx, container.NewRecord(id), metav1.CreateOptions{})
+	if err != nil {
 		return fmt.Errorf("record of %s: %w", id, err)
 	}
-	objs = objs.ForIncarnation(inc)
+	objs = objs.OwnedBy(rec.Name, rec.UID)
 	objs.Deployment.Namespace = ns
 	deploy := func() error {
 		if sh != nil {

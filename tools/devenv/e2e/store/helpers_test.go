@@ -1,11 +1,13 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,9 +39,9 @@ type fixture struct {
 	client  kubernetes.Interface // the store's main client (hooked), for Release
 	main    *hooks
 	confirm *hooks
-	// deployments holds the store's watch of Deployments while closed: its cache sees
-	// no Deployment change until it is opened.
-	deployments *gate
+	// deployments and records hold the store's watch of Deployments (of records)
+	// while closed: its cache sees no change of them until it is opened.
+	deployments, records *gate
 }
 
 // newFixture builds the store (its caches not started: see start).
@@ -52,11 +54,14 @@ func newFixture(t *testing.T) *fixture {
 func newFixtureIn(t *testing.T, ns string) *fixture {
 	t.Helper()
 	env := testenv.Cluster(t)
-	f := &fixture{ns: ns, main: &hooks{}, confirm: &hooks{}, deployments: &gate{}}
+	f := &fixture{ns: ns, main: &hooks{}, confirm: &hooks{}, deployments: &gate{}, records: &gate{}}
 	mainRC := rest.CopyConfig(env.Config)
 	mainRC.Wrap(f.main.wrap(func(r *http.Request) *gate {
-		if isWatch(r) && strings.HasSuffix(r.URL.Path, "/deployments") {
+		switch {
+		case isWatch(r) && strings.HasSuffix(r.URL.Path, "/deployments"):
 			return f.deployments
+		case isWatch(r) && strings.HasSuffix(r.URL.Path, "/configmaps"):
+			return f.records
 		}
 		return nil
 	}))
@@ -82,7 +87,7 @@ func newFixtureIn(t *testing.T, ns string) *fixture {
 func (f *fixture) start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { f.deployments.open(); cancel(); f.s.Shutdown() })
+	t.Cleanup(func() { f.deployments.open(); f.records.open(); cancel(); f.s.Shutdown() })
 	f.s.Start(ctx)
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
@@ -225,22 +230,47 @@ func request(method, ns, resource, name string) func(*http.Request) bool {
 	}
 }
 
-// counter counts the requests match accepts on a client (a hook that never fires).
-func (h *hooks) counter(match func(*http.Request) bool) func() int {
+// journal records the requests the client sends from now on, but watches, each as
+// "METHOD resource" or "METHOD resource/name" with a generated name's random part as
+// "*", and, for a DELETE, its propagation ("DELETE configmaps/dcm-container-x
+// foreground"); stop returns them sorted (requests sent at once come in any order).
+func (h *hooks) journal(ns string) (stop func() []string) {
 	var mu sync.Mutex
-	n := 0
+	var got []string
+	on := true
 	h.on(func(r *http.Request) bool {
-		if match(r) {
-			mu.Lock()
-			n++
-			mu.Unlock()
+		if isWatch(r) {
+			return false
+		}
+		entry := r.Method + " " + strings.TrimPrefix(r.URL.Path[strings.Index(r.URL.Path, "/namespaces/"+ns+"/")+len("/namespaces/"+ns+"/"):], "")
+		if i := strings.LastIndex(entry, "/"); i > 0 && !strings.Contains(entry[i:], "dcm-container-") {
+			if j := strings.LastIndex(entry, "-"); j > i {
+				entry = entry[:j+1] + "*"
+			}
+		}
+		if r.Method == http.MethodDelete && r.Body != nil && r.GetBody != nil {
+			if b, err := r.GetBody(); err == nil {
+				raw, _ := io.ReadAll(b) // JSON or protobuf: the policy's name is in either
+				for _, p := range []metav1.DeletionPropagation{metav1.DeletePropagationForeground, metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan} {
+					if bytes.Contains(raw, []byte(p)) {
+						entry += " " + strings.ToLower(string(p))
+					}
+				}
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if on {
+			got = append(got, entry)
 		}
 		return false
 	}, nil, nil)
-	return func() int {
+	return func() []string {
 		mu.Lock()
 		defer mu.Unlock()
-		return n
+		on = false
+		slices.Sort(got)
+		return slices.Clone(got)
 	}
 }
 
@@ -267,11 +297,11 @@ func objectsOf(id string) container.Objects {
 	}
 }
 
-// deploymentOf makes, with the test's client, a Deployment of container id (incarnation
-// inc) the way another replica or the reference provider would have.
-func deploymentOf(t *testing.T, ns, id, inc string) *appsv1.Deployment {
+// deploymentOf makes, with the test's client, a Deployment of container id owned by the
+// record with UID inc, the way another replica would have.
+func deploymentOf(t *testing.T, ns, id string, inc types.UID) *appsv1.Deployment {
 	t.Helper()
-	d := objectsOf(id).ForIncarnation(inc).Deployment
+	d := objectsOf(id).OwnedBy(container.RecordName(id), inc).Deployment
 	d, err := testenv.Cluster(t).Client.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -304,17 +334,17 @@ func what(t *testing.T, ns, id string) (deps, svcs []string, record bool) {
 	return deps, svcs, err == nil
 }
 
-// makeRecord writes id's record with the test's client (finalizers: extra ones), and
-// takes every finalizer off again when the test ends, so its namespace can go.
-func makeRecord(t *testing.T, ns, id, inc string, owed bool, finalizers ...string) {
+// makeRecord writes id's record with the test's client, as a create does, and takes
+// every finalizer off again when the test ends, so its namespace can go.
+func makeRecord(t *testing.T, ns, id string) *corev1.ConfigMap {
 	t.Helper()
-	l := container.NewRecord(id, inc, owed)
-	l.Finalizers = append(l.Finalizers, finalizers...)
 	records := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns)
-	if _, err := records.Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+	c, err := records.Create(context.Background(), container.NewRecord(id), metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dropFinalizers(t, ns, id) })
+	return c
 }
 
 // dropFinalizers takes every finalizer off id's record, if it is there.

@@ -12,22 +12,21 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
-// missOfALiveContainer is a GET miss whose container lives at the apiserver but is not
-// in this store's caches yet: its Deployment is made while the store's watch of
-// Deployments is held, and the watch is let go only once the Confirm client's list of
-// the id's Deployments has answered. slow makes that list take the whole ConfirmWait
-// (its answer is read, then held until ConfirmWait is over).
-// It returns what the Get answered, the Deployment's name and how long the Get took.
-func missOfALiveContainer(t *testing.T, record, slow bool) (container.Observed, string, time.Duration, error) {
+// A GET miss whose container lives at the apiserver but is not in this store's caches
+// yet (another replica made it a moment ago): its Deployment is made while the store's
+// watch of Deployments is held, and the watch is let go once the Confirm client's read
+// of the record has answered. slow makes that read take the whole ConfirmWait (its
+// answer is read, then held until ConfirmWait is over). It returns what the Get
+// answered, the Deployment's name and how long the Get took.
+func missOfALiveContainer(t *testing.T, slow bool) (container.Observed, string, time.Duration, error) {
 	t.Helper()
 	f := newFixture(t)
 	f.start(t)
-	if record {
-		makeRecord(t, f.ns, "x", "i1", false)
-	}
 	f.deployments.close()
-	d := deploymentOf(t, f.ns, "x", "i1")
-	f.confirm.on(request(http.MethodGet, f.ns, "deployments", ""), nil, func(r *http.Request, resp *http.Response) error {
+	rec := makeRecord(t, f.ns, "x")
+	d := deploymentOf(t, f.ns, "x", rec.UID)
+	waitFor(t, "the cache shows the record", func() bool { return f.s.Snapshot("x").Record != nil })
+	f.confirm.on(request(http.MethodGet, f.ns, "configmaps", container.RecordName("x")), nil, func(r *http.Request, resp *http.Response) error {
 		defer f.deployments.open()
 		if !slow {
 			return nil
@@ -38,7 +37,7 @@ func missOfALiveContainer(t *testing.T, record, slow bool) (container.Observed, 
 		if dl, ok := r.Context().Deadline(); ok {
 			time.Sleep(time.Until(dl) + 100*time.Millisecond)
 		} else {
-			t.Error("the Confirm client's list has no deadline")
+			t.Error("the Confirm client's read has no deadline")
 		}
 		return err
 	})
@@ -47,11 +46,9 @@ func missOfALiveContainer(t *testing.T, record, slow bool) (container.Observed, 
 	return o, d.Name, time.Since(start), err
 }
 
-// Issue 23: a miss with no record answered 404 without asking for Deployments: a
-// container without a record (the reference provider's, or its record deleted by hand)
-// that this replica's cache did not show yet got a 404.
-func TestMissWithoutRecordAsksForTheDeployment(t *testing.T) {
-	o, name, _, err := missOfALiveContainer(t, false, false)
+// A miss whose record lives waits for this replica's cache rather than answering 404.
+func TestMissOfALiveRecordWaitsForTheCache(t *testing.T) {
+	o, name, _, err := missOfALiveContainer(t, false)
 	if err != nil || o.Deployment == nil || o.Deployment.Name != name {
 		t.Fatalf("Get = %+v, %v; want the container (Deployment %s)", o, err, name)
 	}
@@ -61,11 +58,11 @@ func TestMissWithoutRecordAsksForTheDeployment(t *testing.T) {
 // ConfirmWait: reads that took it all left the cache no time, and a live container got
 // a 503. The wait for the cache has its own bound (ConfirmCacheWait).
 func TestMissWaitsForTheCacheOnItsOwnBound(t *testing.T) {
-	o, name, took, err := missOfALiveContainer(t, true, true)
+	o, name, took, err := missOfALiveContainer(t, true)
 	if err != nil || o.Deployment == nil || o.Deployment.Name != name {
 		t.Fatalf("Get = %+v, %v; want the container (Deployment %s)", o, err, name)
 	}
 	if took < store.ConfirmWait {
-		t.Errorf("the Get took %s: the Confirm client's list did not take the whole ConfirmWait", took)
+		t.Errorf("the Get took %s: the Confirm client's read did not take the whole ConfirmWait", took)
 	}
 }

@@ -1,0 +1,149 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/store"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
+)
+
+// A create the apiserver refuses (here an invalid Deployment: no image) leaves nothing:
+// its record goes at once, with no DELETED owed (nothing was made to report), and the
+// Service it made is deleted by the garbage collector. A retry finds the id free.
+func TestRefusedCreateLeavesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.start(t)
+	objs := objectsOf("x")
+	objs.Deployment.Spec.Template.Spec.Containers[0].Image = ""
+	_, err := f.s.Create(context.Background(), "x", objs)
+	var se *store.Error
+	if !errors.As(err, &se) || se.Kind != store.KindInvalid {
+		t.Fatalf("Create = %v, want KindInvalid", err)
+	}
+	waitFor(t, "nothing is left of the id", func() bool {
+		deps, svcs, record := what(t, f.ns, "x")
+		return len(deps) == 0 && len(svcs) == 0 && !record
+	})
+	if _, err := f.s.Create(context.Background(), "x", objectsOf("x")); err != nil {
+		t.Errorf("a retry of the create = %v, want it made", err)
+	}
+}
+
+// A create whose Deployment's answer is lost (the apiserver made it): the record is
+// deleted and keeps its DELETED owed (the reporter may have seen the Deployment), and
+// the garbage collector deletes the Deployment and the Service.
+func TestCreateWhoseDeploymentAnswerIsLost(t *testing.T) {
+	f := newFixture(t)
+	f.start(t)
+	f.main.on(request(http.MethodPost, f.ns, "deployments", ""), nil, func(*http.Request, *http.Response) error {
+		return errors.New("connection reset by peer (the test's lost answer)")
+	})
+	if _, err := f.s.Create(context.Background(), "x", objectsOf("x")); err == nil {
+		t.Fatal("Create succeeded; want its error")
+	}
+	cs := testenv.Cluster(t).Client
+	rec, err := cs.CoreV1().ConfigMaps(f.ns).Get(context.Background(), container.RecordName("x"), metav1.GetOptions{})
+	if r, _ := container.RecordOf(rec, "x"); err != nil || !r.Terminating || !r.Owed {
+		t.Fatalf("the record %+v, %v: want it deleted, its DELETED owed", r, err)
+	}
+	waitFor(t, "the garbage collector deletes the Deployment and the Service", func() bool {
+		deps, svcs, _ := what(t, f.ns, "x")
+		return len(deps) == 0 && len(svcs) == 0
+	})
+	// What the reporter does then: the DELETED, and the finalizer off.
+	r, _ := container.RecordOf(rec, "x")
+	if err := f.s.Finalize(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the record goes", func() bool { _, _, record := what(t, f.ns, "x"); return !record })
+}
+
+// A create of an id whose previous container is deleted and not yet reported: 409
+// being deleted (not "already exists"), with Retry-After; two requests.
+func TestCreateOfAnIDBeingDeleted(t *testing.T) {
+	f := newFixture(t)
+	f.start(t)
+	if _, err := f.s.Create(context.Background(), "x", objectsOf("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Delete(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	stop := f.main.journal(f.ns)
+	_, err := f.s.Create(context.Background(), "x", objectsOf("x"))
+	var se *store.Error
+	if !errors.As(err, &se) || se.Kind != store.KindDeleting || se.RetryAfter == 0 {
+		t.Fatalf("Create = %v, want KindDeleting with a Retry-After", err)
+	}
+	checkRequests(t, "the refused create", stop(), "POST configmaps", "GET configmaps/"+container.RecordName("x"))
+	// A live record is another container: "already exists".
+	if _, err := f.s.Create(context.Background(), "y", objectsOf("y")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Create(context.Background(), "y", objectsOf("y")); !errors.As(err, &se) || se.Kind != store.KindConflict {
+		t.Errorf("a second create of a live id = %v, want KindConflict", err)
+	}
+}
+
+// A DELETE on a replica whose cache has not seen the container (made a moment ago
+// through another replica) reads the record at the apiserver and deletes it; the
+// garbage collector deletes the Deployment it did not know of.
+func TestDeleteOfAContainerTheCacheHasNotSeen(t *testing.T) {
+	ns := testenv.Namespace(t)
+	a, b := newFixtureIn(t, ns), newFixtureIn(t, ns)
+	a.s.ReserveWindow = 200 * time.Millisecond
+	a.start(t)
+	b.start(t)
+	a.records.close()
+	a.deployments.close()
+	if _, err := b.s.Create(context.Background(), "x", objectsOf("x")); err != nil {
+		t.Fatal(err)
+	}
+	stop, stopConfirm := a.main.journal(ns), a.confirm.journal(ns)
+	if err := a.s.Delete(context.Background(), "x"); err != nil {
+		t.Fatalf("Delete = %v, want 204", err)
+	}
+	checkRequests(t, "main client", stop(), "DELETE configmaps/"+container.RecordName("x")+" foreground")
+	checkRequests(t, "Confirm client", stopConfirm(), "GET configmaps/"+container.RecordName("x"))
+	a.records.open()
+	a.deployments.open()
+	waitFor(t, "the garbage collector deletes the Deployment and the Service", func() bool {
+		deps, svcs, _ := what(t, ns, "x")
+		return len(deps) == 0 && len(svcs) == 0
+	})
+}
+
+// The uninstall (Release) lets go of the records and leaves the workloads running,
+// with no ownerReference left on them.
+func TestReleaseOrphansTheWorkloads(t *testing.T) {
+	f := newFixture(t)
+	f.start(t)
+	o, err := f.s.Create(context.Background(), "x", objectsOf("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := store.Release(context.Background(), f.client, f.ns)
+	if err != nil || !slices.Equal(rep.Records, []string{"x"}) {
+		t.Fatalf("Release = %+v, %v", rep, err)
+	}
+	cs := testenv.Cluster(t).Client
+	waitFor(t, "the record goes and the workloads are orphaned", func() bool {
+		_, _, record := what(t, f.ns, "x")
+		d, derr := cs.AppsV1().Deployments(f.ns).Get(context.Background(), o.Deployment.Name, metav1.GetOptions{})
+		s, serr := cs.CoreV1().Services(f.ns).Get(context.Background(), o.Service.Name, metav1.GetOptions{})
+		return !record && derr == nil && serr == nil && len(d.OwnerReferences) == 0 && len(s.OwnerReferences) == 0
+	})
+	time.Sleep(2 * time.Second) // the garbage collector would have deleted them by now
+	if _, err := cs.AppsV1().Deployments(f.ns).Get(context.Background(), o.Deployment.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		t.Error("the Deployment was deleted")
+	}
+}

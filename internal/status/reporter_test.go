@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -60,6 +61,31 @@ func (s *fakeSource) set(id string, snap container.Snapshot) {
 	h(id)
 }
 
+// wrote shows a write to record uid in the caches, as the informer brings it: change
+// is applied to a copy of the record (the fixtures share theirs), and the reporter is
+// told. Nothing when no cached snapshot has the record.
+func (s *fakeSource) wrote(uid types.UID, change func(*container.Record)) {
+	s.mu.Lock()
+	var id string
+	for i, snap := range s.snaps {
+		if snap.Record != nil && snap.Record.UID == uid {
+			id = i
+		}
+	}
+	if id == "" {
+		s.mu.Unlock()
+		return
+	}
+	snap := s.snaps[id]
+	rec := *snap.Record
+	change(&rec)
+	snap.Record = &rec
+	s.snaps[id] = snap
+	h := s.handler
+	s.mu.Unlock()
+	h(id)
+}
+
 // journal records, in order, everything the reporter did to the outside world: it is
 // the fake Publisher and the fake Cluster.
 type journal struct {
@@ -70,6 +96,9 @@ type journal struct {
 	failDeleteRecord, failFinalize, failConfirmed int
 	// unstored: publishes go out with no stream storing them (core NATS).
 	unstored bool
+	// stale: the caches do not show the reporter's own writes (a watch that is behind);
+	// else a DeleteRecord or Finalize that succeeded shows in src at once.
+	stale bool
 	// src is what the caches show; api, per id, what the apiserver has when it differs
 	// (a cache that is behind). Confirmed answers api's, else the cache's.
 	src     *fakeSource
@@ -129,6 +158,7 @@ func (j *journal) DeleteRecord(_ context.Context, r container.Record) error {
 		return errors.New("the apiserver is down")
 	}
 	j.add("delete record " + string(r.UID))
+	j.reachesTheCache(r.UID, func(rec *container.Record) { rec.Terminating = true })
 	return nil
 }
 
@@ -141,7 +171,18 @@ func (j *journal) Finalize(_ context.Context, r container.Record) error {
 		return errors.New("the apiserver is down")
 	}
 	j.add("finalize " + string(r.UID))
+	j.reachesTheCache(r.UID, func(rec *container.Record) { rec.Owed = false })
 	return nil
+}
+
+// reachesTheCache shows a write the reporter made in the caches, unless they are stale.
+func (j *journal) reachesTheCache(uid types.UID, change func(*container.Record)) {
+	j.mu.Lock()
+	stale := j.stale
+	j.mu.Unlock()
+	if !stale {
+		j.src.wrote(uid, change)
+	}
 }
 
 func (j *journal) Confirmed(_ context.Context, id string) (container.Snapshot, error) {
@@ -433,7 +474,7 @@ func TestReporterRetriesAFailedFinalizeWithoutPublishingAgain(t *testing.T) {
 
 // A container whose Deployment was deleted by hand: its record is deleted first (the
 // garbage collector takes what it owns), and its DELETED is the next plan's, made from
-// the terminating record, then the record is finalized.
+// the terminating record once the cache shows it, then the record is finalized.
 func TestReporterDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) {
 	for _, failures := range []int{0, 2} {
 		t.Run(fmt.Sprintf("%d failed deletes", failures), func(t *testing.T) {
@@ -446,15 +487,47 @@ func TestReporterDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) 
 			for range failures {
 				want = append(want, "delete record failed r1")
 			}
-			want = append(want, "delete record r1")
+			want = append(want, "delete record r1", "publish a DELETED", "finalize r1")
 			r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
-			r.settled(t, want...) // no DELETED until the record is seen terminating
-			r.src.set("a", deletedSnap())
-			want = append(want, "publish a DELETED", "finalize r1")
-			r.out.waitFor(t, want...)
 			r.settled(t, want...)
 		})
 	}
+	t.Run("the cache slow to show the deletion", func(t *testing.T) {
+		r := startReporter(t, 0, 0)
+		r.out.stale = true
+		r.src.set("a", liveSnap("a-1"))
+		r.out.waitFor(t, "publish a PENDING")
+		r.src.set("a", container.Snapshot{Record: record()})
+		want := []string{"publish a PENDING", "delete record r1"}
+		r.out.waitFor(t, want...)
+		r.settled(t, want...) // no DELETED until the record is seen terminating
+		// A republish while the cache still shows the live record, which the apiserver
+		// has deleted: not deleted again, no DELETED of a record the cache has not seen
+		// deleted.
+		r.out.setAPI("a", deletedSnap())
+		r.rep.RepublishAll()
+		want = append(want, "apiserver differs a")
+		r.out.waitFor(t, want...)
+		r.out.caughtUp("a")
+		r.src.set("a", deletedSnap())
+		want = append(want, "publish a DELETED", "finalize r1")
+		r.out.waitFor(t, want...)
+	})
+}
+
+// A cache that still shows the record owed after its finalize (its watch behind) has
+// the record finalized again, which is harmless (by UID, gone or replaced is success),
+// and the DELETED is not sent again.
+func TestReporterFinalizesAgainOnAStaleCache(t *testing.T) {
+	r := startReporter(t, 0, 0)
+	r.out.stale = true
+	r.src.set("a", deletedSnap())
+	want := []string{"publish a DELETED", "finalize r1"}
+	r.out.waitFor(t, want...)
+	r.src.set("a", deletedSnap()) // an unrelated event of the id
+	want = append(want, "finalize r1")
+	r.out.waitFor(t, want...)
+	r.settled(t, want...)
 }
 
 // Issue 23 item 1: no destructive step on a cache alone. Each race is a cache that is
@@ -613,9 +686,9 @@ func TestReporterLooksAgainAtARecordWithoutDeployment(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	r.out.waitFor(t)
 	// No Deployment came: the create died.
-	r.out.await(t, func() { r.clock.Step(100 * time.Millisecond) }, []string{"delete record r1"})
-	r.src.set("a", deletedSnap())
-	r.out.waitFor(t, "delete record r1", "publish a DELETED", "finalize r1")
+	want := []string{"delete record r1", "publish a DELETED", "finalize r1"}
+	r.out.await(t, func() { r.clock.Step(100 * time.Millisecond) }, want)
+	r.settled(t, want...)
 }
 
 // A Deployment that joins its record within settle is the container: its status, and

@@ -55,14 +55,14 @@ func (l confirmLimiter) Wait(ctx context.Context) error {
 }
 
 // confirmMiss decides a cache miss with the apiserver (see answerMiss): one read of
-// the id's record, by name, through the Confirm client, within ConfirmWait. When the
-// record lives, it waits (ConfirmCacheWait) for this replica's cache to show the
-// container, then answers as waitMiss says.
+// the id's record, by name, through the Confirm client, within ConfirmWait. When a
+// young record lives, it waits (ConfirmCacheWait) for this replica's cache to show the
+// container.
 func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed, error) {
 	var f found
 	var err error
 	for {
-		switch answerMiss(f) {
+		switch answerMiss(f, s.Clock.Now(), s.CreateTimeout) {
 		case missReadRecord:
 			f, err = s.readRecord(ctx, id, true)
 		case missNotFound:
@@ -80,9 +80,6 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 			wcancel()
 			if err == nil {
 				return o, nil
-			}
-			if waitMiss(f.Rec, s.Clock.Now(), s.CreateTimeout) == missNotFound {
-				return container.Observed{}, ErrNotFound
 			}
 			return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("the record of %q lives, the cache shows no container", id),
 				Message: "the container is being created, or this replica has not caught up with the cluster yet; retry later"}

@@ -133,33 +133,25 @@ const (
 // answerMiss decides a cache miss with one read at the apiserver: the id's record, by
 // name. No record, someone else's ConfigMap, or a terminating record: no container (a
 // Deployment without a live record is not one: the garbage collector is removing it),
-// 404. A live record: the container exists or is being created, and this replica's
-// cache has not caught up: wait for it (waitMiss). When the apiserver cannot answer,
-// 503: a 404 from the cache alone could be wrong (the chaos run's seed 11: a replica
-// whose watch an apiserver restart had broken answered 404 for a container created
-// meanwhile).
-func answerMiss(f found) missAnswer {
+// 404. A live record older than any create takes (abandonedByAge) that this replica's
+// cache shows no container of: its creator died before making the Deployment, or the
+// Deployment was deleted by hand (the status reporter settles it), 404 too: a
+// Deployment made that long ago is in a cache that is not behind (checkFresh). A
+// younger live record: the container exists or is being created, and this replica's
+// cache has not caught up: wait for it (ConfirmCacheWait), then 503. When the
+// apiserver cannot answer, 503: a 404 from the cache alone could be wrong (the chaos
+// run's seed 11: a replica whose watch an apiserver restart had broken answered 404
+// for a container created meanwhile).
+func answerMiss(f found, now time.Time, createTimeout time.Duration) missAnswer {
 	switch {
 	case f.Read == notAsked:
 		return missReadRecord
 	case f.Read == failed:
 		return missUnconfirmed
-	case f.live():
+	case f.live() && !abandonedByAge(f.Rec.Created, now, createTimeout):
 		return missWaitForCache
 	}
 	return missNotFound
-}
-
-// waitMiss is the answer of a GET whose record lives at the apiserver while this
-// replica's cache, after ConfirmCacheWait, still shows no container: 404 once the record
-// is older than any create takes (abandonedByAge: its creator died before it made the
-// Deployment, or the Deployment was deleted by hand; the status reporter settles it),
-// else 503 (a create in progress, or a cache still catching up).
-func waitMiss(rec container.Record, now time.Time, createTimeout time.Duration) missAnswer {
-	if abandonedByAge(rec.Created, now, createTimeout) {
-		return missNotFound
-	}
-	return missUnconfirmed
 }
 
 // abandonedByAge: a record with no Deployment older than twice createTimeout is not a

@@ -123,23 +123,15 @@ func TestAnswerMiss(t *testing.T) {
 		{"no record: 404", found{Read: absent}, missNotFound},
 		{"a terminating record: deleted, 404", ours(rec(0, terminatingRec)), missNotFound},
 		{"someone else's ConfigMap: 404", found{Read: answered, Rec: rec(0)}, missNotFound},
-		{"a live record: this cache is behind, wait for it", ours(rec(0)), missWaitForCache},
+		{"a young live record: this cache is behind, wait for it", ours(rec(time.Second)), missWaitForCache},
+		{"an old live record no Deployment joined: 404 at once", ours(rec(time.Hour)), missNotFound},
 		{"the apiserver could not answer: 503", found{Read: failed}, missUnconfirmed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := answerMiss(tc.f); got != tc.want {
+			if got := answerMiss(tc.f, t0, createTimeout); got != tc.want {
 				t.Errorf("answerMiss = %d, want %d", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestWaitMiss(t *testing.T) {
-	if got := waitMiss(rec(time.Second), t0, createTimeout); got != missUnconfirmed {
-		t.Errorf("a young record the cache does not show: %d, want 503", got)
-	}
-	if got := waitMiss(rec(time.Hour), t0, createTimeout); got != missNotFound {
-		t.Errorf("an abandoned record: %d, want 404", got)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 )
 
@@ -603,8 +604,11 @@ func (x *indexed) noOrphans() Result {
 		r.Checked++
 		records[l.ID+"/"+l.Incarnation] = true
 		switch {
-		case l.Deleting || len(l.Finalizers) > 0:
-			r.Violations = append(r.Violations, Violation{ID: l.ID, What: fmt.Sprintf("record %s still owes a DELETED (terminating %v, finalizers %v)", l.Name, l.Deleting, l.Finalizers)})
+		case l.Deleting:
+			r.Violations = append(r.Violations, Violation{ID: l.ID, What: fmt.Sprintf("record %s still owes a DELETED (terminating, finalizers %v)", l.Name, l.Finalizers)})
+		case !slices.Equal(l.Finalizers, []string{container.RecordFinalizer}):
+			// A live record carries the finalizer from its create on, and only it.
+			r.Violations = append(r.Violations, Violation{ID: l.ID, What: fmt.Sprintf("record %s has finalizers %v, not %s", l.Name, l.Finalizers, container.RecordFinalizer)})
 		case !deps[l.ID+"/"+l.Incarnation]:
 			r.Violations = append(r.Violations, Violation{ID: l.ID, What: fmt.Sprintf("record %s (incarnation %s) has no Deployment", l.Name, l.Incarnation)})
 		}

@@ -32,7 +32,7 @@ func dep(id, inc, image, rev string) Object {
 // live is a settled container at rest: its Deployment, record, Service and pod.
 func live(f *Final, id, inc string) {
 	f.Deployments = append(f.Deployments, dep(id, inc, normalImage, "1"))
-	f.Records = append(f.Records, Object{Name: "dcm-container-" + id, ID: id, Incarnation: inc})
+	f.Records = append(f.Records, Object{Name: "dcm-container-" + id, ID: id, Incarnation: inc, Finalizers: []string{"dcm.project/deleted-report-owed"}})
 	f.Services = append(f.Services, Object{Name: id + "-svc", ID: id, Incarnation: inc})
 	f.Pods = append(f.Pods, Object{Name: id + "-pod", ID: id, Incarnation: inc, Phase: "Running", Ready: true, Image: normalImage})
 }
@@ -294,7 +294,11 @@ func TestNoOrphans(t *testing.T) {
 			f.Pods = append(f.Pods, Object{Name: "old-pod", ID: "x", Incarnation: "i1", Phase: "Running"})
 		}, breach: true},
 		{name: "a record still owing DELETED", final: func(f *Final) {
-			f.Records = append(f.Records, Object{Name: "dcm-container-y", ID: "y", Finalizers: []string{"dcm.project/deleted-report-owed"}})
+			f.Records = append(f.Records, Object{Name: "dcm-container-y", ID: "y", Deleting: true, Finalizers: []string{"dcm.project/deleted-report-owed"}})
+		}, breach: true},
+		{name: "a live record without its finalizer (a DELETED could be lost)", final: func(f *Final) {
+			live(f, "x", "i1")
+			f.Records[0].Finalizers = nil
 		}, breach: true},
 		{name: "a Deployment held by a finalizer", final: func(f *Final) {
 			live(f, "x", "i1")

@@ -198,7 +198,7 @@ func settledObjects(f Final) []string {
 		}
 	}
 	for _, r := range f.Records {
-		if r.Deleting || len(r.Finalizers) > 0 {
+		if r.Deleting {
 			out = append(out, "record "+r.Name+" owes a DELETED")
 		} else if _, ok := deps[r.ID+"/"+r.Incarnation]; !ok {
 			out = append(out, "record "+r.Name+" without its Deployment")
@@ -271,7 +271,9 @@ func (w *World) objects(ctx context.Context) (Final, error) {
 		if !strings.HasPrefix(l.Name, container.RecordName("")) && l.Labels[container.LabelRecord] == "" {
 			continue
 		}
-		f.Records = append(f.Records, objectOf(&l.ObjectMeta))
+		o := objectOf(&l.ObjectMeta)
+		o.Incarnation = string(l.UID) // a record's incarnation is its UID
+		f.Records = append(f.Records, o)
 	}
 	f.Foreign, err = w.foreignObjects(ctx)
 	return f, err
@@ -308,6 +310,6 @@ func foreignOf(kind string, m *metav1.ObjectMeta) Object {
 }
 
 func objectOf(m *metav1.ObjectMeta) Object {
-	return Object{Name: m.Name, ID: container.InstanceID(m.Labels), Incarnation: m.Labels[container.LabelIncarnation],
+	return Object{Name: m.Name, ID: container.InstanceID(m.Labels), Incarnation: container.IncarnationOf(m),
 		Deleting: m.DeletionTimestamp != nil, Finalizers: m.Finalizers}
 }

@@ -220,8 +220,8 @@ func indexOfName(k Kind, name string) (int, bool) {
 }
 
 // Build is container i's objects as the apiserver serves them once the container runs:
-// made by the service's own mapping (container.Build, container.NewRecord, stamped
-// with the incarnation as a create does), then given what the apiserver, the
+// made by the service's own mapping (container.Build, container.NewRecord, owned by
+// the record as a create makes them), then given what the apiserver, the
 // controllers and the kubelet add: generated names, uid, resourceVersion, creation
 // time, managed fields, defaults the service reads, the Deployment's status, and one
 // Running, Ready pod. created is every object's creation time; resourceVersions are
@@ -233,7 +233,7 @@ func Build(namespace string, i int, created metav1.Time, base int64) (Container,
 	if err != nil {
 		return Container{}, err
 	}
-	objs = objs.ForIncarnation(inc)
+	objs = objs.OwnedBy(container.RecordName(id), types.UID(inc))
 	server := func(k Kind, m *metav1.ObjectMeta, tm *metav1.TypeMeta, name string) {
 		tm.APIVersion, tm.Kind = k.apiVersion(), k.kind()
 		m.Name, m.Namespace = name, namespace
@@ -288,8 +288,9 @@ func Build(namespace string, i int, created metav1.Time, base int64) (Container,
 	pod.Status.PodIPs = []corev1.PodIP{{IP: pod.Status.PodIP}}
 	pod.Status.HostIPs = []corev1.HostIP{{IP: pod.Status.HostIP}}
 
-	rec := container.NewRecord(id, inc, false)
+	rec := container.NewRecord(id)
 	server(Records, &rec.ObjectMeta, &rec.TypeMeta, container.RecordName(id))
+	rec.UID = types.UID(inc) // the incarnation its Deployment and Service are owned by
 	return Container{Deployment: d, Pod: pod, Service: s, Record: rec}, nil
 }
 

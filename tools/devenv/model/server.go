@@ -245,12 +245,12 @@ func (s *Server) matching(k Kind, sel labels.Selector, fn func(i int) bool) {
 // labels are container i's labels on its object of kind k.
 func (s *Server) labels(i int, k Kind) map[string]string {
 	l := container.SystemLabels(ID(i))
-	l[container.LabelIncarnation] = uid(i, 4)
 	switch k {
 	case Records:
 		l[container.LabelRecord] = container.RecordValue
 	case Pods:
 		l["pod-template-hash"] = templateHash(i)
+		l[container.LabelIncarnation] = uid(i, 4)
 		fallthrough
 	default:
 		l["team"], l["env"] = "payments", "prod"

@@ -23,43 +23,51 @@ import (
 // behind takes no destructive step the apiserver does not confirm. The lag is made
 // deterministic: the reporter reads frozen snapshots (what a replica whose watches
 // broke would still hold) and confirms with the real Store against the real
-// apiserver. (a) The cache shows a live container's Service but not yet its record and
-// Deployment: its Service must not be deleted. (b) The cache still shows a Deployment
-// deleted through the API, whose DELETED was delivered and record deleted: the record
-// must not be re-created (a create of the id would then answer 409) and no status sent.
+// apiserver. (a) The cache still shows stale-a's first record terminating, its DELETED
+// delivered long ago and a new container of the id created since: no DELETED may be
+// sent again (DCM would delete the new one) and the new record must not be finalized.
+// (b) The cache shows stale-b's record, old, without its Deployment (the Deployment
+// informer behind): the record must not be deleted (that would delete the container).
 func TestStaleCacheTakesNoDestructiveStep(t *testing.T) {
 	ns, _, events, p := withStream(t)
 	ctx := context.Background()
 	cs := testenv.Cluster(t).Client
-	create(t, p, "stale-a", spec("stale-a", "nginx", withPorts(port(80, "internal"))))
+	create(t, p, "stale-a", spec("stale-a", "nginx"))
 	create(t, p, "stale-b", spec("stale-b", "nginx"))
 	events.waitStatus("stale-a", "RUNNING", "", 30*time.Second)
 	events.waitStatus("stale-b", "RUNNING", "", 30*time.Second)
 	p.waitIdle(t)
-	a, b := p.App.Store().Snapshot("stale-a"), p.App.Store().Snapshot("stale-b")
-	if len(a.Services) != 1 || a.Record == nil || b.Live() == nil {
-		t.Fatalf("snapshots: %+v %+v", a, b)
-	}
-	if r := do(t, http.MethodDelete, p.URL+containers+"/stale-b", nil); r.Status != http.StatusNoContent {
+	first := p.App.Store().Snapshot("stale-a").Record
+	if r := do(t, http.MethodDelete, p.URL+containers+"/stale-a", nil); r.Status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
-	events.waitStatus("stale-b", "DELETED", "", 30*time.Second)
-	testenv.Eventually(t, 30*time.Second, "stale-b's record deleted", func() error {
-		_, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName("stale-b"), metav1.GetOptions{})
+	events.waitStatus("stale-a", "DELETED", "", 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "stale-a's first record gone", func() error {
+		_, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName("stale-a"), metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
 		}
 		return nil
 	})
+	create(t, p, "stale-a", spec("stale-a", "nginx"))
+	events.waitStatus("stale-a", "RUNNING", "", 30*time.Second)
+	p.waitIdle(t)
+	b := p.App.Store().Snapshot("stale-b")
+	if first == nil || b.Record == nil || b.Live() == nil {
+		t.Fatalf("snapshots: %+v %+v", first, b)
+	}
 	p.Stop() // its reporter is up to date; only the stale one runs from here
 
 	st, err := store.New(cs, ns, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	gone, old := *first, *b.Record
+	gone.Terminating = true
+	old.Created = old.Created.Add(-time.Hour)
 	stale := &frozenSource{snaps: map[string]container.Snapshot{
-		"stale-a": {Services: a.Services},
-		"stale-b": {Deployments: b.Deployments, Pods: b.Pods},
+		"stale-a": {Record: &gone},
+		"stale-b": {Record: &old},
 	}}
 	cl := &watchedCluster{Store: st, confirmed: map[string]int{}}
 	pub := &watchedPublisher{}
@@ -92,12 +100,11 @@ func TestStaleCacheTakesNoDestructiveStep(t *testing.T) {
 	if n := rep.Pending(); n != 2 {
 		t.Errorf("pending %d, want both held back", n)
 	}
-	svc, err := cs.CoreV1().Services(ns).Get(ctx, a.Services[0].Name, metav1.GetOptions{})
-	if err != nil || svc.UID != a.Services[0].UID || svc.DeletionTimestamp != nil {
-		t.Errorf("stale-a's Service %s was deleted or replaced: %v", a.Services[0].Name, err)
-	}
-	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName("stale-b"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("stale-b's record was re-created: %v", err)
+	for _, id := range []string{"stale-a", "stale-b"} {
+		c, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName(id), metav1.GetOptions{})
+		if r, _ := container.RecordOf(c, id); err != nil || r.Terminating || !r.Owed {
+			t.Errorf("%s's live record was deleted or finalized: %+v %v", id, r, err)
+		}
 	}
 }
 
@@ -138,14 +145,9 @@ func (w *watchedCluster) Confirmed(ctx context.Context, id string) (container.Sn
 	return snap, err
 }
 
-func (w *watchedCluster) EnsureRecord(ctx context.Context, id, inc string, owed bool) error {
-	w.note("record " + id)
-	return w.Store.EnsureRecord(ctx, id, inc, owed)
-}
-
-func (w *watchedCluster) DeleteService(ctx context.Context, s *container.Service) error {
-	w.note("delete service " + s.Name)
-	return w.Store.DeleteService(ctx, s)
+func (w *watchedCluster) Finalize(ctx context.Context, r container.Record) error {
+	w.note("finalize " + r.Name)
+	return w.Store.Finalize(ctx, r)
 }
 
 func (w *watchedCluster) DeleteRecord(ctx context.Context, r container.Record) error {

@@ -11,12 +11,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -62,42 +59,6 @@ func listOf(resource, id string) func(*http.Request) bool {
 	}
 }
 
-// racingCreate makes, with the test's client, what a create of id (incarnation inc)
-// makes after its record: its Service, then its Deployment (or only the Service).
-func racingCreate(t *testing.T, ns, id, inc string, withDeployment bool) error {
-	cs := testenv.Cluster(t).Client
-	ctx := context.Background()
-	labels := container.SystemLabels(id)
-	labels[container.LabelIncarnation] = inc
-	if _, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "racing-", Labels: labels},
-		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80}}},
-	}, metav1.CreateOptions{}); err != nil || !withDeployment {
-		return err
-	}
-	_, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "racing-", Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
-			},
-		},
-	}, metav1.CreateOptions{})
-	return err
-}
-
-// reserve makes id's record the way a create reserves the id (container.NewRecord).
-func reserve(t *testing.T, ns, id, inc string) {
-	t.Helper()
-	if _, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Create(context.Background(),
-		container.NewRecord(id, inc, false), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // running lists what of id is live at the apiserver: Deployments not being deleted,
 // and Services.
 func running(t *testing.T, ns, id string) (deps, svcs []string) {
@@ -123,105 +84,88 @@ func running(t *testing.T, ns, id string) (deps, svcs []string) {
 	return deps, svcs
 }
 
-// A DELETE while a create holds the record but has not made its Deployment: the create
-// makes its Service and Deployment right after DELETE's first look at the Deployments.
-// On the code before issue 23, DELETE (which never read the record) answered 404, or
-// deleted the Service and answered 204, and the Deployment ran on: a container DCM was
-// told is gone. Now DELETE waits for the create and deletes what it made.
-func TestDeleteDuringACreateInProgress(t *testing.T) {
-	ns := testenv.Namespace(t)
-	const id, inc = "racing", "inc-1"
-	var hookErr error
-	p := startProvider(t, ns, interceptor(listOf("deployments", id), func() error {
-		hookErr = racingCreate(t, ns, id, inc, true)
+// nothingLeft waits until nothing of id is at the apiserver: no Deployment, Service or
+// record (the record goes once its DELETED is delivered).
+func nothingLeft(t *testing.T, ns, id string) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, "nothing of "+id+" at the apiserver", func() error {
+		deps, svcs := running(t, ns, id)
+		_, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
+		if len(deps)+len(svcs) > 0 || !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deployments %v, services %v, record err %v", deps, svcs, err)
+		}
 		return nil
-	}))
-	p.waitSynced(t)
-	reserve(t, ns, id, inc)
-	r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil)
-	if hookErr != nil {
-		t.Fatalf("the racing create: %v", hookErr)
-	}
-	if r.Status != http.StatusNoContent {
-		t.Errorf("DELETE during a create: %d %s, want 204", r.Status, r.Body)
-	}
-	if deps, svcs := running(t, ns, id); len(deps)+len(svcs) > 0 {
-		t.Errorf("after the DELETE, still running: Deployments %v, Services %v", deps, svcs)
+	})
+}
+
+// before runs hook before the provider's first request that match accepts is sent.
+func before(match func(*http.Request) bool, hook func()) providerOpt {
+	var once sync.Once
+	return func(_ *config.Config, rc *rest.Config) {
+		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return testenv.RoundTripFunc{RT: rt, F: func(r *http.Request) (*http.Response, error) {
+				if match(r) {
+					once.Do(hook)
+				}
+				return rt.RoundTrip(r)
+			}}
+		})
 	}
 }
 
-// A create still without its Deployment at its deadline (SP_K8S_CREATE_TIMEOUT after
-// its record): DELETE waited for it that long, then answers 409 with Retry-After, and
-// deletes nothing (the create's Service stays until the create or its rollback ends).
-func TestDeleteOfACreatePastItsDeadlineIs409(t *testing.T) {
+func post(ns, resource string) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/"+resource)
+	}
+}
+
+// A DELETE while a create holds its record and has not made its Deployment yet (the
+// DELETE is sent just before the create's Deployment): the DELETE deletes the record
+// (204), the create's Deployment comes after, owned by a deleted record, and the
+// garbage collector deletes it. DCM is told DELETED, and nothing of the id is left.
+func TestDeleteDuringACreateInProgress(t *testing.T) {
+	const id = "racing"
 	ns := testenv.Namespace(t)
-	const id, inc = "slow", "inc-1"
-	p := startProvider(t, ns, withEnv("SP_K8S_CREATE_TIMEOUT=2s"))
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
+	var del response
+	var url atomic.Value
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), before(post(ns, "deployments"), func() {
+		del = do(t, http.MethodDelete, url.Load().(string)+containers+"/"+id, nil)
+	}))
+	url.Store(p.URL)
 	p.waitSynced(t)
-	reserve(t, ns, id, inc)
-	if err := racingCreate(t, ns, id, inc, false); err != nil {
-		t.Fatal(err)
+	c := do(t, http.MethodPost, p.URL+containers+"?id="+id, spec("web", "nginx", withPorts(port(80, "internal"))))
+	if del.Status != http.StatusNoContent {
+		t.Errorf("DELETE during the create: %d %s, want 204", del.Status, del.Body)
 	}
-	start := time.Now()
-	r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil)
-	expectProblem(t, r, http.StatusConflict, "already-exists")
-	if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
-		t.Errorf("no Retry-After on the 409: %q", ra)
+	if c.Status != http.StatusCreated {
+		t.Errorf("the create: %d %s, want 201 (it made its objects; the DELETE had come first)", c.Status, c.Body)
 	}
-	if d, ok := r.JSON["detail"].(string); !ok || !strings.Contains(d, "a create of this container id is in progress") {
-		t.Errorf("detail %q does not say a create is in progress", r.JSON["detail"])
+	if r := do(t, http.MethodGet, p.URL+containers+"/"+id, nil); r.Status != http.StatusNotFound {
+		t.Errorf("GET after both: %d, want 404", r.Status)
 	}
-	if waited := time.Since(start); waited < 500*time.Millisecond { // creationTimestamp is whole seconds: the age reads up to 1 s more
-		t.Errorf("the 409 came after %s: DELETE did not wait for the create", waited)
-	}
-	if _, svcs := running(t, ns, id); len(svcs) != 1 {
-		t.Errorf("the create's Service: %v, want it untouched", svcs)
-	}
+	events.waitStatus(id, "DELETED", "", 30*time.Second)
+	nothingLeft(t, ns, id)
 }
 
 // A create whose Deployment (or Service) the apiserver committed but whose answer was
-// lost (here: the RoundTripper sends the POST, then returns an error instead of the
-// answer). The rollback finds what the create made by incarnation and deletes it, then
-// the record; before issue 23 the object ran on, with no record. A lost Service answer
-// also stops the create before its Deployment: the Deployment is made last.
-func TestLostCreateAnswerIsRolledBack(t *testing.T) {
+// lost (the RoundTripper sends the POST, then returns an error instead of the answer):
+// the create answers 5xx and deletes its record, keeping its DELETED owed (the
+// Deployment may exist, and may have been reported); the garbage collector deletes
+// what the record owned, the reporter delivers the DELETED, and the id is free again.
+func TestLostCreateAnswerIsCleanedUp(t *testing.T) {
 	for _, lost := range []string{"deployments", "services"} {
 		t.Run(lost, func(t *testing.T) {
 			ns := testenv.Namespace(t)
 			const id = "lost"
-			post := func(resource string) func(*http.Request) bool {
-				return func(r *http.Request) bool {
-					return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/"+resource)
-				}
-			}
-			var deploymentPosts atomic.Int64
-			count := func(_ *config.Config, rc *rest.Config) {
-				rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-					return testenv.RoundTripFunc{RT: rt, F: func(r *http.Request) (*http.Response, error) {
-						if post("deployments")(r) {
-							deploymentPosts.Add(1)
-						}
-						return rt.RoundTrip(r)
-					}}
-				})
-			}
-			p := startProvider(t, ns, count, interceptor(post(lost), func() error { return errors.New("the answer was lost on the way back") }))
+			p := startProvider(t, ns, interceptor(post(ns, lost), func() error { return errors.New("the answer was lost on the way back") }))
 			p.waitSynced(t)
 			r := do(t, http.MethodPost, p.URL+containers+"?id="+id, spec("lost", "nginx", withPorts(port(80, "internal"))))
 			if r.Status < 500 {
 				t.Fatalf("create with a lost answer: %d %s, want a 5xx", r.Status, r.Body)
 			}
-			if deps, svcs := running(t, ns, id); len(deps)+len(svcs) > 0 {
-				t.Errorf("after the rollback, still running: Deployments %v, Services %v", deps, svcs)
-			}
-			_, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
-			if !apierrors.IsNotFound(err) {
-				t.Errorf("the record after the rollback: %v, want none", err)
-			}
-			if lost == "services" && deploymentPosts.Load() > 0 {
-				t.Error("a Deployment was created after the Service's create failed: the Deployment must come last")
-			}
-			// The id is free again.
+			nothingLeft(t, ns, id)
 			create(t, p, id, spec("lost", "nginx"))
 		})
 	}
@@ -251,8 +195,9 @@ func (g *gate) Wait(ctx context.Context) error {
 }
 
 // Issue 23: a DELETE of an unknown id cost two label-selected LISTs on the main client
-// (16 clients of them slowed real creates from ~10 ms to ~350 ms). Its reads go through
-// the rate-limited Confirm client: with the main client held shut, it still answers 404.
+// (16 clients of them slowed real creates from ~10 ms to ~350 ms). Its one read goes
+// through the rate-limited Confirm client: with the main client held shut, it still
+// answers 404.
 func TestDeleteOfAnUnknownIDSparesTheMainClient(t *testing.T) {
 	ns := testenv.Namespace(t)
 	g := &gate{}
@@ -280,7 +225,7 @@ func TestDeleteOfAnUnknownIDSparesTheMainClient(t *testing.T) {
 // through the other, is still reserving its id (its record's create is held on the way
 // to the apiserver, as a slow or restarting apiserver holds it): the DELETE finds
 // nothing. It answers 404 only once the reservation window has passed, and the create,
-// which reserved its id too late, rolls back (503): nothing of the id runs. On the code
+// which reserved its id too late, takes its record back (503): nothing of the id runs. On the code
 // before, the DELETE answered 404 at once and the create then made a running container
 // (the chaos run's seed 7: DCM's clean-up DELETE after its create timeout).
 func TestDeleteAfterACreateStillReservingItsID(t *testing.T) {
@@ -338,50 +283,33 @@ func TestDeleteAfterACreateStillReservingItsID(t *testing.T) {
 	}
 	c := <-created
 	if c.Status != http.StatusServiceUnavailable {
-		t.Errorf("the create answered %d, want 503 (reserved after the window; rolled back): %s", c.Status, c.Body)
+		t.Errorf("the create answered %d, want 503 (reserved after the window; took back): %s", c.Status, c.Body)
 	}
-	testenv.Eventually(t, 20*time.Second, "nothing of the id at the apiserver", func() error {
-		deps, svcs := running(t, ns, id)
-		_, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
-		if len(deps)+len(svcs) > 0 || !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deployments %v, services %v, record err %v", deps, svcs, err)
-		}
-		return nil
-	})
+	nothingLeft(t, ns, id)
 }
 
-// A DELETE whose mark (the record's DELETED owed) reached the apiserver but whose answer
-// was lost answers 503, and takes the mark off again: the container still runs, so its
-// record must not owe a DELETED as if it were gone (the chaos run, seed 7, with lost
-// answers: a running container's record owed its DELETED for good). A retried DELETE
-// then deletes it.
-func TestFailedDeleteLeavesTheContainerAsItWas(t *testing.T) {
-	ns := testenv.Namespace(t)
+// A DELETE whose record's deletion reached the apiserver but whose answer was lost
+// answers 503; the container is deleted all the same (a deletion timestamp never goes
+// back): DCM is told DELETED, nothing is left, and a retried DELETE answers 404.
+func TestDeleteWhoseAnswerIsLost(t *testing.T) {
 	const id = "half-deleted"
+	ns := testenv.Namespace(t)
+	srv, stream := natsWithStream(t)
+	events := newStreamSink(t, stream)
 	var armed atomic.Bool
 	lose := interceptor(func(r *http.Request) bool {
-		return armed.Load() && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/configmaps/"+container.RecordName(id))
+		return armed.Load() && r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/configmaps/"+container.RecordName(id))
 	}, func() error { return errors.New("connection reset (the test lost the answer)") })
-	p := startProvider(t, ns, lose)
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), lose)
 	p.waitSynced(t)
-	if r := do(t, http.MethodPost, p.URL+containers+"?id="+id, spec("web", "nginx")); r.Status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.Status, r.Body)
-	}
+	create(t, p, id, spec("web", "nginx"))
 	armed.Store(true)
 	if r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil); r.Status != http.StatusServiceUnavailable {
-		t.Fatalf("DELETE with its mark's answer lost answered %d, want 503: %s", r.Status, r.Body)
+		t.Fatalf("DELETE with its answer lost answered %d, want 503: %s", r.Status, r.Body)
 	}
-	rec, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := container.RecordOf(rec, id); got.Owed {
-		t.Errorf("the record of a container still running owes a DELETED: finalizers %v", rec.Finalizers)
-	}
-	if deps, _ := running(t, ns, id); len(deps) != 1 {
-		t.Errorf("live Deployments %v, want the container's one", deps)
-	}
-	if r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil); r.Status != http.StatusNoContent {
-		t.Errorf("the retried DELETE answered %d, want 204: %s", r.Status, r.Body)
+	events.waitStatus(id, "DELETED", "", 30*time.Second)
+	nothingLeft(t, ns, id)
+	if r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil); r.Status != http.StatusNotFound {
+		t.Errorf("the retried DELETE answered %d, want 404: %s", r.Status, r.Body)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
@@ -106,21 +107,30 @@ func TestUnconfirmableMissIs503(t *testing.T) {
 	}
 }
 
-// A record whose container has no Deployment (a create in progress, or one deleted by
-// hand a moment ago whose record is not yet marked) is a 404 at once: the Deployment is
-// looked up at the apiserver, not waited for in the cache (make chaos, seed 11, answered
-// 503 after 2 s for a container deleted by hand).
+// A record no Deployment joined: while it is young (a create in progress on another
+// replica) a GET waits for the cache, then answers 503 with Retry-After; once it is
+// older than twice the create timeout (its creator died, or its Deployment was deleted
+// by hand), 404 at once (make chaos, seed 11, answered 503 after 2 s for a container
+// deleted by hand).
 func TestRecordWithoutDeploymentIs404(t *testing.T) {
 	ns := testenv.Namespace(t)
-	p := startProvider(t, ns)
+	p := startProvider(t, ns, withEnv("SP_K8S_CREATE_TIMEOUT=2s"))
 	p.waitSynced(t)
 	cs := testenv.Cluster(t).Client
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), container.NewRecord("bare", "i1", false), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), container.NewRecord("bare"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // the reporter settles it, unless the test ends first
+		_, _ = cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), container.RecordName("bare"), types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	if r := do(t, http.MethodGet, p.URL+containers+"/bare", nil); r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Errorf("GET of an id with a young bare record: %d (Retry-After %q) %s, want 503", r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	time.Sleep(4 * time.Second) // twice the create timeout, by the apiserver's timestamps
 	start := time.Now()
 	if r := do(t, http.MethodGet, p.URL+containers+"/bare", nil); r.Status != http.StatusNotFound {
-		t.Errorf("GET of an id with a bare record: %d %s", r.Status, r.Body)
+		t.Errorf("GET of an id with an old bare record: %d %s", r.Status, r.Body)
 	}
 	if d := time.Since(start); d > store.ConfirmWait {
 		t.Errorf("the 404 took %s: it waited for the cache", d)

@@ -196,7 +196,7 @@ func TestPlan(t *testing.T) {
 		{"made just now: the whole settle",
 			container.Snapshot{Record: record()}, nil, false, "recheck in 40s"},
 		{"a young record beside a Deployment of another record (an earlier incarnation's): a create in progress",
-			container.Snapshot{Record: record(uid("r2"), created(5 * time.Second)), Deployments: deps(live)}, nil, false, "recheck in 35s"},
+			container.Snapshot{Record: record(uid("r2"), created(5*time.Second)), Deployments: deps(live)}, nil, false, "recheck in 35s"},
 		{"abandoned (older than settle, never joined by a Deployment): the record deleted",
 			container.Snapshot{Record: record(created(time.Hour))}, nil, false, "delete record r1"},
 		{"exactly settle old: no create can still be running",

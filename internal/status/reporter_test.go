@@ -20,9 +20,10 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/logtest"
 )
 
-// The reporter's machinery (debounce, queue, retries, drain, ordering of the cluster
-// steps after the publish) on in-memory stand-ins for its three narrow interfaces and
-// a fake clock. The real informers, NATS and cluster are exercised in tools/devenv/e2e/app.
+// The reporter's machinery (debounce, queue, retries, drain, the confirmation, the order
+// of the cluster steps around the publish: delete the record, publish, finalize) on
+// in-memory stand-ins for its three narrow interfaces and a fake clock. The real
+// informers, NATS and cluster are exercised in tools/devenv/e2e/app.
 
 type fakeSource struct {
 	mu      sync.Mutex

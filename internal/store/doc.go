@@ -1,31 +1,35 @@
 // Package store is the cluster side of the container API: it creates and deletes a
 // container's objects through client-go and answers reads from shared informer caches,
-// so a GET or LIST costs no apiserver request once the caches are synced.
+// so a GET or LIST of a known container costs no apiserver request.
 //
-// Every container has a record, a ConfigMap named after its id (see
-// internal/container/record.go): creating it reserves the id, and it stays while DCM is
-// owed the container's DELETED. The decisions about records and reads are pure
-// functions in decide.go, table-tested without a cluster (decide_test.go); the other
-// files make the client calls around them:
+// A container is its record, a ConfigMap named after its id (internal/container,
+// record.go), and the Deployment the record controls; the Deployment and the Service
+// carry an ownerReference to the record, whose UID is the container's incarnation.
+// Creating the record reserves the id; deleting it deletes the container, and
+// Kubernetes' garbage collector deletes what it owns, whatever a lost answer, a race or
+// a crash left. The record's finalizer keeps a deleted record until the status
+// reporter has delivered its DELETED.
 //
-//   - create.go: Create reserves the id (claimID decides what to do with a record that
-//     holds it), checks the workload at the apiserver (buildAfterReserving), creates
-//     the Service and then the Deployment (its commit point), and rolls back on failure
-//     (finding what it made by its incarnation).
-//   - delete.go: Delete reads the id's objects and record at the apiserver, planDelete
-//     decides (404; wait for a create in progress, or 409; mark the record owed and
-//     delete them all; clean up an abandoned create).
-//   - confirm.go: a GET that misses the cache asks the apiserver before answering 404
-//     (answerMiss: 404, 503, or wait for the cache).
-//   - record.go: every request that writes a record (reserve, EnsureRecord with
-//     fixRecord, DeleteRecord, and the uninstall's delete).
+// The decisions are pure functions in decide.go, table-tested without a cluster
+// (decide_test.go); the other files make the client calls around them:
+//
+//   - create.go: Create makes the record (claimID decides about a record that holds the
+//     id), then the Deployment and the Service at once; a failure takes the record back
+//     (undo, undoFor decides how). Two round trips, three requests.
+//   - delete.go: Delete deletes the record and the Deployment at once (planDelete;
+//     two requests), reading the record by name first when the cache shows none.
+//   - confirm.go: a GET that misses the cache reads the record by name before it
+//     answers 404 (answerMiss).
+//   - record.go: the writes to a record after its create (Finalize, DeleteRecord),
+//     each one request guarded by the record's UID.
 //   - apiserver_snapshot.go: Confirmed, a container as the apiserver has it, which the
 //     status reporter plans again from before any destructive step.
 //   - release.go: Release, the `release` command (uninstall): every record deleted,
-//     workloads left running.
+//     its workloads orphaned and left running.
 //   - store.go, transform.go, cached.go, compact.go, packed.go: the informers and their
-//     caches, each object cut to what readers need and packed (one string of its
-//     variable-length fields; a container's objects share one copy of its id).
+//     caches (each object cut to what readers need and packed), with this replica's
+//     own writes on top (client-go's MutationCache, Store.wrote), so a read that follows
+//     a create or a DELETE on this replica sees it without waiting for the watch.
 //   - index.go: the ordered id set that pages a LIST; capacity.go: Count, what
 //     SP_MAX_CONTAINERS bounds.
 //   - freshness.go: each cache knows whether its watch is healthy (cacheState, a pure

@@ -26,16 +26,18 @@ func (p Permission) String() string {
 // Required is every verb and resource the service uses (deploy/base/role.yaml grants
 // these: TestRoleGrantsExactlyRequired). A deployment that lacks one is told so at
 // start, not through failing requests. Deployments, Services and Pods are read with list
-// and watch (the informers, and label-selected lists at the apiserver where a stale
-// cache must not decide: a DELETE, an id's reuse, the check before a DELETED), never
-// with get, and never changed in place; records and the leader election's lock are
-// ConfigMaps, read and updated. All of it is within what DCM's own Helm chart grants its
-// providers (no Leases there).
+// and watch (the informers, and the status reporter's label-selected list of an id's
+// Deployments before it deletes a record no Deployment joined), never with get, and
+// never changed in place; the provider deletes Deployments (a DELETE) but never
+// Services (the garbage collector does, with their record). Records and the leader
+// election's lock are ConfigMaps: a record is read by name, patched (its finalizer off)
+// and deleted; the lock is updated. All of it is within what DCM's own Helm chart
+// grants its providers (no Leases, no configmaps/finalizers there).
 var Required = slices.Concat(
 	grant("apps", "deployments", "list", "watch", "create", "delete"),
-	grant("", "services", "list", "watch", "create", "delete"),
+	grant("", "services", "list", "watch", "create"),
 	grant("", "pods", "list", "watch"),
-	grant("", "configmaps", "get", "list", "watch", "create", "update", "delete"),
+	grant("", "configmaps", "get", "list", "watch", "create", "update", "patch", "delete"),
 )
 
 func grant(group, resource string, verbs ...string) []Permission {

@@ -140,9 +140,9 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 	return s, nil
 }
 
-// DefaultReserveWindow is Store.ReserveWindow unless configured: many times the time a
-// record's create takes (milliseconds; the p99 of make bench's 64 concurrent creates is
-// tens of them), short enough for a DELETE of an unknown id to wait.
+// DefaultReserveWindow is Store.ReserveWindow unless configured: many times what a
+// record's create takes on a healthy apiserver (milliseconds), short enough for a
+// DELETE of an unknown id to wait.
 const DefaultReserveWindow = time.Second
 
 // wrote puts an object this replica wrote (the apiserver's answer) into its caches,

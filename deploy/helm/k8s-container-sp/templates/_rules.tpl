@@ -9,22 +9,26 @@ deploy/base/role.yaml: tools/devenv/chart's TestRoleRulesMatchKustomize compares
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["list", "watch", "create", "delete"]
-# The Service that exposes a container's ports: as for Deployments.
+# The Service that exposes a container's ports: created and read as Deployments are,
+# never deleted by the provider (the garbage collector deletes it with its record).
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create"]
 # Pods are only read, through an informer: their status is the container's status.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
 # ConfigMaps: one per container id (its record, labelled dcm.project/record=container:
-# atomic id reservation, and "DELETED still owed" until delivered) and one for electing
-# the replica that publishes status events (the <SP_NAME>-status lock). list/watch: the
-# records are cached like the containers; get/update: a record is read and rewritten,
-# and so is the election's lock.
+# atomic id reservation and the owner of the container's Deployment and Service, its
+# finalizer keeping DELETED owed until delivered; no data) and one for electing the
+# replica that publishes status events (the <SP_NAME>-status lock). list/watch: the
+# records are cached like the containers (only those labelled as records); get: a
+# record is read by name where a cache must not decide; patch: its finalizer comes off
+# once its DELETED is delivered; delete: a DELETE deletes it; update: the election's
+# lock. No configmaps/finalizers: nothing sets blockOwnerDeletion.
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "list", "watch", "create", "update", "delete"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
 {{- end }}
 
 {{/*

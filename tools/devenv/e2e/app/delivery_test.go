@@ -222,10 +222,11 @@ func TestStatusFlushedOnStop(t *testing.T) {
 	}
 }
 
-// A container made before this provider (by the reference provider: DCM labels, no
-// record, no incarnation, no annotation) is read, adopted (a record written for it, the
-// Deployment left as it is), and its deletion by hand is reported.
-func TestForeignContainerIsAdopted(t *testing.T) {
+// A Deployment with DCM's labels that no record owns (the reference provider's, or one
+// made by hand) is not this provider's container: it is not read, never changed or
+// deleted, no event is sent for it, and a create of its id makes a container of its
+// own beside it, which selects only its own pods.
+func TestForeignContainerIsLeftAlone(t *testing.T) {
 	ns := testenv.Namespace(t)
 	srv, stream := natsWithStream(t)
 	events := newStreamSink(t, stream)
@@ -243,40 +244,27 @@ func TestForeignContainerIsAdopted(t *testing.T) {
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "legacy", Image: "nginx:1",
 					Resources: corev1.ResourceRequirements{
 						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
-						Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2Gi")},
 					}}}},
 			},
 		},
 	}
-	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+	made, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
 	p.waitSynced(t)
+	if r := do(t, http.MethodGet, p.URL+containers+"/legacy", nil); r.Status != http.StatusNotFound {
+		t.Errorf("GET of a Deployment no record owns: %d %s, want 404", r.Status, r.Body)
+	}
+	create(t, p, "legacy", spec("web", "nginx"))
 	events.waitStatus("legacy", "RUNNING", "", 30*time.Second)
-	r := do(t, http.MethodGet, p.URL+containers+"/legacy", nil)
-	res := r.JSON["spec"].(map[string]any)["resources"].(map[string]any)
-	if r.Status != 200 || r.JSON["spec"].(map[string]any)["metadata"].(map[string]any)["name"] != "legacy" ||
-		res["memory"].(map[string]any)["min"] != "1GB" || res["memory"].(map[string]any)["max"] != "2GB" {
-		t.Errorf("GET foreign container: %d %s", r.Status, r.Body)
-	}
-	testenv.Eventually(t, 20*time.Second, "adopted", func() error {
-		l, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, container.RecordName("legacy"), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if _, ok := container.RecordOf(l, "legacy"); !ok || l.Labels[container.LabelRecord] != container.RecordValue {
-			return fmt.Errorf("record labels %v", l.Labels)
-		}
-		return nil
-	})
-	if d, err := cs.AppsV1().Deployments(ns).Get(ctx, "legacy-app", metav1.GetOptions{}); err != nil || len(d.Finalizers)+len(d.OwnerReferences) > 0 {
-		t.Errorf("the adopted Deployment was changed: %v %v", d.Finalizers, d.OwnerReferences)
-	}
-	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=legacy", spec("web", "nginx")), http.StatusConflict, "already-exists")
-	if err := cs.AppsV1().Deployments(ns).Delete(ctx, "legacy-app", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	if r := do(t, http.MethodDelete, p.URL+containers+"/legacy", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
 	events.waitStatus("legacy", "DELETED", "", 30*time.Second)
-	expectNothing(t, ns)
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, "legacy-app", metav1.GetOptions{})
+	if err != nil || d.UID != made.UID || d.DeletionTimestamp != nil || len(d.Finalizers)+len(d.OwnerReferences) > 0 {
+		t.Errorf("the foreign Deployment was changed or deleted: %v", err)
+	}
 }

@@ -17,99 +17,41 @@ import (
 )
 
 // The container record (internal/container/record.go) against the real control plane
-// and its garbage collector: deleting records (ConfigMaps) never deletes containers, DELETE removes
-// the workload at once whatever NATS does, and a re-used id never mixes containers.
+// and its garbage collector: the record owns its container, so deleting it (however)
+// deletes the container and DCM is told; DELETE removes the workload at once whatever
+// NATS does; a re-used id never mixes containers.
 
-// uids are the UIDs of the Deployments and Services of ids, read from the apiserver.
-func uids(t *testing.T, ns string, ids ...string) []types.UID {
-	t.Helper()
-	cs := testenv.Cluster(t).Client
-	var out []types.UID
-	for _, id := range ids {
-		sel := metav1.ListOptions{LabelSelector: container.InstanceSelector(id)}
-		deps, err := cs.AppsV1().Deployments(ns).List(context.Background(), sel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		svcs, err := cs.CoreV1().Services(ns).List(context.Background(), sel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range deps.Items {
-			if d.DeletionTimestamp != nil {
-				t.Errorf("Deployment %s of %s is being deleted", d.Name, id)
-			}
-			out = append(out, d.UID)
-		}
-		for _, s := range svcs.Items {
-			out = append(out, s.UID)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// waitRecords waits until every id has its record again.
-func waitRecords(t *testing.T, ns string, ids ...string) {
-	t.Helper()
-	testenv.Eventually(t, 30*time.Second, "records restored", func() error {
-		for _, id := range ids {
-			l, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if l.DeletionTimestamp != nil {
-				return fmt.Errorf("record of %s is being deleted", id)
-			}
-		}
-		return nil
-	})
-}
-
-func TestDeletingRecordsNeverDeletesContainers(t *testing.T) {
+// A record deleted by hand (kubectl delete configmap, any cascade) is a container
+// deleted: the garbage collector deletes what it owns, DCM gets the DELETED, the record
+// goes once it is delivered, and the ids are free again. The leader's lock, deleted
+// with them, is made again.
+func TestDeletingARecordDeletesItsContainer(t *testing.T) {
 	ns, _, events, p := withStream(t)
-	ids := []string{"rec-a", "rec-b", "rec-c"}
+	ids := []string{"rec-a", "rec-b"}
 	for _, id := range ids {
 		create(t, p, id, spec(id, "nginx", withPorts(port(80, "internal"))))
 	}
 	for _, id := range ids {
 		events.waitStatus(id, "RUNNING", "", 30*time.Second)
 	}
-	before := uids(t, ns, ids...)
 	cs := testenv.Cluster(t).Client
-	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground} {
-		// kubectl delete configmap --all [--cascade=foreground]: the leader's lock goes too.
-		err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(context.Background(),
-			metav1.DeleteOptions{PropagationPolicy: &policy}, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitRecords(t, ns, ids...)
-		// The garbage collector has had every chance by now (it acts in milliseconds
-		// here): the same objects, none being deleted.
-		time.Sleep(2 * time.Second)
-		if after := uids(t, ns, ids...); !slices.Equal(after, before) {
-			t.Fatalf("%s cascade: Deployments and Services %v, were %v", policy, after, before)
-		}
-		for _, id := range ids {
-			if r := do(t, http.MethodGet, p.URL+containers+"/"+id, nil); r.Status != http.StatusOK || r.JSON["status"] != "RUNNING" {
-				t.Errorf("%s cascade: GET %s: %d %s", policy, id, r.Status, r.Body)
-			}
-			expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id="+id, spec(id, "nginx")), http.StatusConflict, "already-exists")
-		}
+	// kubectl delete configmap --all: the leader's lock goes too.
+	bg := metav1.DeletePropagationBackground
+	if err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(context.Background(),
+		metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	for _, id := range ids {
-		for _, e := range events.events(id) {
-			if e.Data.Status != "RUNNING" && e.Data.Status != "PENDING" {
-				t.Errorf("%s: event %s %q: DCM was told the container changed", id, e.Data.Status, e.Data.Message)
-			}
+		events.waitStatus(id, "DELETED", "", 30*time.Second)
+		if r := do(t, http.MethodGet, p.URL+containers+"/"+id, nil); r.Status != http.StatusNotFound {
+			t.Errorf("GET %s after its record was deleted: %d %s", id, r.Status, r.Body)
 		}
 	}
-	// The restored records are real ones: deleting a container still works and is reported.
-	if r := do(t, http.MethodDelete, p.URL+containers+"/rec-a", nil); r.Status != http.StatusNoContent {
-		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	expectNothing(t, ns)
+	for _, id := range ids {
+		create(t, p, id, spec(id, "nginx"))
+		events.waitStatus(id, "RUNNING", "", 30*time.Second)
 	}
-	events.waitStatus("rec-a", "DELETED", "", 30*time.Second)
 }
 
 // podsOf lists the pods of a container id, terminating ones included.
@@ -158,7 +100,7 @@ func TestDeleteRemovesTheWorkloadAtOnceWhileNATSIsDown(t *testing.T) {
 	if err != nil || !slices.Contains(l.Finalizers, container.RecordFinalizer) {
 		t.Fatalf("record while DELETED is owed: %v %v", l, err)
 	}
-	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=quick", spec("quick", "nginx")), http.StatusConflict, "already-exists")
+	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=quick", spec("quick", "nginx")), http.StatusConflict, "being-deleted")
 	// Someone clears ConfigMaps meanwhile: the owed record stays.
 	if err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Delete(context.Background(), container.RecordName("quick"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -191,8 +133,8 @@ func TestDeploymentDeletedWhileStoppedIsReported(t *testing.T) {
 	p.Stop()
 
 	deleteByHand(t, ns, "bykubectl")
-	// Kubernetes removes the Deployment and its pods on its own; the Service is the
-	// provider's to remove (Kubernetes never ties a Service to a Deployment).
+	// Kubernetes removes the Deployment and its pods on its own; the Service goes with
+	// the record, once the provider has reported the container deleted.
 	testenv.Eventually(t, 10*time.Second, "Deployment and pods gone", func() error {
 		d, _, _ := objectsOf(t, ns, "bykubectl")
 		if n := len(podsOf(t, ns, "bykubectl")); d+n > 0 {
@@ -232,7 +174,7 @@ func TestReusedIDNeverMixesContainers(t *testing.T) {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
 	// DELETED not delivered yet: the id is still the old container's.
-	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=again", spec("again", "nginx")), http.StatusConflict, "already-exists")
+	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=again", spec("again", "nginx")), http.StatusConflict, "being-deleted")
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}

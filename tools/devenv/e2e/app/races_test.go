@@ -50,15 +50,6 @@ func interceptor(match func(*http.Request) bool, hook func() error) providerOpt 
 	}
 }
 
-// listOf matches a LIST (not a watch) of resource selecting container id.
-func listOf(resource, id string) func(*http.Request) bool {
-	return func(r *http.Request) bool {
-		q := r.URL.Query()
-		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/"+resource) && q.Get("watch") != "true" &&
-			strings.Contains(q.Get("labelSelector"), container.LabelInstanceID+"="+id)
-	}
-}
-
 // running lists what of id is live at the apiserver: Deployments not being deleted,
 // and Services.
 func running(t *testing.T, ns, id string) (deps, svcs []string) {

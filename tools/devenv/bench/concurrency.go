@@ -32,10 +32,13 @@ const PhaseConcurrency = "concurrency"
 var concurrencyClients = []int{8, 32, 64}
 
 // rawCallsPerCreate and rawCallsPerDelete are the raw side's Kubernetes requests per
-// container: the record, the Service, the Deployment.
+// container, the request path's of a POST and a DELETE (rawCreateAsService,
+// rawDeleteAsService): the record, then the Deployment and the Service at once; the
+// record (the garbage collector deletes the Service) and the Deployment at once. No
+// reporter follows the raw side's deletes.
 const (
 	rawCallsPerCreate = 3
-	rawCallsPerDelete = 3
+	rawCallsPerDelete = 2
 )
 
 // DefaultConcurrencyN is the phase's creates (then deletes) per client count and side.

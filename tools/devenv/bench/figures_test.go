@@ -114,7 +114,7 @@ func met() *Results {
 		return ReadResult{Containers: n, Get: Dist{P50: 0.3}, ListMiddle: Dist{P50: 1}, RSSBytes: 100 << 20, IdleRSSBytes: 90 << 20}
 	}
 	return &Results{
-		Create:     CreateResult{Post: Dist{P50: 12}, Raw: Dist{P50: 10}, RawParallel: Dist{P50: 10}},
+		Create:     CreateResult{Post: Dist{P50: 10.4}, Raw: Dist{P50: 10}, RawParallel: Dist{P50: 10}},
 		Reads:      []ReadResult{read(1000), read(10000)},
 		Latency:    map[string]Dist{"debounce_500ms": {N: 40, P99: 550}, "debounce_0": {N: 40, P99: 50}},
 		Throughput: []ThroughputResult{{Node: "kwok-node-1", Pods: 2600, Containers: 2500, Transport: "core NATS", LagS: 1, Latency: Dist{N: 2500, P99: 900, Max: 1500}}},
@@ -159,9 +159,10 @@ func TestChecksMeetTheirTargets(t *testing.T) {
 		row    string
 		ok     bool
 	}{
-		{"POST at exactly 1.5 × raw", func(r *Results) { r.Create.Post.P50 = 15 }, "create: POST p50 / raw client-go p50, Deployment then", true},
-		{"POST over 1.5 × raw", func(r *Results) { r.Create.Post.P50 = 15.1 }, "create: POST p50 / raw client-go p50, Deployment then", false},
-		{"POST over 1.5 × raw in parallel", func(r *Results) { r.Create.RawParallel.P50 = 7.9 }, "create: POST p50 / raw client-go p50, Deployment and", false},
+		{"POST at exactly 1.1 × raw", func(r *Results) { r.Create.Post.P50 = 11 }, "create: POST p50 / raw client-go p50, Deployment then", true},
+		{"POST over 1.1 × raw", func(r *Results) { r.Create.Post.P50 = 11.1 }, "create: POST p50 / raw client-go p50, Deployment then", false},
+		{"POST at exactly 1.3 × raw in parallel", func(r *Results) { r.Create.RawParallel.P50 = 8 }, "create: POST p50 / raw client-go p50, Deployment and", true},
+		{"POST over 1.3 × raw in parallel", func(r *Results) { r.Create.RawParallel.P50 = 7.9 }, "create: POST p50 / raw client-go p50, Deployment and", false},
 		{"the service read from the apiserver", func(r *Results) { r.Reads[1].ServiceReads = 1 }, "reads: the service's GET/LIST", false},
 		{"GET p50 at 1 ms", func(r *Results) { r.Reads[1].Get.P50 = 1 }, "reads at 10000: GET p50", false},
 		{"LIST page at exactly 1.3 ×", func(r *Results) { r.Reads[1].ListMiddle.P50 = 1.3 }, "LIST page p50 (middle of the walk)", true},
@@ -191,9 +192,15 @@ func TestChecksMeetTheirTargets(t *testing.T) {
 		// The limiter's bound: 20/s plus the burst of 40 spread over the 5 s flood = 28/s.
 		{"flood at the limiter's bound", func(r *Results) { r.Missing.FloodConfirmsPerS = 28 }, "GETs of unknown ids from 8 clients", true},
 		{"flood over the limiter's bound", func(r *Results) { r.Missing.FloodConfirmsPerS = 28.1 }, "GETs of unknown ids from 8 clients", false},
-		{"concurrent API creates at exactly 0.9 × raw", func(r *Results) { r.Concurrent.Rows[0].PerSecond = 9 }, "concurrent creates, 8 clients", true},
-		{"concurrent API creates below 0.9 × raw", func(r *Results) { r.Concurrent.Rows[0].PerSecond = 8.9 }, "concurrent creates, 8 clients", false},
-		{"concurrent API deletes below 0.9 × raw", func(r *Results) { r.Concurrent.Rows[2].PerSecond = 8.9 }, "concurrent deletes, 8 clients", false},
+		{"concurrent API creates at exactly 0.9 × raw", func(r *Results) { r.Concurrent.Rows[0].PerSecond = 9 }, "concurrent creates, 8 clients: API", true},
+		{"concurrent API creates below 0.9 × raw", func(r *Results) { r.Concurrent.Rows[0].PerSecond = 8.9 }, "concurrent creates, 8 clients: API", false},
+		{"concurrent API deletes below 0.9 × raw", func(r *Results) { r.Concurrent.Rows[2].PerSecond = 8.9 }, "concurrent deletes, 8 clients: API", false},
+		// Requests per operation: the service's whole count during its batches.
+		{"3 requests per create", func(r *Results) { r.Concurrent.Rows[0].CallsPerOp = 3 }, "concurrent creates, 8 clients: the service's Kubernetes requests", true},
+		{"over 3 requests per create (a renewal)", func(r *Results) { r.Concurrent.Rows[0].CallsPerOp = 3.01 }, "concurrent creates, 8 clients: the service's Kubernetes requests", false},
+		{"5 requests per delete, the reporter's included", func(r *Results) { r.Concurrent.Rows[2].CallsPerOp = 5 }, "concurrent deletes, 8 clients: the service's Kubernetes requests", true},
+		{"over 5 requests per delete", func(r *Results) { r.Concurrent.Rows[2].CallsPerOp = 5.01 }, "concurrent deletes, 8 clients: the service's Kubernetes requests", false},
+		{"no delete measured", func(r *Results) { r.Concurrent.Rows[2].Ops, r.Concurrent.Rows[2].CallsPerOp = 0, 0 }, "concurrent deletes, 8 clients: the service's Kubernetes requests", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

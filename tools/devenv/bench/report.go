@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
@@ -22,22 +23,37 @@ func verdict(ok bool) string {
 // Targets of the numbers (see the issue tracker; "proposed" ones were not given and are
 // this benchmark's).
 const (
-	targetCreateRatio  = 1.5 // POST p50 / raw p50
-	targetPageRatio    = 1.3 // LIST page p50, largest size / smallest
-	targetRSSMB        = 100 // RSS at every size up to 10,000 containers, idle and after the read load (issue 26)
-	targetReadyRatio   = 1.5 // start-up to ready / raw informer sync (proposed)
-	targetRepublishS   = 10  // every status re-sent within this long after ready (proposed)
-	targetStartupLists = 4   // initial lists at start-up: one per cached resource (proposed)
-	targetAgreeMS      = 100 // replica B agrees with A within this, p99 (proposed)
-	targetConfirmMS    = 5   // a 404's confirmation adds at most this to a GET, p50 (proposed)
-	confirmQPS         = float64(store.ConfirmQPS)
-	confirmBurst       = float64(store.ConfirmBurst)
-	debounceMS         = 500 // the service's default SP_MONITOR_DEBOUNCE_MS
+	// A POST makes the record, then the Deployment and the Service at once (issue 35):
+	// two round trips, as many as raw's one after the other; one more than raw's both at
+	// once.
+	targetCreateSerialRatio   = 1.1 // POST p50 / raw p50, Deployment then Service (issue 35)
+	targetCreateParallelRatio = 1.3 // POST p50 / raw p50, Deployment and Service at once (issue 35)
+	targetPageRatio           = 1.3 // LIST page p50, largest size / smallest
+	targetRSSMB               = 100 // RSS at every size up to 10,000 containers, idle and after the read load (issue 26)
+	targetReadyRatio          = 1.5 // start-up to ready / raw informer sync (proposed)
+	targetRepublishS          = 10  // every status re-sent within this long after ready (proposed)
+	targetStartupLists        = 4   // initial lists at start-up: one per cached resource (proposed)
+	targetAgreeMS             = 100 // replica B agrees with A within this, p99: a create's (issue 35); a delete's (proposed)
+	targetConfirmMS           = 5   // a 404's confirmation adds at most this to a GET, p50 (issue 35)
+	confirmQPS                = float64(store.ConfirmQPS)
+	confirmBurst              = float64(store.ConfirmBurst)
+	debounceMS                = 500 // the service's default SP_MONITOR_DEBOUNCE_MS
 )
 
 // targetConcurrentRatio: API creates (deletes) per second / raw client-go's, same
 // clients at once.
 const targetConcurrentRatio = 0.9
+
+// targetCallsPerCreate and targetCallsPerDelete: the service's Kubernetes requests per
+// operation in the concurrency phase (issue 35). A create's are all on the request path
+// (the record, the Deployment, the Service); a delete's are the request path's (the
+// record and the Deployment, one to spare) and then the reporter's (the record's GET and
+// the PATCH that takes its finalizer off), which the phase's count holds too.
+const (
+	targetCallsPerCreate   = 3
+	targetCallsPerDelete   = 3 + reporterCallsPerDelete
+	reporterCallsPerDelete = 2
+)
 
 func mb(b float64) float64 { return b / (1 << 20) }
 
@@ -58,19 +74,22 @@ func checks(r *Results) []check {
 	if c.Raw.P50 > 0 {
 		ratio := c.Post.P50 / c.Raw.P50
 		add("create: POST p50 / raw client-go p50, Deployment then Service", fmt.Sprintf("%.2f ms / %.2f ms = **%.2f**", c.Post.P50, c.Raw.P50, ratio),
-			"raw client-go, same objects, one after the other", fmt.Sprintf("≤ %.1f", targetCreateRatio), ratio <= targetCreateRatio)
+			"raw client-go, same objects, one after the other", fmt.Sprintf("≤ %.1f", targetCreateSerialRatio), ratio <= targetCreateSerialRatio)
 	}
 	if c.RawParallel.P50 > 0 {
 		ratio := c.Post.P50 / c.RawParallel.P50
 		add("create: POST p50 / raw client-go p50, Deployment and Service at once", fmt.Sprintf("%.2f ms / %.2f ms = **%.2f**", c.Post.P50, c.RawParallel.P50, ratio),
-			"raw client-go, same objects, in parallel", fmt.Sprintf("≤ %.1f", targetCreateRatio), ratio <= targetCreateRatio)
+			"raw client-go, same objects, in parallel", fmt.Sprintf("≤ %.1f", targetCreateParallelRatio), ratio <= targetCreateParallelRatio)
 	}
 	if cr := r.Concurrent; cr != nil {
 		for _, op := range []string{"create", "delete"} {
+			var apiRows []concurrencyRow
 			for _, row := range concurrencyRows(cr) {
-				if row.Via != "api" || row.Op != op {
-					continue
+				if row.Via == "api" && row.Op == op {
+					apiRows = append(apiRows, row)
 				}
+			}
+			for _, row := range apiRows {
 				measured := fmt.Sprintf("%.1f/s / %.1f/s = **%.2f**", row.PerSecond, row.Raw.PerSecond, row.Ratio)
 				if !row.OK {
 					if row.Reason == "" {
@@ -81,6 +100,9 @@ func checks(r *Results) []check {
 				add(fmt.Sprintf("concurrent %ss, %d clients: API %ss/s / raw client-go's", row.Op, row.Clients, row.Op), measured,
 					"raw client-go, same objects (record, Service, Deployment), same clients at once",
 					fmt.Sprintf("≥ %.1f", targetConcurrentRatio), row.OK)
+			}
+			for _, row := range apiRows {
+				add(callsCheck(row.ConcurrencyRow))
 			}
 		}
 	}
@@ -157,16 +179,16 @@ func checks(r *Results) []check {
 		add("replicas: B answered 404 for a container A had created (201)", fmt.Sprintf("%d answers in %d of %d tries", rp.NotFoundAfterCreate, rp.TriesWith404, rp.Tries),
 			"", "0", rp.NotFoundAfterCreate == 0)
 		add("replicas: create on A until B shows the same container, p99", fmt.Sprintf("%.1f ms", rp.CreateAgree.P99),
-			fmt.Sprintf("a plain watch: p99 %.1f ms", rp.CreateWatch.P99), fmt.Sprintf("≤ %d ms (proposed)", targetAgreeMS), rp.CreateAgree.P99 <= targetAgreeMS)
+			fmt.Sprintf("a plain watch: p99 %.1f ms", rp.CreateWatch.P99), fmt.Sprintf("≤ %d ms", targetAgreeMS), rp.CreateAgree.P99 <= targetAgreeMS)
 		add("replicas: delete on A until B answers 404, p99", fmt.Sprintf("%.1f ms", rp.DeleteAgree.P99),
 			fmt.Sprintf("a plain watch: p99 %.1f ms", rp.DeleteWatch.P99), fmt.Sprintf("≤ %d ms (proposed)", targetAgreeMS), rp.DeleteAgree.P99 <= targetAgreeMS)
 	}
 	if m := r.Missing; m != nil {
 		add(fmt.Sprintf("GET of an unknown id at %d: the 404's confirmation, apiserver reads per GET", m.Containers),
-			fmt.Sprintf("%.2f", m.ConfirmsPerGet), "the service's GETs answered 404", "≤ 1 (proposed)", m.ConfirmsPerGet <= 1)
+			fmt.Sprintf("%.2f", m.ConfirmsPerGet), "the service's GETs answered 404", "≤ 1", m.ConfirmsPerGet <= 1)
 		add(fmt.Sprintf("GET of an unknown id at %d: p50 (a known id's, same phase)", m.Containers),
 			fmt.Sprintf("%.2f ms (%.2f ms)", m.Unknown.P50, m.Known.P50), "a known id's GET, answered from the cache",
-			fmt.Sprintf("≤ known + %d ms (proposed)", targetConfirmMS), m.Unknown.P50 <= m.Known.P50+targetConfirmMS)
+			fmt.Sprintf("≤ known + %d ms", targetConfirmMS), m.Unknown.P50 <= m.Known.P50+targetConfirmMS)
 		bound := confirmQPS + confirmBurst/m.FloodSeconds
 		add("GETs of unknown ids from 8 clients: confirmations the apiserver saw",
 			fmt.Sprintf("%.1f/s (%.0f answers/s, p99 %.0f ms)", m.FloodConfirmsPerS, m.FloodAnswersPerS, m.FloodLatency.P99),
@@ -174,6 +196,35 @@ func checks(r *Results) []check {
 			m.FloodConfirmsPerS <= bound)
 	}
 	return out
+}
+
+// callsCheck is the summary row of one client count's API creates (or deletes): the
+// service's Kubernetes requests per operation as the phase counted them
+// (ConcurrencyRow.CallsPerOp), one row per client count. The count is everything the
+// service sent during its batches, so it holds the election's renewals (about one
+// request every status.RetryPeriod, whatever the load) and, for deletes, the
+// reporter's work as far as it was done before the batch's last answer. The target is
+// not raised for the renewals: when they take a row over it, the row says so.
+func callsCheck(row ConcurrencyRow) (what, measured, limit, target string, ok bool) {
+	what = fmt.Sprintf("concurrent %ss, %d clients: the service's Kubernetes requests per %s", row.Op, row.Clients, row.Op)
+	most := float64(targetCallsPerCreate)
+	limit = fmt.Sprintf("all it sent during its batches, the election's renewals too; raw client-go: %d (the record, then the Deployment and the Service)", rawCallsPerCreate)
+	target = fmt.Sprintf("≤ %d", targetCallsPerCreate)
+	if row.Op == "delete" {
+		most = targetCallsPerDelete
+		limit = fmt.Sprintf("all it sent during its batches, its reporter's and the election's renewals too; raw client-go: %d (the record and the Deployment), no reporter", rawCallsPerDelete)
+		target = fmt.Sprintf("≤ %d: 3 on the request path + the reporter's %d", targetCallsPerDelete, reporterCallsPerDelete)
+	}
+	if row.Ops == 0 {
+		return what, "none measured", limit, target, false
+	}
+	measured = fmt.Sprintf("**%.2f** (%s over %d %ss)", row.CallsPerOp, kv(row.CallsBy), row.Ops, row.Op)
+	ok = row.CallsPerOp <= most
+	if !ok {
+		measured += fmt.Sprintf("; the election's renewals over the batches' %.1f s: about %.2f per %s",
+			row.Seconds, row.Seconds/status.RetryPeriod.Seconds()/float64(row.Ops), row.Op)
+	}
+	return what, measured, limit, target, ok
 }
 
 // reportTemplate is docs/benchmarks.md's layout; Markdown fills it.
@@ -197,18 +248,19 @@ var reportTmpl = template.Must(template.New("benchmarks.md").Funcs(template.Func
 // reportView is what the template reads: the results, and what is computed from them
 // (the summary rows, the latency and burst rows with their notes).
 type reportView struct {
-	R                 *Results
-	Checks            []check
-	Nodes             string // "name (n pods allocatable, m pods at the end), …"
-	Latency           []latencyRow
-	Throughput        []throughputRow
-	TargetCreateRatio float64
-	BurstTargetS      float64          // debounce + burstTarget, s
-	Concurrency       []concurrencyRow // each API row with its raw one and the verdict
-	TargetConcRatio   float64
-	ConfirmQPS        float64
-	ConfirmBurst      float64
-	Analysis          string
+	R                    *Results
+	Checks               []check
+	Nodes                string // "name (n pods allocatable, m pods at the end), …"
+	Latency              []latencyRow
+	Throughput           []throughputRow
+	TargetCreateSerial   float64          // POST p50 / raw p50, Deployment then Service
+	TargetCreateParallel float64          // POST p50 / raw p50, both at once
+	BurstTargetS         float64          // debounce + burstTarget, s
+	Concurrency          []concurrencyRow // each API row with its raw one and the verdict
+	TargetConcRatio      float64
+	ConfirmQPS           float64
+	ConfirmBurst         float64
+	Analysis             string
 }
 
 // concurrencyRow is one row of the concurrency table: an API row carries its raw row,
@@ -273,7 +325,8 @@ var latencySettings = []struct {
 func latencyOK(d Dist, debounceMS float64) bool { return d.P99 <= debounceMS+100 && d.Lost == 0 }
 
 func newReportView(r *Results, analysis string) reportView {
-	v := reportView{R: r, Checks: checks(r), TargetCreateRatio: targetCreateRatio, BurstTargetS: float64(debounceMS)/1000 + burstTarget.Seconds(),
+	v := reportView{R: r, Checks: checks(r), BurstTargetS: float64(debounceMS)/1000 + burstTarget.Seconds(),
+		TargetCreateSerial: targetCreateSerialRatio, TargetCreateParallel: targetCreateParallelRatio,
 		ConfirmQPS: confirmQPS, ConfirmBurst: confirmBurst, Analysis: analysis, TargetConcRatio: targetConcurrentRatio}
 	if r.Concurrent != nil {
 		v.Concurrency = concurrencyRows(r.Concurrent)

@@ -2,6 +2,7 @@ package model
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 )
 
@@ -57,5 +58,21 @@ func TestChecks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The service's process runs with Go's defaults, as the RSS target at 100,000 asks.
+func TestDefaultGC(t *testing.T) {
+	env := []string{"PATH=/bin", "GOMEMLIMIT=120MiB", "GOGC=50", "GOGCX=1", "HOME=/root"}
+	got := defaultGC(env)
+	if want := []string{"PATH=/bin", "GOGCX=1", "HOME=/root"}; !slices.Equal(got, want) {
+		t.Errorf("defaultGC = %q, want %q", got, want)
+	}
+	if env[1] != "GOMEMLIMIT=120MiB" {
+		t.Errorf("defaultGC changed its input: %q", env)
+	}
+	r := &Report{Sizes: []SizeResult{{Containers: 100000}}}
+	if c := r.Checks()[0]; c.Target != "≤ 300 MB, no memory limit" {
+		t.Errorf("RSS target %q", c.Target)
 	}
 }

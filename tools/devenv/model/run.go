@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -187,6 +188,7 @@ func runSize(ctx context.Context, o Options, n int, natsURL, registryURL string)
 		args = append(args, "-cpuprofile", filepath.Join(o.Dir, fmt.Sprintf("model-%d.cpu.pprof", n)))
 	}
 	cmd := exec.CommandContext(ctx, o.Exe, args...)
+	cmd.Env = defaultGC(os.Environ())
 	cmd.Stderr = o.Progress
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -236,3 +238,13 @@ func runSize(ctx context.Context, o Options, n int, natsURL, registryURL string)
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// defaultGC is env without GOMEMLIMIT and GOGC: the target at 100,000 containers is
+// without a memory limit (issue 35), so the service's process runs with Go's defaults
+// whatever the environment of the model's run sets.
+func defaultGC(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == "GOMEMLIMIT" || name == "GOGC"
+	})
+}

@@ -232,9 +232,8 @@ func deletionTimestamp(deleting bool) *metav1.Time {
 	return &metav1.Time{}
 }
 
-// What client-go's MutationCache needs of them (runtime.Object: it compares the
-// resourceVersions of runtime.Objects only). Nothing changes a cached object, so a
-// copy is the object itself.
+// runtime.Objects, as client-go's caches expect of what they hold. Nothing changes a
+// cached object, so a copy is the object itself.
 
 func (c *cachedDeployment) DeepCopyObject() runtime.Object { return c }
 func (c *cachedPod) DeepCopyObject() runtime.Object        { return c }

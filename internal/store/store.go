@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -73,7 +72,7 @@ type Store struct {
 	fresh        map[string]*freshness // by cache name
 	// recent is each informer's cache with the objects this replica wrote on top, by
 	// kind (see wrote): what every read goes through.
-	recent [kinds]cache.MutationCache
+	recent [kinds]*recent
 }
 
 // recentTTL bounds how long an object this replica wrote is read from its own
@@ -81,8 +80,8 @@ type Store struct {
 // milliseconds, and a cache behind by more than MaxStaleness answers 503 anyway.
 const recentTTL = time.Minute
 
-// recentSize bounds how many objects of each kind are held so (client-go's
-// MutationCache is an LRU): more than the creates and deletes in flight at once.
+// recentSize bounds how many objects of each kind are held so: more than the creates
+// and deletes in flight at once.
 const recentSize = 1024
 
 // New builds the store and its informers (not started). Every informer watches only
@@ -129,8 +128,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 			return client.CoreV1().ConfigMaps(namespace).List(ctx, o)
 		}, client.CoreV1().ConfigMaps(namespace).Watch))
 	for k, inf := range s.informers() {
-		s.recent[k] = cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.Background(), inf.GetStore(),
-			cache.MutationCacheOptions{TTL: recentTTL, IncludeAdds: true, MaxCacheSize: recentSize})
+		s.recent[k] = newRecent(inf.GetStore(), recentTTL, recentSize, func() time.Time { return s.Clock.Now() })
 		reg, err := inf.AddEventHandler(s.handler(kind(k)))
 		if err != nil {
 			return nil, err
@@ -157,7 +155,7 @@ func (s *Store) wrote(k kind, id string, obj runtime.Object) {
 	if !ok {
 		return
 	}
-	s.recent[k].Mutation(c)
+	s.recent[k].wrote(c)
 	s.index.add(id, objRef{name: m.GetName(), kind: k})
 }
 
@@ -229,9 +227,7 @@ func (s *Store) handler(k kind) cache.ResourceEventHandler {
 			s.changed(k, old, obj)
 		},
 		DeleteFunc: func(obj any) {
-			if o, ok := finalState(obj).(runtime.Object); ok {
-				s.recent[k].OnDelete(o) // a write of ours is not read back over it
-			}
+			s.recent[k].gone(finalState(obj)) // a write of ours is not read back over it
 			if id, r := refOf(k, obj); id != "" {
 				s.index.remove(id, r)
 				s.watchers.tell(id)
@@ -243,9 +239,7 @@ func (s *Store) handler(k kind) cache.ResourceEventHandler {
 // changed indexes an object added or updated (old: its previous state, for an update;
 // an update may move an object to another id if someone relabels it).
 func (s *Store) changed(k kind, old, obj any) {
-	if o, ok := obj.(runtime.Object); ok {
-		s.recent[k].OnAddOrUpdate(o) // the informer has caught up with a write of ours
-	}
+	s.recent[k].seen(obj) // the informer may have caught up with a write of ours
 	id, r := refOf(k, obj)
 	if old != nil {
 		if was, wr := refOf(k, old); was != "" && was != id {

@@ -147,8 +147,9 @@ func releaseUsage(w io.Writer, fs *flag.FlagSet) {
 
 Lets go of every object the provider holds in SP_K8S_NAMESPACE, so it can be
 uninstalled or rolled back: the provider's container records and its leader election's
-ConfigMap are deleted; every container's Deployment, pods and Service are left running,
-untouched. Refuses while a replica seems to be running (it holds the leader election's
+ConfigMap are deleted, the records with orphan propagation: every container's
+Deployment, pods and Service are left running, the garbage collector taking off only
+their ownerReferences to the records. Refuses while a replica seems to be running (it holds the leader election's
 ConfigMap), unless -force.
 It reads the same settings as the provider (%[1]s --help lists them);
 docs/operations.md "Uninstall / roll back" says more.

@@ -32,7 +32,7 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 		return container.Observed{}, err
 	}
 	if !reservedInTime(began, s.Clock.Now(), s.ReserveWindow) {
-		s.undo(record, undoRelease)
+		s.undo(record)
 		return container.Observed{}, errReservedLate(s.ReserveWindow)
 	}
 	s.wrote(recordKind, id, record)
@@ -49,7 +49,7 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	dep, depErr = s.client.AppsV1().Deployments(s.namespace).Create(ctx, dep, metav1.CreateOptions{})
 	wg.Wait()
 	if depErr != nil || svcErr != nil {
-		s.undo(record, undoFor(true, depErr))
+		s.undo(record)
 		if depErr != nil {
 			return container.Observed{}, classify("creating Deployment", depErr)
 		}
@@ -113,23 +113,38 @@ func (s *Store) reserve(ctx context.Context, id string) (*corev1.ConfigMap, erro
 }
 
 // undo takes back the record of a failed create, detached from the request's context
-// (a client that hung up must not leave objects behind) and retried for a while: how,
-// undoFor decides. The record is deleted with foreground propagation, so the garbage
-// collector deletes what it owns (whatever the create made, its answers lost or not)
-// before it goes. Should the apiserver refuse for longer, the record stays live: the
-// status reporter settles a record no Deployment joined (status.plan).
-func (s *Store) undo(record *corev1.ConfigMap, how undo) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.CreateTimeout)
-	defer cancel()
-	err := retrying(ctx, func(ctx context.Context) error {
-		if how == undoRelease {
-			if err := s.dropFinalizer(ctx, record.Name, record.UID); err != nil {
-				return err
-			}
+// (a client that hung up must not leave objects behind): its finalizer off, then the
+// record deleted with background propagation, so it goes at once and a retry of the
+// create finds the id free; the garbage collector then deletes whatever it owned (a
+// Service made beside a refused Deployment, a Deployment whose answer was lost). No
+// DELETED is owed for it: DCM got no 201; should the status reporter have told DCM of
+// its Deployment meanwhile, it sends the DELETED of a container whose record went
+// (status.plan). The first try is made before the create answers, within undoTry;
+// should it fail (the apiserver is away: often what failed the create), it is tried
+// again in the background, with backoff, for up to CreateTimeout, so a failing create
+// answers within its request's budget. Should every try fail, the record stays live:
+// the status reporter settles a record no Deployment joined.
+func (s *Store) undo(record *corev1.ConfigMap) {
+	try := func(ctx context.Context) error {
+		if err := s.dropFinalizer(ctx, record.Name, record.UID); err != nil {
+			return err
 		}
-		return s.deleteRecordObject(ctx, record.Name, record.UID, metav1.DeletePropagationForeground)
-	})
-	if err != nil {
-		s.log.Error("undoing a failed create: its record stays, and the status reporter settles it", "record", record.Name, "err", err)
+		return s.deleteRecordObject(ctx, record.Name, record.UID, metav1.DeletePropagationBackground)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), undoTry)
+	err := try(ctx)
+	cancel()
+	if err == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.CreateTimeout)
+		defer cancel()
+		if err := retrying(ctx, try); err != nil {
+			s.log.Error("undoing a failed create: its record stays, and the status reporter settles it", "record", record.Name, "err", err)
+		}
+	}()
 }
+
+// undoTry bounds undo's first try, made before the create answers.
+const undoTry = 5 * time.Second

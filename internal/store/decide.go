@@ -1,11 +1,7 @@
 package store
 
 import (
-	"errors"
-	"net/http"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -84,40 +80,6 @@ func reservedInTime(began, reserved time.Time, window time.Duration) bool {
 	return reserved.Sub(began) <= window
 }
 
-// undo is how a failed create takes its record back.
-type undo int
-
-const (
-	// undoRelease: no Deployment was made (the apiserver refused it, or it was never
-	// sent), so nothing was ever reported: the record's finalizer comes off, then the
-	// record is deleted and goes at once; a retry of the create finds the id free.
-	undoRelease undo = iota
-	// undoDelete: the Deployment's create got no answer (a timeout, a broken
-	// connection): it may exist, and the status reporter may have seen it and told DCM.
-	// The record is only deleted: the garbage collector removes what it owns, and the
-	// reporter delivers the DELETED before the finalizer lets the record go.
-	undoDelete
-)
-
-// undoFor decides how a create is undone whose Deployment create was sent (or not) and
-// failed with err: only a refusal (a 4xx status other than a timeout: invalid, a quota,
-// RBAC, too many requests) says that nothing was made. A 5xx may come after the write
-// was committed (etcd's "request timed out" is a 500), a timeout or a lost answer says
-// nothing.
-func undoFor(sent bool, err error) undo {
-	if !sent {
-		return undoRelease
-	}
-	var st apierrors.APIStatus
-	if errors.As(err, &st) {
-		code := st.Status().Code
-		if code >= 400 && code < 500 && code != http.StatusRequestTimeout {
-			return undoRelease
-		}
-	}
-	return undoDelete
-}
-
 // --- A read (GET) that missed the cache ---
 
 // missAnswer is what a GET that missed the cache does next.
@@ -138,17 +100,19 @@ const (
 // Deployment was deleted by hand (the status reporter settles it), 404 too: a
 // Deployment made that long ago is in a cache that is not behind (checkFresh). A
 // younger live record: the container exists or is being created, and this replica's
-// cache has not caught up: wait for it (ConfirmCacheWait), then 503. When the
+// cache has not caught up: wait for it (ConfirmCacheWait), then 503; unless this
+// replica's cache saw the Deployment of that very record deleted (ended: deleted by
+// hand a moment ago, the reporter about to settle the record): 404 at once. When the
 // apiserver cannot answer, 503: a 404 from the cache alone could be wrong (the chaos
 // run's seed 11: a replica whose watch an apiserver restart had broken answered 404
 // for a container created meanwhile).
-func answerMiss(f found, now time.Time, createTimeout time.Duration) missAnswer {
+func answerMiss(f found, ended bool, now time.Time, createTimeout time.Duration) missAnswer {
 	switch {
 	case f.Read == notAsked:
 		return missReadRecord
 	case f.Read == failed:
 		return missUnconfirmed
-	case f.live() && !abandonedByAge(f.Rec.Created, now, createTimeout):
+	case f.live() && !ended && !abandonedByAge(f.Rec.Created, now, createTimeout):
 		return missWaitForCache
 	}
 	return missNotFound

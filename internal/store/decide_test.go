@@ -1,13 +1,8 @@
 package store
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -84,34 +79,6 @@ func TestReservedInTime(t *testing.T) {
 	}
 }
 
-// Only an apiserver's refusal says that no Deployment was made; every other failure
-// leaves the record to the reporter, which delivers a DELETED before it goes.
-func TestUndoFor(t *testing.T) {
-	gr := schema.GroupResource{Group: "apps", Resource: "deployments"}
-	for _, tc := range []struct {
-		name string
-		sent bool
-		err  error
-		want undo
-	}{
-		{"never sent (the record came too late)", false, nil, undoRelease},
-		{"made (the Service failed)", true, nil, undoDelete},
-		{"invalid", true, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "x", nil), undoRelease},
-		{"a quota (403)", true, apierrors.NewForbidden(gr, "x", errors.New("exceeded quota")), undoRelease},
-		{"too many requests (429: refused before it ran)", true, apierrors.NewTooManyRequests("slow down", 1), undoRelease},
-		{"a 408 timeout: may be made", true, apierrors.NewTimeoutError("x", 1), undoDelete},
-		{"a 500 (etcd timed out: may be committed)", true, apierrors.NewInternalError(errors.New("etcdserver: request timed out")), undoDelete},
-		{"a 504 server timeout", true, apierrors.NewServerTimeout(gr, "create", 1), undoDelete},
-		{"no answer", true, context.DeadlineExceeded, undoDelete},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := undoFor(tc.sent, tc.err); got != tc.want {
-				t.Errorf("undoFor = %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
 // A GET that missed the cache: one read of the record, by name.
 func TestAnswerMiss(t *testing.T) {
 	for _, tc := range []struct {
@@ -128,7 +95,7 @@ func TestAnswerMiss(t *testing.T) {
 		{"the apiserver could not answer: 503", found{Read: failed}, missUnconfirmed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := answerMiss(tc.f, t0, createTimeout); got != tc.want {
+			if got := answerMiss(tc.f, false, t0, createTimeout); got != tc.want {
 				t.Errorf("answerMiss = %d, want %d", got, tc.want)
 			}
 		})

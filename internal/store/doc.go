@@ -28,8 +28,8 @@
 //     its workloads orphaned and left running.
 //   - store.go, transform.go, cached.go, compact.go, packed.go: the informers and their
 //     caches (each object cut to what readers need and packed), with this replica's
-//     own writes on top (client-go's MutationCache, Store.wrote), so a read that follows
-//     a create or a DELETE on this replica sees it without waiting for the watch.
+//     own writes on top (recent.go, Store.wrote), so a read that follows a create or a
+//     DELETE on this replica sees it without waiting for the watch.
 //   - index.go: the ordered id set that pages a LIST; capacity.go: Count, what
 //     SP_MAX_CONTAINERS bounds.
 //   - freshness.go: each cache knows whether its watch is healthy (cacheState, a pure

@@ -21,8 +21,8 @@ import (
 // tells the store's watchers (Watch): a watcher told of a change reads an index that
 // has it. Like any handler it runs a moment after the informer's cache changed: it may
 // still name an object the cache has just dropped (readers skip a name the cache does
-// not hold), and it names a new object once the handler has run (a create waits for
-// that before its 201, create.go).
+// not hold), and it names a new object once the handler has run, or once this replica
+// wrote it (Store.wrote: a create's objects are in it before its 201).
 type containerIndex struct {
 	mu   sync.RWMutex
 	tree *btree.BTreeG[*indexEntry]
@@ -50,6 +50,9 @@ type objRef struct {
 type indexEntry struct {
 	id   string
 	refs []objRef
+	// ended is the incarnation whose Deployment the informer last saw deleted (""
+	// none): a GET miss need not wait for a Deployment the cache saw go (answerMiss).
+	ended string
 }
 
 // known: the container has a Deployment (live or being deleted) or a record.
@@ -105,6 +108,25 @@ func (x *containerIndex) remove(id string, r objRef) {
 	if len(e.refs) == 0 {
 		x.tree.Delete(e)
 	}
+}
+
+// endDeployment records that the informer deleted a Deployment of incarnation inc
+// of container id (kept while the entry lives, its record's ref holding it).
+func (x *containerIndex) endDeployment(id, inc string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e, ok := x.tree.Get(&indexEntry{id: id}); ok {
+		e.ended = inc
+	}
+}
+
+// ended reports whether the informer saw the Deployment of incarnation inc of
+// container id deleted.
+func (x *containerIndex) ended(id, inc string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e, ok := x.tree.Get(&indexEntry{id: id})
+	return ok && inc != "" && e.ended == inc
 }
 
 // sharedID is id as the index holds it, when it has the id: so a container's cached

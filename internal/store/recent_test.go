@@ -114,8 +114,7 @@ func TestAnInformerDeleteDropsTheWrite(t *testing.T) {
 	}
 }
 
-// The cached objects are runtime.Objects (client-go's MutationCache compares only
-// those), read-only: a copy is the object itself, setters change nothing, and what is
+// The cached objects are runtime.Objects (as client-go's caches expect), read-only: a copy is the object itself, setters change nothing, and what is
 // not kept reads as unset.
 func TestCachedObjectsAreReadOnly(t *testing.T) {
 	rec, dep, svc := createdX(t)

@@ -43,7 +43,7 @@ func Release(ctx context.Context, client kubernetes.Interface, namespace string)
 			return rep, fmt.Errorf("deleting the record of %s: %w", id, err)
 		}
 		rep.Records = append(rep.Records, id)
-		if rec.Owed {
+		if rec.Owed && rec.Terminating { // deleted, its DELETED not delivered
 			rep.Owed = append(rep.Owed, id)
 		}
 	}

@@ -229,6 +229,9 @@ func (s *Store) handler(k kind) cache.ResourceEventHandler {
 		DeleteFunc: func(obj any) {
 			s.recent[k].gone(finalState(obj)) // a write of ours is not read back over it
 			if id, r := refOf(k, obj); id != "" {
+				if m, ok := finalState(obj).(metav1.Object); ok && k == deploymentKind {
+					s.index.endDeployment(id, container.IncarnationOf(m))
+				}
 				s.index.remove(id, r)
 				s.watchers.tell(id)
 			}

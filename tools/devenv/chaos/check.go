@@ -790,7 +790,7 @@ func (x *indexed) createdSince(id string, from, to time.Time) bool {
 
 // 18. A container whose DELETE answered 204 or 404 never runs afterwards.
 func (x *indexed) deletedStaysGone() Result {
-	r := Result{Name: "gone after DELETE answered", What: fmt.Sprintf("after a DELETE through a replica answered 204 or 404, the container does not run unless a create of the id was sent after that DELETE (or within %s before it): no GET answers 200, no RUNNING reaches the stream (%s after the answer, for one already on its way), no live Deployment at rest. A create still in flight when the DELETE was sent must be ordered before it: the DELETE waits for it and deletes it, or answers 409", arrivalSlack, eventSlack)}
+	r := Result{Name: "gone after DELETE answered", What: fmt.Sprintf("after a DELETE through a replica answered 204 or 404, the container does not run unless a create of the id was sent after that DELETE (or within %s before it): no GET answers 200, no RUNNING reaches the stream (%s after the answer, for one already on its way), no live Deployment at rest. A create still in flight when the DELETE was sent must be ordered before it: the DELETE deletes its record, and the garbage collector what it makes", arrivalSlack, eventSlack)}
 	for _, id := range x.ids {
 		for _, d := range x.ops[id] {
 			if d.Kind != OpDelete || d.Via == "registry" || (d.Code != 204 && d.Code != 404) {

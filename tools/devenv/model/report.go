@@ -184,9 +184,9 @@ func (r *Report) Markdown() []byte {
 	p("## Requests the service made to the model apiserver\n\n")
 	p("A WATCHLIST is client-go's streamed initial list (sendInitialEvents), what the informers\n")
 	p("ask first. The GETs of configmaps and LISTs of deployments and services beyond the\n")
-	p("election's few are the status reporter's confirmations at the apiserver (issue 23): while\n")
-	p("the caches fill, a container whose record is cached before its Deployment looks deleted,\n")
-	p("and the reporter asks the apiserver before acting (it then waits: \"the cache is behind\").\n\n")
+	p("election's few are the status reporter's confirmations at the apiserver (issue 23: the\n")
+	p("record by name, and the id's Deployments only while the record lives), made before it\n")
+	p("deletes a record or publishes a DELETED.\n\n")
 	for _, s := range r.Sizes {
 		p("- %d: %s", s.Containers, kv(s.Requests))
 		if len(s.Unknown) > 0 {

@@ -134,7 +134,7 @@ func TestDeploymentDeletedWhileStoppedIsReported(t *testing.T) {
 
 	deleteByHand(t, ns, "bykubectl")
 	// Kubernetes removes the Deployment and its pods on its own; the Service goes with
-	// the record, once the provider has reported the container deleted.
+	// the record, which the provider deletes once it sees the Deployment gone.
 	testenv.Eventually(t, 10*time.Second, "Deployment and pods gone", func() error {
 		d, _, _ := objectsOf(t, ns, "bykubectl")
 		if n := len(podsOf(t, ns, "bykubectl")); d+n > 0 {

@@ -188,7 +188,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Debounce:     time.Duration(cfg.Monitor.DebounceMS) * time.Millisecond,
 		MaxWait:      cfg.Monitor.DebounceMaxWait,
 		Resync:       cfg.Monitor.ResyncPeriod,
-		Settle:       2 * cfg.Kubernetes.CreateTimeout, // a create finishes or rolls back within one
+		Settle:       2 * cfg.Kubernetes.CreateTimeout, // a create makes its Deployment, or gives up, within one
 		ResendAfter:  cfg.Monitor.StatusResendAfter,
 		DrainTimeout: statusStopBudget(cfg) / 2, // the other half: the send in progress, the lock's release
 		Republish:    a.nats.republish,

@@ -380,7 +380,7 @@ func (c *Config) validate(leaseDerived bool) []string {
 		p = append(p, fmt.Sprintf("SP_SERVER_WRITE_TIMEOUT (%s) must be more than SP_SERVER_REQUEST_TIMEOUT (%s): the answer is written after the request's work", s.WriteTimeout, s.RequestTimeout))
 	}
 	if t := c.Kubernetes.CreateTimeout; t > 0 && c.Server.RequestTimeout > 0 && c.Server.RequestTimeout < t {
-		p = append(p, fmt.Sprintf("SP_SERVER_REQUEST_TIMEOUT (%s) must be at least SP_K8S_CREATE_TIMEOUT (%s): a create must be able to finish or roll back within its request", c.Server.RequestTimeout, t))
+		p = append(p, fmt.Sprintf("SP_SERVER_REQUEST_TIMEOUT (%s) must be at least SP_K8S_CREATE_TIMEOUT (%s): a create must be able to finish or take its record back within its request", c.Server.RequestTimeout, t))
 	}
 	if t := c.Kubernetes.CreateTimeout; t > 0 && c.Server.ShutdownTimeout > 0 && c.Server.ShutdownTimeout < t {
 		p = append(p, fmt.Sprintf("SP_SERVER_SHUTDOWN_TIMEOUT (%s) must be at least SP_K8S_CREATE_TIMEOUT (%s): a create in flight when the service stops must be able to finish", c.Server.ShutdownTimeout, t))

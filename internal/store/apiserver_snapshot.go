@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -22,17 +21,14 @@ import (
 // DELETED (the reporter keeps the cache's pods for the status message).
 func (s *Store) Confirmed(ctx context.Context, id string) (container.Snapshot, error) {
 	var snap container.Snapshot
-	record, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, container.RecordName(id), metav1.GetOptions{})
+	f, err := s.readRecord(ctx, id, false)
 	switch {
-	case apierrors.IsNotFound(err):
+	case f.Read == absent, f.Read == answered && !f.Ours:
 		return snap, nil
 	case err != nil:
 		return snap, classify("reading the container record", err)
 	}
-	rec, ok := container.RecordOf(record, id)
-	if !ok {
-		return snap, nil
-	}
+	rec := f.Rec
 	snap.Record = &rec
 	if rec.Terminating {
 		return snap, nil

@@ -95,10 +95,7 @@ func (s *Store) reserve(ctx context.Context, id string) (*corev1.ConfigMap, erro
 		if !apierrors.IsAlreadyExists(err) {
 			return c, classify("creating the container record", err)
 		}
-		var f found
-		c, err = records.Get(ctx, container.RecordName(id), metav1.GetOptions{})
-		f.Read = lookupOf(err)
-		f.Rec, f.Ours = container.RecordOf(c, id)
+		f, err := s.readRecord(ctx, id, false)
 		switch claimID(f, retried) {
 		case claimRetry:
 			retried = true

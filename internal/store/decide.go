@@ -172,7 +172,7 @@ func planDelete(f deleteFacts) deleteStep {
 
 // lateCreateWait is how much longer a DELETE that began at began and found nothing of
 // its id waits before it looks again: until window has passed, every create that
-// began before it has its record or will roll back.
+// began before it has its record or will make nothing.
 func lateCreateWait(began, now time.Time, window time.Duration) time.Duration {
 	return max(0, began.Add(window).Sub(now))
 }

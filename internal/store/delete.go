@@ -11,9 +11,9 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Delete removes a container: its record and its Deployment are deleted at once (two
-// requests), and the garbage collector deletes the rest (its Service, its pods through
-// the ReplicaSet). The record's finalizer keeps it, terminating, until the status
+// Delete removes a container: its record, its Deployment and its Service are deleted
+// at once (three requests; its pods go with the Deployment's ReplicaSet), and the
+// garbage collector deletes whatever else the record owned. The record's finalizer keeps it, terminating, until the status
 // reporter has delivered the DELETED, across restarts and NATS outages; nothing here
 // waits for that. When the cache shows no live record, the DELETE first waits out the
 // reservation window (planDelete), then reads the record by name at the apiserver.
@@ -51,11 +51,12 @@ func (s *Store) delete(ctx context.Context, id string) error {
 			}
 			return classify("reading the container record", readErr)
 		case deleteIt:
-			rec, dep := f.Record.Rec, (*container.Deployment)(nil)
+			rec, seen := f.Record.Rec, container.Observed{}
 			if f.Cached != nil && !f.Cached.Terminating {
-				rec, dep = *f.Cached, snap.Live()
+				rec = *f.Cached
+				seen, _ = snap.Observed()
 			}
-			replaced, err := s.deleteContainer(ctx, id, rec, dep)
+			replaced, err := s.deleteContainer(ctx, id, rec, seen)
 			if !replaced || !again {
 				return err
 			}
@@ -66,8 +67,8 @@ func (s *Store) delete(ctx context.Context, id string) error {
 	}
 }
 
-// readRecord reads the id's record by name at the apiserver, through the Confirm client
-// (within ConfirmWait) when confirm says so.
+// readRecord reads the id's record by name at the apiserver (every read of a record
+// there), through the Confirm client (within ConfirmWait) when confirm says so.
 func (s *Store) readRecord(ctx context.Context, id string, confirm bool) (found, error) {
 	client := s.client
 	if confirm {
@@ -82,21 +83,36 @@ func (s *Store) readRecord(ctx context.Context, id string, confirm bool) (found,
 	return f, err
 }
 
-// deleteContainer deletes record rec (foreground propagation, its UID as a
-// precondition) and, at the same time, Deployment dep (when the cache showed it: else
-// the garbage collector does). replaced: the record is another one by now (a newer
-// container of the id), and nothing was deleted.
-func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Record, dep *container.Deployment) (replaced bool, err error) {
-	var depErr error
+// deleteContainer deletes record rec (its UID as a precondition) and, at the same time,
+// the Deployment and the Service the cache showed of it (seen): at most three requests.
+// The record goes with background propagation when the cache showed the Deployment,
+// so that it is let go as soon as its DELETED is delivered, whatever the garbage
+// collector is doing (a collector catching up after an apiserver restart held
+// foreground-deleted records for seconds: the chaos run, seed 114630519, then answered
+// creates of the id 409); what this DELETE did not delete (a Service the cache had not
+// shown) the garbage collector deletes once the record is gone. With no Deployment
+// seen (the record was read at the apiserver), foreground: the garbage collector
+// deletes the workload now, not once the DELETED is delivered. replaced: the record is
+// another one by now (a newer container of the id), and nothing was deleted.
+func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Record, seen container.Observed) (replaced bool, err error) {
+	var depErr, svcErr error
 	var wg sync.WaitGroup
-	if dep != nil {
+	propagation := metav1.DeletePropagationForeground
+	if d := seen.Deployment; d != nil {
+		propagation = metav1.DeletePropagationBackground
 		wg.Go(func() {
-			uid, bg := dep.UID, metav1.DeletePropagationBackground
-			depErr = s.client.AppsV1().Deployments(s.namespace).Delete(ctx, dep.Name,
+			uid, bg := d.UID, metav1.DeletePropagationBackground
+			depErr = s.client.AppsV1().Deployments(s.namespace).Delete(ctx, d.Name,
 				metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
 		})
 	}
-	c, err := deleteRecordOf(ctx, s.client, s.namespace, rec.Name, rec.UID, metav1.DeletePropagationForeground)
+	if v := seen.Service; v != nil {
+		wg.Go(func() {
+			uid := v.UID
+			svcErr = s.client.CoreV1().Services(s.namespace).Delete(ctx, v.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		})
+	}
+	c, err := deleteRecordOf(ctx, s.client, s.namespace, rec.Name, rec.UID, propagation)
 	wg.Wait()
 	switch {
 	case apierrors.IsConflict(err):
@@ -106,9 +122,11 @@ func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Re
 	case err != nil:
 		return false, classify("deleting the container record", err)
 	}
-	if depErr != nil && !apierrors.IsNotFound(depErr) && !apierrors.IsConflict(depErr) {
-		// The record is deleted: the garbage collector deletes the Deployment.
-		s.log.Warn("DELETE: the Deployment is left to the garbage collector", "id", id, "err", depErr)
+	for _, e := range []error{depErr, svcErr} {
+		if e != nil && !gone(e) {
+			// The record is deleted: the garbage collector deletes the rest once it goes.
+			s.log.Warn("DELETE: an object of the container is left to the garbage collector", "id", id, "err", e)
+		}
 	}
 	if c != nil {
 		s.wrote(recordKind, id, c)

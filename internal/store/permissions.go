@@ -28,14 +28,13 @@ func (p Permission) String() string {
 // start, not through failing requests. Deployments, Services and Pods are read with list
 // and watch (the informers, and the status reporter's label-selected list of an id's
 // Deployments before it deletes a record no Deployment joined), never with get, and
-// never changed in place; the provider deletes Deployments (a DELETE) but never
-// Services (the garbage collector does, with their record). Records and the leader
+// never changed in place; a DELETE deletes them. Records and the leader
 // election's lock are ConfigMaps: a record is read by name, patched (its finalizer off)
 // and deleted; the lock is updated. All of it is within what DCM's own Helm chart
 // grants its providers (no Leases, no configmaps/finalizers there).
 var Required = slices.Concat(
 	grant("apps", "deployments", "list", "watch", "create", "delete"),
-	grant("", "services", "list", "watch", "create"),
+	grant("", "services", "list", "watch", "create", "delete"),
 	grant("", "pods", "list", "watch"),
 	grant("", "configmaps", "get", "list", "watch", "create", "update", "patch", "delete"),
 )
@@ -56,7 +55,7 @@ type access struct {
 }
 
 // explainEvery bounds how often a refused write asks the apiserver what is missing
-// (explainForbidden): a check is one SelfSubjectAccessReview per permission (16), and a
+// (explainForbidden): a check is one SelfSubjectAccessReview per permission (17), and a
 // client retrying a refused create must not turn each retry into 16 more calls. Within
 // it, the last check's answer explains the refusal.
 const explainEvery = 30 * time.Second

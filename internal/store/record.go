@@ -24,11 +24,12 @@ func (s *Store) Finalize(ctx context.Context, rec container.Record) error {
 }
 
 // DeleteRecord deletes the record of a container that is gone or was never made (no
-// Deployment joined it: status.plan): the garbage collector deletes what it owns, and
-// its finalizer keeps it until its DELETED is delivered.
+// Deployment joined it: status.plan). Its finalizer keeps it until its DELETED is
+// delivered; background propagation, so it goes then, whatever the garbage collector
+// is doing, and the collector deletes what it owned (a Service) after.
 func (s *Store) DeleteRecord(ctx context.Context, rec container.Record) error {
 	return classify("deleting the container record",
-		s.deleteRecordObject(ctx, rec.Name, rec.UID, metav1.DeletePropagationForeground))
+		s.deleteRecordObject(ctx, rec.Name, rec.UID, metav1.DeletePropagationBackground))
 }
 
 // dropFinalizer removes RecordFinalizer from record name with UID uid: a strategic

@@ -9,11 +9,10 @@ deploy/base/role.yaml: tools/devenv/chart's TestRoleRulesMatchKustomize compares
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["list", "watch", "create", "delete"]
-# The Service that exposes a container's ports: created and read as Deployments are,
-# never deleted by the provider (the garbage collector deletes it with its record).
+# The Service that exposes a container's ports: as for Deployments.
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["list", "watch", "create"]
+  verbs: ["list", "watch", "create", "delete"]
 # Pods are only read, through an informer: their status is the container's status.
 - apiGroups: [""]
   resources: ["pods"]

@@ -136,3 +136,28 @@ func TestRecordWithoutDeploymentIs404(t *testing.T) {
 		t.Errorf("the 404 took %s: it waited for the cache", d)
 	}
 }
+
+// A container whose Deployment was deleted by hand a moment ago (its record still live:
+// the reporter is about to settle it) is a 404 at once on a replica whose cache saw the
+// Deployment go; it waited 2 s, then answered 503 (make chaos, seed 114630519, with
+// the ownership model's first cut).
+func TestDeploymentDeletedByHandIs404AtOnce(t *testing.T) {
+	ns := testenv.Namespace(t)
+	p := startProvider(t, ns, withEnv("SP_MONITOR_DEBOUNCE_MS=2000")) // the reporter waits: the record stays live
+	p.waitSynced(t)
+	create(t, p, "byhand", spec("web", "nginx"))
+	deleteByHand(t, ns, "byhand")
+	testenv.Eventually(t, 10*time.Second, "the cache sees the Deployment go", func() error {
+		if snap := p.App.Store().Snapshot("byhand"); len(snap.Deployments) > 0 || snap.Record == nil || snap.Record.Terminating {
+			return fmt.Errorf("snapshot %+v", snap)
+		}
+		return nil
+	})
+	start := time.Now()
+	if r := do(t, http.MethodGet, p.URL+containers+"/byhand", nil); r.Status != http.StatusNotFound {
+		t.Errorf("GET: %d %s, want 404", r.Status, r.Body)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the 404 took %s: it waited for the cache", took)
+	}
+}

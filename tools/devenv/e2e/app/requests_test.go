@@ -63,7 +63,7 @@ func TestRequestsOfAContainersLife(t *testing.T) {
 	if r := do(t, http.MethodDelete, p.URL+containers+"/"+id, nil); r.Status != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
-	check("DELETE", about(p.Calls()[mark:], true), "DELETE "+record, "DELETE /deployments/web-*")
+	check("DELETE", about(p.Calls()[mark:], true), "DELETE "+record, "DELETE /deployments/web-*", "DELETE /services/web-*")
 	events.waitStatus(id, "DELETED", "", 30*time.Second)
 	testenv.Eventually(t, 30*time.Second, "the record gone", func() error {
 		_, err := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns).Get(context.Background(), container.RecordName(id), metav1.GetOptions{})

@@ -73,7 +73,7 @@ func TestRequestsOfADelete(t *testing.T) {
 	if err := f.s.Delete(context.Background(), "x"); err != nil {
 		t.Fatal(err)
 	}
-	checkRequests(t, "delete", stop(), "DELETE configmaps/"+container.RecordName("x")+" foreground", "DELETE deployments/web-* background")
+	checkRequests(t, "delete", stop(), "DELETE configmaps/"+container.RecordName("x")+" background", "DELETE deployments/web-* background", "DELETE services/web-*")
 	if _, err := f.s.Get(context.Background(), "x"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a GET right after the DELETE = %v, want 404", err)
 	}
@@ -82,8 +82,7 @@ func TestRequestsOfADelete(t *testing.T) {
 	if r, _ := container.RecordOf(rec, "x"); err != nil || !r.Terminating || !r.Owed {
 		t.Errorf("the record: %+v %v; want it terminating, its DELETED owed (finalizers %v)", r, err, rec.Finalizers)
 	}
-	// The garbage collector deletes what the record owns: the Service too.
-	waitFor(t, "the garbage collector deletes the Service", func() bool {
+	waitFor(t, "the Service is gone", func() bool {
 		_, err := cs.CoreV1().Services(f.ns).Get(context.Background(), o.Service.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})

@@ -76,6 +76,9 @@ func (s Snapshot) Withheld() string {
 	return Withheld(o.Deployment, o.Pods)
 }
 
+// ServicesOf are the snapshot's Services of incarnation inc.
+func (s Snapshot) ServicesOf(inc string) []*Service { return sameIncarnation(inc, s.Services) }
+
 // Empty reports whether nothing of the id is left in the cluster.
 func (s Snapshot) Empty() bool {
 	return s.Record == nil && len(s.Deployments) == 0 && len(s.Pods) == 0 && len(s.Services) == 0

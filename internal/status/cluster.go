@@ -10,9 +10,9 @@ import (
 // (internal/store implements it).
 type Cluster interface {
 	// DeleteRecord deletes the record of a container that is gone or was never made
-	// (this UID only): the garbage collector deletes what it owns, and its finalizer
-	// keeps it until the DELETED is delivered.
-	DeleteRecord(ctx context.Context, rec container.Record) error
+	// (this UID only), and its Services (each by UID); its finalizer keeps it until the
+	// DELETED is delivered, and the garbage collector deletes anything else it owned.
+	DeleteRecord(ctx context.Context, rec container.Record, services []*container.Service) error
 	// Finalize takes the finalizer off a deleted record whose DELETED has been
 	// delivered (this UID only), so the apiserver lets it go.
 	Finalize(ctx context.Context, rec container.Record) error

@@ -372,7 +372,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		}
 	}
 	if rec := p.DeleteRecord; rec != nil {
-		if err := r.cl.DeleteRecord(ctx, *rec); err != nil {
+		if err := r.cl.DeleteRecord(ctx, *rec, snap.ServicesOf(string(rec.UID))); err != nil {
 			keepForce()
 			return 0, err
 		}

@@ -150,7 +150,7 @@ func (j *journal) Publish(_ context.Context, eventID, id string, st container.St
 	return true, nil
 }
 
-func (j *journal) DeleteRecord(_ context.Context, r container.Record) error {
+func (j *journal) DeleteRecord(_ context.Context, r container.Record, svcs []*container.Service) error {
 	j.mu.Lock()
 	fail := failing(&j.failDeleteRecord)
 	j.mu.Unlock()
@@ -159,6 +159,9 @@ func (j *journal) DeleteRecord(_ context.Context, r container.Record) error {
 		return errors.New("the apiserver is down")
 	}
 	j.add("delete record " + string(r.UID))
+	for _, s := range svcs {
+		j.add("delete service " + s.Name)
+	}
 	j.reachesTheCache(r.UID, func(rec *container.Record) { rec.Terminating = true })
 	return nil
 }
@@ -493,6 +496,20 @@ func TestReporterDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) 
 			r.settled(t, want...)
 		})
 	}
+	// The container's Service goes with its record, as with a DELETE: a garbage
+	// collector stuck after an apiserver restart would leave it (the chaos run, seed
+	// 114630519). Another incarnation's Service is not this container's.
+	t.Run("with its Service", func(t *testing.T) {
+		r := startReporter(t, 0, 0)
+		r.src.set("a", liveSnap("a-1"))
+		r.out.waitFor(t, "publish a PENDING")
+		other := svc("svc-of-another")
+		other.Incarnation = "r0"
+		r.src.set("a", container.Snapshot{Record: record(), Services: []*container.Service{svc("svc-a"), other}})
+		want := []string{"publish a PENDING", "delete record r1", "delete service svc-a", "publish a DELETED", "finalize r1"}
+		r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
+		r.settled(t, want...)
+	})
 	t.Run("the cache slow to show the deletion", func(t *testing.T) {
 		r := startReporter(t, 0, 0)
 		r.out.stale = true

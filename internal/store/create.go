@@ -32,7 +32,7 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 		return container.Observed{}, err
 	}
 	if !reservedInTime(began, s.Clock.Now(), s.ReserveWindow) {
-		s.undo(record)
+		s.undo(record, nil)
 		return container.Observed{}, errReservedLate(s.ReserveWindow)
 	}
 	s.wrote(recordKind, id, record)
@@ -49,7 +49,11 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	dep, depErr = s.client.AppsV1().Deployments(s.namespace).Create(ctx, dep, metav1.CreateOptions{})
 	wg.Wait()
 	if depErr != nil || svcErr != nil {
-		s.undo(record)
+		var made *corev1.Service
+		if svcErr == nil {
+			made = svc
+		}
+		s.undo(record, made)
 		if depErr != nil {
 			return container.Observed{}, classify("creating Deployment", depErr)
 		}
@@ -112,8 +116,9 @@ func (s *Store) reserve(ctx context.Context, id string) (*corev1.ConfigMap, erro
 // undo takes back the record of a failed create, detached from the request's context
 // (a client that hung up must not leave objects behind): its finalizer off, then the
 // record deleted with background propagation, so it goes at once and a retry of the
-// create finds the id free; the garbage collector then deletes whatever it owned (a
-// Service made beside a refused Deployment, a Deployment whose answer was lost). No
+// create finds the id free; the Service it made (made: nil when none, or its answer
+// was lost) is deleted too, and the garbage collector deletes whatever else it owned
+// (a Deployment or a Service whose answer was lost). No
 // DELETED is owed for it: DCM got no 201; should the status reporter have told DCM of
 // its Deployment meanwhile, it sends the DELETED of a container whose record went
 // (status.plan). The first try is made before the create answers, within undoTry;
@@ -121,12 +126,18 @@ func (s *Store) reserve(ctx context.Context, id string) (*corev1.ConfigMap, erro
 // again in the background, with backoff, for up to CreateTimeout, so a failing create
 // answers within its request's budget. Should every try fail, the record stays live:
 // the status reporter settles a record no Deployment joined.
-func (s *Store) undo(record *corev1.ConfigMap) {
+func (s *Store) undo(record *corev1.ConfigMap, made *corev1.Service) {
 	try := func(ctx context.Context) error {
 		if err := s.dropFinalizer(ctx, record.Name, record.UID); err != nil {
 			return err
 		}
-		return s.deleteRecordObject(ctx, record.Name, record.UID, metav1.DeletePropagationBackground)
+		if err := s.deleteRecordObject(ctx, record.Name, record.UID, metav1.DeletePropagationBackground); err != nil {
+			return err
+		}
+		if made != nil {
+			return s.deleteService(ctx, made.Name, made.UID)
+		}
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), undoTry)
 	err := try(ctx)

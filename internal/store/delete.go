@@ -107,10 +107,7 @@ func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Re
 		})
 	}
 	if v := seen.Service; v != nil {
-		wg.Go(func() {
-			uid := v.UID
-			svcErr = s.client.CoreV1().Services(s.namespace).Delete(ctx, v.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		})
+		wg.Go(func() { svcErr = s.deleteService(ctx, v.Name, v.UID) })
 	}
 	c, err := deleteRecordOf(ctx, s.client, s.namespace, rec.Name, rec.UID, propagation)
 	wg.Wait()

@@ -24,12 +24,31 @@ func (s *Store) Finalize(ctx context.Context, rec container.Record) error {
 }
 
 // DeleteRecord deletes the record of a container that is gone or was never made (no
-// Deployment joined it: status.plan). Its finalizer keeps it until its DELETED is
-// delivered; background propagation, so it goes then, whatever the garbage collector
-// is doing, and the collector deletes what it owned (a Service) after.
-func (s *Store) DeleteRecord(ctx context.Context, rec container.Record) error {
-	return classify("deleting the container record",
-		s.deleteRecordObject(ctx, rec.Name, rec.UID, metav1.DeletePropagationBackground))
+// Deployment joined it: status.plan), and the Services of it the cache shows, as a
+// DELETE does. Its finalizer keeps the record until its DELETED is delivered;
+// background propagation, so it goes then, whatever the garbage collector is doing
+// (which deletes anything else it owned after; a collector stuck after an apiserver
+// restart left a Service for good: the chaos run, seed 114630519).
+func (s *Store) DeleteRecord(ctx context.Context, rec container.Record, services []*container.Service) error {
+	if err := s.deleteRecordObject(ctx, rec.Name, rec.UID, metav1.DeletePropagationBackground); err != nil {
+		return classify("deleting the container record", err)
+	}
+	for _, v := range services {
+		if err := s.deleteService(ctx, v.Name, v.UID); err != nil {
+			return classify("deleting the Service of a deleted container", err)
+		}
+	}
+	return nil
+}
+
+// deleteService deletes Service name if it still has UID uid; gone or replaced is
+// success.
+func (s *Store) deleteService(ctx context.Context, name string, uid types.UID) error {
+	err := s.client.CoreV1().Services(s.namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !gone(err) {
+		return err
+	}
+	return nil
 }
 
 // dropFinalizer removes RecordFinalizer from record name with UID uid: a strategic

@@ -55,7 +55,8 @@ func (w *World) Quiesce(ctx context.Context, limit time.Duration) []string {
 }
 
 // controllerManagerStall is how long, at rest, a live Deployment may have no pod at all
-// before the controller-manager counts as stalled. Kubernetes 1.37.2's can stop acting
+// (or an object outlive its owner, ownerless) before the controller-manager counts as
+// stalled. Kubernetes 1.37.2's can stop acting
 // on pods after an apiserver restart: its ReplicaSet controller refuses every sync of a
 // ReplicaSet whose pod it wrote ("read version: 522 is not as new as written version:
 // 633 for group resource pods", KEP-5647's staleness check) while its pod informer
@@ -82,7 +83,7 @@ func (w *World) healControllerManager(ctx context.Context, st *controllerStall, 
 	if st.restarted {
 		return
 	}
-	podless := podlessDeployments(f)
+	podless := append(podlessDeployments(f), ownerless(f)...)
 	if len(podless) == 0 {
 		st.since = time.Time{}
 		return
@@ -97,7 +98,7 @@ func (w *World) healControllerManager(ctx context.Context, st *controllerStall, 
 	}
 	st.restarted = true
 	e := Entry{Type: "heal", Kind: "controller-manager-restart", Start: now, Target: strings.Join(podless, ", "),
-		Note: fmt.Sprintf("%d live Deployment(s) without any pod for %s at rest", len(podless), now.Sub(st.since).Round(time.Second))}
+		Note: fmt.Sprintf("%d live Deployment(s) without any pod, or object(s) whose record is gone, for %s at rest", len(podless), now.Sub(st.since).Round(time.Second))}
 	err := w.Env.Cluster.StopComponent("kube-controller-manager")
 	err = errors.Join(err, w.Env.Cluster.StartComponent(context.WithoutCancel(ctx), "kube-controller-manager"))
 	if err != nil {
@@ -105,6 +106,28 @@ func (w *World) healControllerManager(ctx context.Context, st *controllerStall, 
 	}
 	e.End = time.Now()
 	_ = w.Hist.Add(e)
+}
+
+// ownerless names the Deployments and Services whose record (owner) is gone: the
+// garbage collector's to delete. Kubernetes 1.37.2's, like its ReplicaSet controller
+// (controllerManagerStall), can stop acting after an apiserver restart: it left a
+// Service for good whose record had gone (make chaos, seed 114630519, with records
+// owning their containers).
+func ownerless(f Final) []string {
+	records := map[string]bool{}
+	for _, r := range f.Records {
+		records[r.ID+"/"+r.Incarnation] = true
+	}
+	var out []string
+	for kind, objs := range map[string][]Object{"Deployment": f.Deployments, "Service": f.Services} {
+		for _, o := range objs {
+			if !records[o.ID+"/"+o.Incarnation] {
+				out = append(out, kind+" "+o.Name+" ("+o.ID+", its record gone)")
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // podlessDeployments names the live Deployments with no pod of their incarnation at all.
@@ -197,6 +220,7 @@ func settledObjects(f Final) []string {
 			out = append(out, "Deployment "+d.Name+" ("+d.ID+") has no settled pod")
 		}
 	}
+	out = append(out, ownerless(f)...)
 	for _, r := range f.Records {
 		if r.Deleting {
 			out = append(out, "record "+r.Name+" owes a DELETED")

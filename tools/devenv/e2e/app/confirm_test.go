@@ -150,9 +150,9 @@ func (w *watchedCluster) Finalize(ctx context.Context, r container.Record) error
 	return w.Store.Finalize(ctx, r)
 }
 
-func (w *watchedCluster) DeleteRecord(ctx context.Context, r container.Record) error {
+func (w *watchedCluster) DeleteRecord(ctx context.Context, r container.Record, svcs []*container.Service) error {
 	w.note("delete record " + r.Name)
-	return w.Store.DeleteRecord(ctx, r)
+	return w.Store.DeleteRecord(ctx, r, svcs)
 }
 
 // watchedPublisher notes what it is asked to publish (acknowledged as stored).

@@ -278,7 +278,7 @@ func TestErrorContract(t *testing.T) {
 			store: storeErr(store.KindConflict), status: 409, code: "already-exists",
 			detail: `a container with id "web-1" already exists; it was not changed`},
 		{name: "create/409 the previous container is being deleted", method: "POST", target: base + "?id=web-1", contentType: jsonCT, body: validBody,
-			store: fails(&store.Error{Kind: store.KindDeleting, RetryAfter: 5, Message: "the previous container with this id is being deleted; nothing was created; retry after 5 s"}),
+			store:  fails(&store.Error{Kind: store.KindDeleting, RetryAfter: 5, Message: "the previous container with this id is being deleted; nothing was created; retry after 5 s"}),
 			status: 409, code: "being-deleted", detail: "the previous container with this id is being deleted; nothing was created; retry after 5 s"},
 		{name: "create/400 store invalid with one field", method: "POST", target: base, contentType: jsonCT, body: validBody,
 			store:  storeErr(store.KindInvalid, container.Violation{Pointer: "#/spec/image/reference", Detail: "image.reference: refused"}),

@@ -23,6 +23,24 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ContainerEndpointScope.
+const (
+	ContainerEndpointScopeExternal ContainerEndpointScope = "external"
+	ContainerEndpointScopeInternal ContainerEndpointScope = "internal"
+)
+
+// Valid indicates whether the value is a known member of the ContainerEndpointScope enum.
+func (e ContainerEndpointScope) Valid() bool {
+	switch e {
+	case ContainerEndpointScopeExternal:
+		return true
+	case ContainerEndpointScopeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ContainerPortVisibility.
 const (
 	ContainerPortVisibilityExternal ContainerPortVisibility = "external"
@@ -164,6 +182,24 @@ type Container struct {
 	UpdateTime    *time.Time `json:"update_time,omitempty"`
 }
 
+// ContainerEndpoint One address and port the container can be dialled at (DCM's catalog ContainerEndpoint).
+type ContainerEndpoint struct {
+	// Address IP address or host name to dial (a cluster IP, a load balancer's IP or host name).
+	Address string `json:"address"`
+
+	// Port Port to dial on address (the Service's port, which is the container port).
+	Port int `json:"port"`
+
+	// Protocol Transport protocol, TCP or UDP (the Service port's; the provider exposes TCP).
+	Protocol *string `json:"protocol,omitempty"`
+
+	// Scope Where the endpoint is reachable from: internal, inside the cluster; external, from outside it. An external port has both kinds; an internal port internal ones only.
+	Scope ContainerEndpointScope `json:"scope"`
+}
+
+// ContainerEndpointScope Where the endpoint is reachable from: internal, inside the cluster; external, from outside it. An external port has both kinds; an internal port internal ones only.
+type ContainerEndpointScope string
+
 // ContainerImage defines model for ContainerImage.
 type ContainerImage struct {
 	// Reference OCI reference: [registry/]repository[:tag][@digest]. The registry host must be one the provider allows (SP_IMAGE_REGISTRIES); IP addresses, localhost, names without a dot and cluster-internal names (*.svc, *.cluster.local, kubernetes.default, ...) are refused unless the operator lists that exact host (400 naming the rule).
@@ -217,10 +253,12 @@ type ContainerResources struct {
 
 // ContainerSpec Besides the per-field limits, the Kubernetes objects built from one spec (the Deployment and the Service, as JSON) may be at most SP_CONTAINER_MAX_BYTES (default 8192 bytes; 400 beyond), a bound on the provider's memory. A member not in this schema, at any level, is refused (400 naming it) rather than ignored; provider_hints is open.
 type ContainerSpec struct {
-	Image    ContainerImage    `json:"image"`
-	Metadata ContainerMetadata `json:"metadata"`
-	Network  *ContainerNetwork `json:"network,omitempty"`
-	Process  *ContainerProcess `json:"process,omitempty"`
+	// Endpoints Where the container can be dialled: one entry per address and port, as DCM's catalog defines the container type's spec.endpoints (dcm-project/control-plane, api/catalog/v1alpha1/servicetypes/container/spec.yaml, ContainerEndpoint: address, port, optional protocol, scope). Answers only: a create that sends it is a 400 naming it. For each port the Service exposes, in network.ports order: the Service's cluster IP and port (scope internal: dialable from the cluster's pods and nodes), then, for an external port of a LoadBalancer Service, the load balancer's ingress IP (or hostname) and port once the cloud has assigned one (scope external). An external port of a NodePort Service has its internal endpoint only: which node address a client outside can reach is the cluster operator's to know, not the provider's (service.ports[].node_port, the same on every node, is the port to dial there). A none port has no endpoint; omitted when nothing is exposed (or addressed yet).
+	Endpoints *[]ContainerEndpoint `json:"endpoints,omitempty"`
+	Image     ContainerImage       `json:"image"`
+	Metadata  ContainerMetadata    `json:"metadata"`
+	Network   *ContainerNetwork    `json:"network,omitempty"`
+	Process   *ContainerProcess    `json:"process,omitempty"`
 
 	// ProviderHints Accepted and ignored. At most 64 keys, 16384 bytes as JSON and 8 levels of nesting.
 	ProviderHints *map[string]interface{}  `json:"provider_hints,omitempty"`
@@ -1555,80 +1593,90 @@ func (sh *strictHandler) GetRootHealth(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Ht9U+NIkvdXydBuxNgzsrF5m26IjecB2s34BmgO6O29aPcyZSlt1yBVaapKgLeX736RVSVZsoUxe7M9",
-	"F/cXWFa95csvf5mV/hpEMs2kQGF0cPA1UKgzKTTaD8csvsLfctSGPkVSGBT2X5ZlCY+Y4VJsZUqOE0x/",
-	"+FVLQd/paIYpo//+rHASHAR/2losseW+1VuXblTw9PQUBjHqSPGMpgsOgpsZgnLLAtfAxT1LeHwIQpoZ",
-	"F1N4YBqiGRNTjLvBUxicSDFJePTN98hj2p5hdygOgAEtzbhABQ/czMDMaO8x4CPXRkPLzDOEbre7xRKF",
-	"LJ533BeHwI09kZCmOFU7BKnAzBAyhfdc5vq5ybmGMZJMYkzQYAxMxMCNhneDs8HN4B3gPQorRZo+xoTf",
-	"o8IY5mgqO7JTdPwUoVvhCo2ad44mBtUhMDgd3ICc2D1xWkU/oNKw29ttd+GiqheFzCz04vZ8xlNurpBF",
-	"M4y/tZIyJe95jApmMok1XF/enh/97fbkw8XN0fBicHW9kGxVR+XDTkJ77yi3+UMrgBgN4wlM+T1q+0Dk",
-	"6RiVbi+ZqBcFvLOCBSnQ6nXG7tEOkxkqZqQCxbh2j+xqVnhDYVAJlnxLeX0U+JhhRHakUd2jAlRKKnfq",
-	"sYznIJCeRkwpjuSZbo/a7vhCmvcyF99Uwxey4hkzpgvHsBu6kfKMqSn+UdhlJcY1JLQJ8mcmyP5K27OW",
-	"ePxfN4Nr+AH29/Z29mE8N6ih9ePOj9tvCk8ng5uwPDFte6qPguVmhsLQGf5Af6JTcoUaGIyRKTqgvEMB",
-	"revL26PL4e3Nh58HF7fvh2eDtkUlU5HMjMUgpEByBwYPSoopucczEB8GM2QxKhuSPn361DmqCKB+MHLg",
-	"4CDQRnExpSM4gd0znrBx8s0t4ed8jEog6fTocki2kAsLJbQZi/E8xRhkbkIP9164CYvuSLKVCTJUKdea",
-	"S2FRJJWqlKcGphC4gEnCpzPjLK02H4sizOg9A1JEaJV0Pbj6qzfC4cXt+7Ph6U83YWFrsL/bPgRFQQAY",
-	"BYFqQACNkRSxXlJN5Y1GrRBcTFFZtTyF/ns7sowUVitxzEmGLLlUBJGGExmZsERjGGSVR18DB7G3JEX6",
-	"OJEqZSY4CGJmsGOfhgEF2w8imQcHRuUYLptIGPDY8Z4XXsuYmdGLdS0vosfWVx4/bbIeQSuP8CXTunav",
-	"DcVE2lEZRi8NKcV4TS/TIMNMrjcf5l4vB96mqDVzAFo/9k95ygRFxdhaskKmpYCJZy1uNLSwO+3CMGVT",
-	"vMyT5JhFdx8mk3Z3EyHlWfw/1ewTvWExKg4OPjsBfinfkuNfMTI1mmJ3+koLVDhBhSJqkNGHkyGUXx/A",
-	"Z4VTro2ab31RmEnNjVTzzweGTb98/v8xn6I2X7rg4od7EWZSG0hzCiWWPiz5dJLIB21deXh+dDq4vRqc",
-	"Dq9vroaD6/YhDC+BxbFCrVGHkMiIJTRdCIKlqG1skbkBBrE0Fp+jJNcGVacI6v7F1vddfR+F8H3Xv9C1",
-	"c4VwV0JT12NGSNSpbbFI4STXGEMuEtS6znYSy4fNjBnARxYZd8zWbq9HSxL621CRJ2hNJWWPZyim5Hy7",
-	"vbf7YZByUTzov6T0hXrWav6MuwxnCV1K36ZP3GC6uSvR9H49phSb02eBj+Y2Y1O8tZFy1WKOxprYunTg",
-	"nTBtgF4nKaw/ZmWna895jobFzLBXGnnCxpjo5wd9rSppf6fBnevnPJEZp7AnjLQnfYdZIucpChPa5CWT",
-	"sS45g8fBLhzBHc5dDM0UTvgj5SpywUYZuMc1L/lOLwyv4jBnR8eDs9vLq8H74d+su1iaFaXdTEmSWs28",
-	"uQzh7o37+9hx/0EsU8ZFsU2pkdKjFPWM3C2TCY/mgGLKBbp3soQZQjENLa4Nl3a2hIs7VLH9P+IJz1P7",
-	"L7lRWNI/rkDnY79eWHOvZae5w3nhM1X97O82GAW5d4Pq6t6VMUNoEBwEf//MOv/odd5+aX3u+P++Lx61",
-	"/9+fgwalWwDJmMPG14G13dxaU75A8yDV3SstmWerXkeQeyljGF5uFJkyqcy/AAiXUtkDpOxx6AbubC9D",
-	"xNO6A9sJXkmPirG3mR9cxlEuzM62sxSe5mlwQPnHnlW/+7yA1pK2hcE913zME27mNBkKevFzQEw+CIMi",
-	"cARhgI/+3y8bI5fbYm2Jtfq/VDJCrV8pEaamdd1VrP9N/+12g74XCtve218F9UimKXNJ7+83KYr7jS1s",
-	"IO7/ylR90v72m1fZ1hVqmasIXyvOKMtfdIAsv6I8zm4QU6nmL404t2/5QcvmkuVBOc9a+7j2fHntaepA",
-	"cIyax76kk6HqTDgmsSvJaJefVdIxt6SGcc4TAxMlU8vQiGVCqx7UlkNZCEzDf1x/uGhDyubE7ZiBlEjQ",
-	"M9WBVpGUkTW5GsEhEPSPcS5F3A4pB5e5iAvqUIl+TlYUPVNMx6hsIZALVyhxIg9pfSbmkOA9JiGF2KYA",
-	"w00bFDOzopTBp0IqjA/L1W5nXBhNw2WGgsB0CXwLfr0RYDo2bq1mQVo2GlmyHMu5yjCx0dgirDzZzRcI",
-	"sxnC+/fd0IpEnjdDF2KWSKBN1YtSrpNxF468hezvUpDXIfT3d97s+nqRNyc74o3ToiY6IlAbLqabMgJV",
-	"RYGNjrzAjUVee+vmXYSHEuJfjga1KSqaD73tVPe43vvLxLfYxeXg4t3w4jQIg6uPFxfuv/dHw7PBuyAM",
-	"Pl78fPHh00UQBr5uTrO/yAROsvw/cyaMD4fLHFc5zZCnuAgKrVHe6+3gX6DvKvwM3GSkq8i+3xoF26Og",
-	"bQs8PEl4+XSv10tHQfsQMJpJjGHMojuanRIG0q8U+GESHHz+uj6Cf60xun7n7ZfPlsmlTQzuizujQ+LX",
-	"BYaUPW4QGErpPVni8aoRS5ZDw62VN9qFj5GvO0MDQbbBem3+GQb3LMmXx+1s/7j/ZiPOW4xvOsVPyBJX",
-	"g1oS9nNVmk+zeb1kYJOnmZ1mHoItzyyFtUWVUQM3rg7ZDdaUw/CRpVlC37l5m971BQ3mtrVeyVeVd8mL",
-	"sV7HKtzZHyIIg/JADfBSPKhu8+6N7iyudzzidAoRdSkJ5HLr+cPkWVGUqgv72tVEQXMRLVVqtGHKuEp2",
-	"lYDv7waNJBuV9oJabzAeJb1wvEoW48utNtmSI1nPw9cxF0zNIReW+zDty/e+mlIpQokY8B7VHKRlBu9O",
-	"zqtXBMwSn/QA+ufH8BfY/vt2r7jjqBjdKOif81HQDqF/6l7b6RHo9U/90xv3dNc9vaGn3aCenRKM/dA6",
-	"P/7n6fE/b47bjQlplVn+7ni2JNHNIG150KtQrbh8WFHe1fsTeLu79yP4Sw1/Y6lDR/wQ9IxlSLr6Tpfa",
-	"0vRUYRc+cTNzlblkTpx25O7frUcWM4bwi5vzF3tDb4hnWhCyBvFLJm0y+IutOxpPqeVkgiLmYjoSllkf",
-	"+grHgyzuM+qzjoI0TwzPEoTKBuyNpA5Bo3My93kkbJpjK9D+sKPA7cW98EtZdqTNFyzCsWYNrSjLLcMX",
-	"ni+3aY9KG//QFsCKs2v/0HmEtmzaXvVJRQAyEivE1+2owaHDwO1u42TPq3xAo5pKjFxow3w1uqFyYbXS",
-	"bC/7b3t9xyIv3WswUWxq0xde1OmqF5s+fIyCP21RzrNVErOtKMu3Ui5GQWPcWED5KvIZbpKmQrqw+RjQ",
-	"gHLZobNKYGqa0y5HQQij4EIamJBO3ccj12rhezDcs+Ji3WZjqMDKchQcwig4RzOTMdAkR0kiHzAeBZQC",
-	"7YV2bUjt9x0hTYe5793V5sgSTxLVjZRg75ztwP6OH+jvHDtGyo69DW43yqYIVvXjz4zJ9MHWVhylHV+e",
-	"7E65meVjClSFUW5ZbhlFMkbHMl8sGvvw4YReKmYN0Dira1SPnICmMMASWAUL3V3jEY03zA5iKoVNl4pz",
-	"4TErloYyJAqmDkQIgSxx0qWBRFneTbmAVr/XdpcolPniY4QYg/2SPUJrr/2Mnf6uznIIzJX2HwrgKJDZ",
-	"d+awscyNLSBYJHHHbZUEjcfwW05BNmOKpWhQtV++FPAyblLoKslq4I6oVmkMgWXZlkCxvrirWlVxwrS5",
-	"xcJkVuVbpMju+nUNThSUL3PRIyj4JNI56cOvtmVlg+zyeQuvXrau3gO5i69bVzxehXBf7LxtKi6fSRYf",
-	"s4QwWQEXU4Vaw/ASWlLZey8i/W13J08ijRKZx8C05lNhb0iw+1xl/RmIf01x2p+6KE0vB5PlRP7EyWF4",
-	"GYTBhYzduLB2xOeUUM+kG7IeD0Zu/2s0VFTBl1I1GWNZ417uEIoR6KvQkoNi3xa3a8rxC+hllm7L5Kux",
-	"6tmKesOrShoZyWYCYCgcmNuNp1uyaV81r85SWXBVkLZOE+WKm/k1WYGTn2vgOcqbOhw+ZI4jH4AUybyG",
-	"YJ7l58KDwkrnTxdczmqlTVbABdm/6yITBMTcVi+sQdI23UYWx6bY55pruHfN+uYIgnwKt9iQvVq2u9Jc",
-	"TBPsVJonpbpLJIs1SFFJe7swYNFsJBYvcm3RuFLEbSm03UIa+jbqh04UzBoXMH2nrYFxE9qRxbXlSNiw",
-	"6Vp0niPm0HquFandhYFNr04HN8ASLUeiaL78aXD07sDReZaWTRckad+TE4KQNp504WoRjOxVqb1DZLFV",
-	"20i4a/iiPsxSiqI0Dyue2UUsaEAs0YUs28bINTCo1YhHomXtZKkoTNMV5byuu0+2nbO27nyHc912xNlT",
-	"wKCSHZZFvUKmcFlo+uhyWEl4D4L7PkuyGeuTY8kMBct4cBDsdHvdHZ8fW3PfYhnfKt7dql/zT7EBRN7n",
-	"CR1JZnnCiHhUeka5oOhsqX/ouiZjdxuwVIePWDRz4OLuo7kUw5gCBNfmZLED2qUP8dqW8+obOXfXdb7j",
-	"1NUNq1shy8soDWv1O/1er7fo59rrWcpAKWlguURQhBHKL11bgub/wMIbmZOCHRwc7PXCNXeHdqW1hcen",
-	"cBVW2G85+p5BKzC26Ham3XxHOFFrmHhu/5WWiurmK/W3vf7qJdyTLfFWmt23e701/YGv6wusd5Y0dAd+",
-	"KBRVU2EIyKIZTOrmZts+d93umhYtT7FV6de3Q/ovD1luJ30Kg71Nlir7k+2AnY0WKtswbRjK05SpuXeB",
-	"mhC4sLJxhUc21cstLjb86gY/PbH9gK+Ebr5oZAapoKBzdRhf8Vu31KLf5wXHPUk4JYDRTGq0iNE6Glx2",
-	"+tvbbVdwIfrPjQNal5dOUdB6trHl48fhu+5IjHzZcxS4OzoHNw44mxyDxzWHaGzmcP90vnzthfv9p7Ud",
-	"Hc5jrHkdy3j++zuLc5QFvSG2+LTipf1/18JNthQfFoGVa/B3SN/aH3d7b18eV/4Ihgb0N/DHsjv+23g8",
-	"jflxo2M0/GakjhdOM9Vf3DwLFE/hs8G+KPE/F/OPkgc217Dd61VNoLxtWBDhpSbviAmiR2PLsGj3q9hx",
-	"iuan4n7h3xaC/AovtfF7NlmeUdOhH2Zoq/nc+EPoKlleUoen+P7XQeXErUwmCcYwnq8UC9pVfXk1rNfV",
-	"10WfEI+fnLISbKpbnDN15+rN5ZDvCCsjqWIYFfe74Ip7vpLr5tJLvYjQKnsRJzJJ5EN7uZGjaKd37YP1",
-	"n1y5Idql9uUPr1Ztwf04qBpHlixityHrcb/U+vY4tPvyuPJXQH8AkfA/tKr+FM/qsNpfWvaWeh2215CM",
-	"Rly4qZrWovro3Cf0nYTVFf6ltOAUzRqb6H2bEFg7avhH09L/9eZ3iq6E+3JYWiGLlr35+1tP3qqIFyyz",
-	"ot+X1hHyvhANb4oyg4sXwDSUUcz2j9mSt5S+zJYpOX7GrK+k/L8U/a6tUDS8QDOaI57vmiqsIFdJcBBs",
-	"BUS0/ctfV8xB2zYe/9RP9fTl6b8DAAD//w==",
+	"3Ht9U9tItvdXOaXdqti7srGBMImprecB4jC+E4gvkM3eirNMWzq2e5C6Nd0twJvlu9/q0y1ZsoWBvbOZ",
+	"W/cvsKR+O6+/89LfgkimmRQojA4G3wKFOpNCI/04ZvEF/pqjNvZXJIVBQf+yLEt4xAyXYidTcppg+udf",
+	"tBT2nY4WmDL73x8VzoJB8Ied1RI77q3eGbtRwcPDQxjEqCPFMztdMAiuFgjKLQtcAxe3LOHxIQhpFlzM",
+	"4Y5piBZMzDHuBg9hcCLFLOHRd98jj+32DLtBMQAGdmnGBSq442YBZmH3HgPec200tMwyQ+h2uzssUcji",
+	"Zce9OARu6ERCmuJU7RCkArNAyBTecpnrxybnGqZoaRJjggZjYCIGbjS8G34YXg3fAd6iICra6WNM+C0q",
+	"jGGJprIjmqLjpwjdChdo1LJzNDOoDoHB6fAK5Iz2xO0q+g6Vhv3efrsL51W+KGRmxRe35w885eYCWbTA",
+	"+HszKVPylseoYCGTWMPl+Prs6G/XJx/Pr45G58OLyxVlqzwqH3YSu/eOcps/JALEaBhPYM5vUdMDkadT",
+	"VLq9JqKeFPCOCAtSIPF1wW6RhskMFTNSgWJcu0e0GhFvJAwqwZLvSa9PAu8zjKwcaVS3qACVksqdeirj",
+	"JQi0TyOmFEermW6PmnZ8Ls17mYvvyuFzWdGMBdOFYtCGrqT8wNQcfy/bRRTjGhK7CavPTFj5K2WPJPH4",
+	"v66Gl/BnOHj9eu8ApkuDGlo/7P2w+6bQdCtwM5Ynpk2n+iRYbhYojD3D76hP9pRcoQYGU2TKHlDeoIDW",
+	"5fj6aDy6vvr40/D8+v3ow7BNVslUKLNgMQgp0KoDgzslxdyqxyMmPgwWyGJU5JI+f/7cOaoQoH4wq8DB",
+	"INBGcTG3R3AEu2U8YdPku0vCT/kUlUDL06PxyMpCLsiU2M2QjecpxiBzE3pz74mbsOjGUrYyQYYq5Vpz",
+	"KciKpFKV9NTAFAIXMEv4fGGcpNXmY1GEmf3OgBQREpMuhxd/9UI4Or9+/2F0+uNVWMgaHOy3D0FZJwDM",
+	"OoGqQwCNkRSxXmNN5YtGrlhzMUdFbHkI/XsaWXoK4kocc0tDloyVNZGGWzAyY4nGMMgqj74FzsReWyra",
+	"nzOpUmaCQRAzgx16GgbW2X4UyTIYGJVjuC4iYcBjh3ue+CxjZmE/rHN55T12vvH44TnrWdPKI3xKtC7d",
+	"ZyMxkzQqw+ipISUZL+3HdpBhJtfPH+Y+Lwdep6g1cwa0fuwf85QJ6xVjkmSFTEsBM49a3GhoYXfehVHK",
+	"5jjOk+SYRTcfZ7N29zlEyrP4f8rZB/sF2ag4GHxxBPxafiWnv2BkajBlKOJMcmca6sf9KBBYHCvUmmxZ",
+	"JpWhk66cT8QETBFizpLE4jADrXcnZ680RMywRM5hYxkiRF2e/RqbGxiNy/UtgpDagGApgpG0IrQYREmu",
+	"rW6OxiEwSCSLYcoSJiJUrzSMxrWBtPamiEvVcPgxHdYvJEW5kZYlgJfSV5poEsLdgkcLgsU16tiXtGbK",
+	"7nmap8HA+rvXYZBy4X73ww0zQdQxMpLJ5qauFBOa2FB8E8LVCR3y07txbW+0+Ct9WLeIeJ9JjdoOaiaG",
+	"jmTWIPmfF6gcVkPPR3valVGfKZkOSmQUAheax26A59Ah4H3x1n5tzT99w00XjkT51kmZBTVTaRZww0Ws",
+	"D4GJcnL3QflLCtQgRbK0x0FhifolKN7aR37eihLUVKWuTFXVKcTSS0hBm63KRGr/QnOucIYKRdRA9o8n",
+	"IyhfD+CLwjnXRi13virMpOZGquWXgWHzr1/+f8znqM3XLjgw5j50sp/mFpcRFl9zkEki7zT5xdHZ0enw",
+	"+mJ4Orq8uhgNL9uHsFI/1CEkMmKJnS4kXdIE1GRugEEsDRkIz+pOyRz3YetPXX0bhfCnrv+gS3OFcFP6",
+	"+a53wKGNQ9rk2BXOco0x5CKxelcLHRIKLs2CGcB7Fhl3zNZ+r2eXtFCKcFeeYKF+H1DMrSfb7709IP0r",
+	"HvSfsqAr9mzl/Afu0gVrrrp0lPYXN5g+3y/Z6f16TCm2tL8F3pvrjM3xmmDnpsQcTbUNfaVDQgnTBuzn",
+	"Dbq+dszKTree8wwNi5lhLxTyhE0x0Y8P+lZl0sFeg2Wqn/NEZtxiSGEknfQdZolcpihMSJmATMa6BODe",
+	"JHbhCG5w6QBppnDG723gL1ehHQP3uKYlr/RK8CoK8+HoePjhenwxfD/6G6kLxSxR2s2UtFSriTeXIdy8",
+	"cX/vO+4/iGXKuCi2KTWCnEGKemHVLZMJj5aAYs6thSP/mzBjIYGGFteGS5ot4eIGVUz/RzzheUr/WjUK",
+	"y1iKK9D51K8X1tRrXWlucFnoTJU/B/sNQmHVu4F1de3KmLHWIBgEf//COv/odd5+bX3p+P/+VDxq/78/",
+	"NrkjMiAZc7bxZciHNrdVlM/R3El180JJ5lmDX14gjGUMo/GzYJ71J/+CQbCQxA5P2f3IDdzbXTcRD9sO",
+	"PPZI5yWxRjH2uoBJJSjlwuztvhjc3HLNpzzhZmknKxy2DYuD8CV+u8FyXXs/XVliK//HSkYed76AIkzN",
+	"67yrSP+b/tvdBn6vGLb7+mDTqEcyTZnLIP12k6K4fbaEDcXtX5mqT9rfffMi2bpALXMV4UvJGWX5kwqQ",
+	"5RdMzJE2iKlUy6dGnNFXftC6uGR5UM6zVT4uffC59TR1Q3CMFtM6tJKh6sw4JrHLb2qX7KjkNtySGqY5",
+	"T4wHxQLBhmwOyq+c2rorC4Fp+I/Lj+dtSNnSYjtmILUg6JFUW6vIcFhpcgm3Q7Cmf4pLKeK2jZ6mMhdx",
+	"AR0q3s/RynrPFNMpKsqqc+Gyjo7koV2fiSUkeIsW/+tGB8NNGxQziyIvyOdCKowPy9WuF1wYbYfLDMVm",
+	"qFhEH3pbiPJYeDog8qKwuDiz6HcttiWi1sPXGGfkfuvTWpF5pYlR3XJH0IqjtOOdP6XSlUw6WcKE5VbG",
+	"d/ycO7d9lmQL1t/xKRE7m17l3ndo2iVLk3Azeh4Umw79jmXmJLMSEFKY0rZBlStX2OCIKjWUNnKoWaOI",
+	"NXCK4hjUONSF91KBjexWAX8RU/rw0cZ3IJz37JIzA6liVAOoB8er4HyVP2jR9sr4bUDMKWPIasT4qoLi",
+	"hIxRt0mDREgZF7YeMsoZMPggWXzs4/+VrhAUXksNcDEn5o/G0PI5AkoRrHZKKUO3H5nHFJIyrflcEO7E",
+	"4iTFLtoNYSzt6VzGSNmEgop2JotRyzCpjKkdq1w2wR55JaIQJZyAvY+arWRT+F1mHTytC6j6SoORcCPk",
+	"XUj6uqbTLS98jn1fvnbtctdOpiiZxVIbLwLeolrSXsJipayaGbG6TMLmMttl8C5keapDkCk3BmO4W6Ao",
+	"k91ce3GKiQFFpElVOkKgLwNHZRrr4VEAVvpGXkTpz5rZxfTke1ahz7NGlrESRW4l2HzW2AKcunxQgVOe",
+	"hxP9925oxa4+7swcndZCScqeF9VVZ6m7cOT9zMG+DRV0CP2DvTf7voTjnRKNeON8gbZKIFAbLubPjStU",
+	"FUs868gr9LFKNV+7eVcgszSxT2PK2hQVzheyU93jdgxR5qKLXYyH5+9G56dBGFx8Oj93/70/Gn0YvgvC",
+	"4NP5T+cfP58HYeBL2Xb2J+OJkyz/z5wJ40H1eqSsHGd8Dm2OClqTvNfbw79A3xXdGbjJLK8i+r41CXYn",
+	"QZtqLjxJePn0da+XToL2IWC0kGhNanRjZ9cojOWvFPhxFgy+fNseB3yrxYX9ztuvXygeTJviwK/ujA7P",
+	"vQxepuz+GfCypN4DhS8vGrEmOXY4SXmjXHik/bIzNITZBPm3ZrHC4JYl+fq4vd0fDt48K3Iuxjed4kdk",
+	"iSsLrRH7scLJ58WynnikFMyCplmGQBWTNXC8KvwRTqHSYHP63leo8J6lWWLfuXmbvvVpUea2tZ3JF5Vv",
+	"rRZjvbRUqLM/RBAG5YEazEvxoLrNmze6s+q48BanU5CoG0dpl8udxw+TZ0WdqE7sS1emBM0LAFOSXRum",
+	"jCsuV8P4g/2gMVRHpT2htguMt5KeOJ4lq/HlVptkyYVqj5uvYy6YWkIuKIJi2lfUfU62ksoWsQcrkuKL",
+	"dydn1ao9o/ApHUD/7Bj+Art/3+0VbQcVoZsE/TM+Cdoh9E/dZ3s9a/T6p/7plXu6755e2afdoJ7jsmbs",
+	"z62z43+eHv/z6rjdmNaqxqe/uT1bo+jzTNr6oBdZtaIfYIN5F+9P4O3+6x/A9xn4JiIXQBDMXLAMfcxV",
+	"cEvbpwq78JmbhcvvJ0uLuCeuJY40spgxhJ/dnD9T05yx0SoZIRKInwkSovqZqhfGB3JyNkMRczGfCIrP",
+	"D32e9E4WLQb1WSdBmieGZwlCZQPUJKRD0OgLY/R7IghlUojiDzsJ3F7cBz+XxQu7+QJFuNhbQyvKchfl",
+	"+Ki7bfeotPEPKY1enF37h04jNMXk1H1DwVh3IjbCZ7ejBoUOA7e7Z6eMPMuHdlRToYILbZivaTXkP4kr",
+	"zfJy8LbXdyhy7D6DmWJzSoLwIttf7TXy7mMS/IEi550SmO1EWb6TcjEJmiudpSnftHyGmwSbC+KZj//L",
+	"ZUdOKoGpeW53OQlCmATn0sDM8tT9PHLdj74t0j0ret0oLkQFRMtJcAiT4AzNQsZgJzlKEnmH8SSA1n7v",
+	"dUhrQ0rvO0KaDnPvXdw6IeBpSXUlJVAbGA3s7/mBvg2oY6TsUINWcxW4cFb14y+MyfRgZ6eS5+jOuVnk",
+	"U+uoCqHcIWwZRTJGhzKfLD159+GIXjJmi6FxUtfIHjkDbd0AS2DTWOjuFo1obPpyJqZSHnEJPS68zYol",
+	"BbbWmTojYi0QASddCkiU5d2UC2j1e21XirXxON5HiDHQS3YPrdftR+T0N1WWQ2CuQHhXGI7CMvtmWTaV",
+	"uaH0BlkSd9xWCdB4DL/m1slmTLEUDar206VFT+Mmhm6CrC15vSqMscay7BS0vr6oeG+yOGHaXGMhMpv0",
+	"LUJk1xG1xU4UkC9z3iMo8CTac9ofv1AX6TOiy8clvNr/tFlNdjmea1eC2jThPvd03VSiqmXGHk1+reW8",
+	"qvmu7mP1uUdM/EtKXP7URYFr3ZmsB/Injg6jcRAGRXYtCGtHfHm7h496vDFy+9/CoaKWthaqFVm0TQbY",
+	"jfqkrQUHZVbQ2u2mtKVeR+lUbGvoFnqsLre9sWjT5lt3YK6fPd2aTPvaW3WWyoKbhKQ8TZQrbpaXVgoc",
+	"/VxP7VHe1HT40ae6B5QmrVkwj/Jz4Y3CRjNuF1zMStS2UsCFlX/X2C2sIeaUvSCBtNt0G1kd2/o+1+/K",
+	"vWrWN2dNkC46r4oNUaqddqW5mCfYqdxnkOomkSzWIEUl7O3CkEWLiVh9yDVZ40opqKWQGng19Mnrh44U",
+	"zCVfmb7RJGDchDSyaH6YCHKbrmv2MWAOrce6g9tdGFJ4dTq8ApZoORHFfYgfh0fvBqusse+DtJT2bbIh",
+	"CEn+pAsXK2dEDRfUicBiYttEuGaeosrEUutF7TyseEaLkNGAWKJzWXSzYLOOMREtkpO10pKdrkjndV1X",
+	"Cl1moerVDS512wFnDwGDSnRYJvXKTP644PTReFQJeAdBUeOxiiUzFCzjwSDY6/a6ez4+JnHfYRlf1YPq",
+	"zUJzbDAi7/PEHklmecIs8Khc4+DCemeC/qG7yBCvSiqVzH/EooUzLq5UwKUYxdZBcG1OVjuwu/QuXlM6",
+	"r76RM1f095dAXN6wuhUqBtgwrNXv9Hu93qrF+nXPZfftLIQlgsKN2PjSNTdp/g8stJE5KtDgYPC6F27p",
+	"QKCVtiYeH8JNs8J+zdG38RPB2OoCkt3NK2snam1Xj+2/0phV3Xwl//a6v1nKf6AUb+X+2W6vt6Vl/2Wt",
+	"+vX+tIaG/Y8Fo2osDF0BcFYXN7qJse9217RoeYqdyhU6GtJ/esj6DY+HMHj9nKXKK0M0YO9ZC5U3I8gN",
+	"5WnK1NKrQI0IXBBtXOKRzfV6oxy5X92gpydUa32h6eaVkqBUlX7Zqhnf0Fu31Kpr8AnFPaE6YidaSI1k",
+	"MVpHw3Gnv7vbdgkXC/+5Kxf621BzFHY9ao/79Gn0rjsRE5/2nASu0u/MjTOcTYrB45pCNLaEuX86X7/1",
+	"woP+w9a+MKcxJF7HMl7+9sriFGUFbyxafNjQ0v6/a+EmWYoPC8fKNfga0vfWx/3e26fHlfdS7YD+M/Sx",
+	"vLD2fTTejvnhWcdouMZZtxeOM9VLsI8aiofwUWdfpPgf8/lHyR1batjt9aoiUFYbVkB47d5VxISFR1ME",
+	"f49z03acovmxqC/821yQX+Gpm3UeTZZn1PbQdwukbD43/hC6CpbX2OEhvr+wW07cyiRdTpkuN5IF7Sq/",
+	"PBu28+rbqtuQxw+OWQk25S3OmLpZaxx6ZW1lJFUMk6K+Cy655zO5bi691tEMrbKjeSaTRN6119vBihtu",
+	"rgm5fgvaDdEutC/vQm/KgruvW/UjaxKx3xD1uMvT398O7T89rryY+zsACX/3uXo7nnhY7VIve5s8D9tb",
+	"QEajXbiq9aSV2UenPqHvR66u8C+FBadotshE7/u4wNpRw98blv6vF79TdCncp93SBlgk9Obrtx68VS1e",
+	"sI6KfltYZy3vE97wqkgzOH8BTEPpxagLlVLeUvo0W6bk9BGxvpDy/5L3uySiaHgCZjR7PN81VUhBrpJg",
+	"EOwEFmj7j79tiIOmNh7/1E/18PXhvwMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -213,13 +213,108 @@ func TestToAPI(t *testing.T) {
 		t.Errorf("service = %+v", got.Service)
 	}
 
-	// Without a Service every port is none and there is no service block.
+	if b, _ := json.Marshal(s.Endpoints); string(b) != `[{"address":"10.96.45.12","port":8080,"protocol":"TCP","scope":"internal"},`+
+		`{"address":"203.0.113.9","port":8080,"protocol":"TCP","scope":"external"}]` {
+		t.Errorf("endpoints = %s", b)
+	}
+
+	// Without a Service every port is none and there is no service block, nor endpoints.
 	got = ToAPI(Objects{Deployment: d}.Observed())
-	if got.Service != nil || (*got.Spec.Network.Ports)[0].Visibility != v1alpha1.ContainerPortVisibilityNone {
-		t.Errorf("no service: %+v %+v", got.Service, *got.Spec.Network.Ports)
+	if got.Service != nil || (*got.Spec.Network.Ports)[0].Visibility != v1alpha1.ContainerPortVisibilityNone || got.Spec.Endpoints != nil {
+		t.Errorf("no service: %+v %+v %v", got.Service, *got.Spec.Network.Ports, got.Spec.Endpoints)
 	}
 	if *got.Status != v1alpha1.PENDING || !got.UpdateTime.Equal(*got.CreateTime) {
 		t.Errorf("fresh deployment: status %s, update %v != create %v", *got.Status, got.UpdateTime, got.CreateTime)
+	}
+}
+
+// spec.endpoints, DCM's catalog field: one entry per address and port a client can
+// dial, the cluster IP for every exposed port (internal), the load balancer's ingress
+// for an external one once assigned (external), none for a none port or a NodePort
+// Service's node addresses (which the provider cannot know), omitted when empty.
+func TestToAPIEndpoints(t *testing.T) {
+	ports := func(ps ...string) func(m map[string]any) {
+		return func(m map[string]any) {
+			var list []any
+			for i, v := range ps {
+				list = append(list, map[string]any{"container_port": 8000 + i, "visibility": v})
+			}
+			sub(m, "network")["ports"] = list
+		}
+	}
+	lb := []corev1.LoadBalancerIngress{{IP: "203.0.113.9"}}
+	cases := []struct {
+		name      string
+		visible   []string
+		external  corev1.ServiceType
+		clusterIP string
+		ingress   []corev1.LoadBalancerIngress
+		want      string // the endpoints as JSON; "null" = omitted
+	}{
+		{name: "all none: no Service, no endpoints", visible: []string{"none", "none"}, want: "null"},
+		{name: "internal ports, in port order, none skipped", visible: []string{"internal", "none", "internal"}, clusterIP: "10.96.0.7",
+			want: `[{"address":"10.96.0.7","port":8000,"protocol":"TCP","scope":"internal"},` +
+				`{"address":"10.96.0.7","port":8002,"protocol":"TCP","scope":"internal"}]`},
+		{name: "cluster IP not allocated yet", visible: []string{"internal"}, want: "null"},
+		{name: "headless Service: no cluster IP to dial", visible: []string{"internal"}, clusterIP: corev1.ClusterIPNone, want: "null"},
+		{name: "external on a LoadBalancer: internal then external", visible: []string{"external", "none"},
+			external: corev1.ServiceTypeLoadBalancer, clusterIP: "10.96.0.7", ingress: lb,
+			want: `[{"address":"10.96.0.7","port":8000,"protocol":"TCP","scope":"internal"},` +
+				`{"address":"203.0.113.9","port":8000,"protocol":"TCP","scope":"external"}]`},
+		{name: "load balancer by host name", visible: []string{"external"}, external: corev1.ServiceTypeLoadBalancer,
+			clusterIP: "10.96.0.7", ingress: []corev1.LoadBalancerIngress{{Hostname: "lb.example.com"}},
+			want: `[{"address":"10.96.0.7","port":8000,"protocol":"TCP","scope":"internal"},` +
+				`{"address":"lb.example.com","port":8000,"protocol":"TCP","scope":"external"}]`},
+		{name: "load balancer not assigned yet: internal only", visible: []string{"external"}, external: corev1.ServiceTypeLoadBalancer,
+			clusterIP: "10.96.0.7", want: `[{"address":"10.96.0.7","port":8000,"protocol":"TCP","scope":"internal"}]`},
+		{name: "NodePort: internal only, the node address is not the provider's to know", visible: []string{"external"},
+			external: corev1.ServiceTypeNodePort, clusterIP: "10.96.0.7",
+			want: `[{"address":"10.96.0.7","port":8000,"protocol":"TCP","scope":"internal"}]`},
+		{name: "an internal port beside an external one is external too", visible: []string{"internal", "external"},
+			external: corev1.ServiceTypeLoadBalancer, clusterIP: "10.96.0.7", ingress: lb,
+			want: `[{"address":"10.96.0.7","port":8000,"protocol":"TCP","scope":"internal"},` +
+				`{"address":"203.0.113.9","port":8000,"protocol":"TCP","scope":"external"},` +
+				`{"address":"10.96.0.7","port":8001,"protocol":"TCP","scope":"internal"},` +
+				`{"address":"203.0.113.9","port":8001,"protocol":"TCP","scope":"external"}]`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := Build("abc", mutate(t, ports(tc.visible...)), Options{Namespace: "dcm", ExternalServiceType: tc.external})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if svc := objs.Service; svc != nil {
+				svc.Spec.ClusterIP = tc.clusterIP
+				svc.Status.LoadBalancer.Ingress = tc.ingress
+				for i := range svc.Spec.Ports {
+					svc.Spec.Ports[i].NodePort = 30000 + int32(i) // never an endpoint's port
+				}
+			}
+			got := ToAPI(objs.Observed())
+			if b, _ := json.Marshal(got.Spec.Endpoints); string(b) != tc.want {
+				t.Errorf("endpoints = %s\nwant %s", b, tc.want)
+			}
+			// Every endpoint is of a port that reads as exposed, with a scope it allows.
+			visibility := map[int]v1alpha1.ContainerPortVisibility{}
+			for _, p := range *got.Spec.Network.Ports {
+				visibility[int(p.ContainerPort)] = p.Visibility
+			}
+			for _, e := range deref(got.Spec.Endpoints) {
+				if v := visibility[e.Port]; v == v1alpha1.ContainerPortVisibilityNone ||
+					(e.Scope == v1alpha1.ContainerEndpointScopeExternal && v != v1alpha1.ContainerPortVisibilityExternal) {
+					t.Errorf("endpoint %+v of a port that reads as %q", e, v)
+				}
+			}
+		})
+	}
+
+	// A Service port that forwards to no port of the container (edited by hand) is not
+	// the container's: no endpoint.
+	objs, _ := Build("abc", mutate(t, ports("internal")), opts)
+	objs.Service.Spec.ClusterIP = "10.96.0.7"
+	objs.Service.Spec.Ports[0].TargetPort.IntVal = 9999
+	if got := ToAPI(objs.Observed()); got.Spec.Endpoints != nil {
+		t.Errorf("endpoints of a foreign target port: %+v", *got.Spec.Endpoints)
 	}
 }
 

@@ -55,6 +55,7 @@ func ToAPI(o Observed) v1alpha1.Container {
 		spec.Process = p
 	}
 	spec.Network = network(ctr, o.Service, pod)
+	spec.Endpoints = endpoints(ctr, o.Service)
 
 	out := v1alpha1.Container{
 		Id:         &id,
@@ -103,6 +104,56 @@ func network(ctr Container, svc *Service, pod *Pod) *v1alpha1.ContainerNetwork {
 		return nil
 	}
 	return n
+}
+
+// endpoints are the addresses and ports the container can be dialled at, DCM's
+// catalog spec.endpoints: for each container port the Service exposes (in the order of
+// network.ports, so a port that reads as none has none), the cluster IP (internal),
+// then, when the port is external, the load balancer's ingress once assigned
+// (external). A client inside the cluster should dial the cluster IP even for an
+// external port, rather than go out through the load balancer and back, so an
+// external port lists both, as DCM's own example does. A NodePort Service's external
+// address would be a node's: the provider does not read Nodes (cluster-wide, granted
+// by neither its Role nor DCM's), and which node address a client outside can reach
+// (an internal IP, a public one, a name in front) is the cluster operator's to know, so
+// it lists none rather than one that may not answer; service.ports[].node_port still
+// says the port.
+func endpoints(ctr Container, svc *Service) *[]v1alpha1.ContainerEndpoint {
+	if svc == nil {
+		return nil
+	}
+	internal := ""
+	if ip := svc.ClusterIP; ip != corev1.ClusterIPNone {
+		internal = ip
+	}
+	external := ""
+	if svc.Type == corev1.ServiceTypeLoadBalancer {
+		external = svc.ExternalIP
+	}
+	var out []v1alpha1.ContainerEndpoint
+	add := func(address string, p ServicePort, scope v1alpha1.ContainerEndpointScope) {
+		if address == "" {
+			return
+		}
+		e := v1alpha1.ContainerEndpoint{Address: address, Port: int(p.Port), Scope: scope}
+		if p.Protocol != "" {
+			e.Protocol = ptrTo(string(p.Protocol))
+		}
+		out = append(out, e)
+	}
+	for _, cp := range ctr.Ports {
+		for _, p := range svc.Ports {
+			if p.TargetPort != cp {
+				continue
+			}
+			add(internal, p, v1alpha1.ContainerEndpointScopeInternal)
+			add(external, p, v1alpha1.ContainerEndpointScopeExternal)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &out
 }
 
 func serviceInfo(svc *Service) *v1alpha1.ServiceInfo {

@@ -59,7 +59,7 @@ const MaxQuoted = 128
 var bodyOrder = []string{
 	"#/spec/resources/cpu", "#/spec/resources/memory", "#/spec/resources", "#/spec/metadata/labels",
 	"#/spec/service_type", "#/spec/metadata", "#/spec/image", "#/spec/process", "#/spec/network",
-	"#/spec/provider_hints", "#/spec", "#",
+	"#/spec/endpoints", "#/spec/provider_hints", "#/spec", "#",
 }
 
 func rank(v Violation) int {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
@@ -63,7 +65,25 @@ func (f fakeStore) Create(_ context.Context, _ string, objs container.Objects) (
 	if _, err := f.reply("Create"); err != nil {
 		return container.Observed{}, err
 	}
-	return objs.Observed(), nil
+	return allocated(objs).Observed(), nil
+}
+
+// allocated is what the apiserver answers a create with: the Service has its cluster IP
+// and, when it is not a ClusterIP Service, its node ports (a load balancer's ingress
+// comes later, from the cloud).
+func allocated(objs container.Objects) container.Objects {
+	if objs.Service == nil {
+		return objs
+	}
+	svc := objs.Service.DeepCopy()
+	svc.Spec.ClusterIP = "10.96.0.10"
+	for i := range svc.Spec.Ports {
+		if svc.Spec.Type != corev1.ServiceTypeClusterIP {
+			svc.Spec.Ports[i].NodePort = 30080 + int32(i)
+		}
+	}
+	objs.Service = svc
+	return objs
 }
 
 func (f fakeStore) Get(context.Context, string) (container.Observed, error) {
@@ -112,6 +132,26 @@ func observed(t *testing.T, id string) container.Observed {
 	}
 	return objs.Observed()
 }
+
+// exposed is what the cluster would hold for a valid container with an internal port
+// (8080) and a none port (9090): a ClusterIP Service with its cluster IP.
+func exposed(t *testing.T, id string) container.Observed {
+	t.Helper()
+	var c v1alpha1.Container
+	if err := json.Unmarshal([]byte(body(`"image":`, exposedPorts+`,"image":`)), &c); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := container.Build(id, &c.Spec, container.Options{Namespace: "dcm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return allocated(objs).Observed()
+}
+
+const exposedPorts = `"network":{"ports":[{"container_port":8080,"visibility":"internal"},{"container_port":9090,"visibility":"none"}]}`
+
+// internalEndpoint is the one endpoint of exposed's container.
+const internalEndpoint = `"endpoints":[{"address":"10.96.0.10","port":8080,"protocol":"TCP","scope":"internal"}]`
 
 func fails(err error) *answer { return &answer{err: err} }
 
@@ -242,6 +282,25 @@ func TestErrorContract(t *testing.T) {
 			store: ok, status: 201},
 		{name: "create/400 read-only id in the body", method: "POST", target: base, contentType: jsonCT, body: body(`{"spec"`, `{"id":"x","spec"`),
 			status: 400, code: invalidArg, pointer: "#/id"},
+		{name: "create/201 answers the endpoints of the Service just made, as GET will", method: "POST", target: base, contentType: jsonCT,
+			body: body(`"image":`, exposedPorts+`,"image":`), store: ok, status: 201, has: []string{internalEndpoint}},
+		{name: "create/201 no endpoints when nothing is exposed", method: "POST", target: base, contentType: jsonCT,
+			body: ports("80"), store: ok, status: 201, hasNot: []string{"endpoints"}},
+		{name: "create/400 read-only spec.endpoints in the body", method: "POST", target: base, contentType: jsonCT,
+			body:   body(`"image":`, `"endpoints":[{"address":"10.0.0.1","port":80,"scope":"internal"}],"image":`),
+			status: 400, code: invalidArg, pointer: "#/spec/endpoints",
+			detail: "endpoints is read-only: the provider fills it in its answers; leave it out of a create"},
+		{name: "create/400 read-only spec.endpoints: one problem whatever it holds", method: "POST", target: base, contentType: jsonCT,
+			body:   body(`"image":`, `"endpoints":[{"port":"x","Scope":1}],"image":`),
+			status: 400, code: invalidArg, pointer: "#/spec/endpoints",
+			detail: "endpoints is read-only: the provider fills it in its answers; leave it out of a create"},
+		{name: "create/400 read-only spec.endpoints beside a cpu problem: cpu first", method: "POST", target: base, contentType: jsonCT,
+			body:   body(`"image":`, `"endpoints":[],"image":`, `"cpu":{"min":1,"max":1}`, `"cpu":{"min":"10","max":"5"}`),
+			status: 400, code: invalidArg, detail: multiple, errors: []string{"#/spec/resources/cpu/min", "#/spec/endpoints"}},
+		{name: "create/400 read-only namespace, named as read-only", method: "POST", target: base, contentType: jsonCT,
+			body:   body(`"name":"web"`, `"name":"web","namespace":"other"`),
+			status: 400, code: invalidArg, pointer: "#/spec/metadata/namespace",
+			detail: "metadata.namespace is read-only: the provider fills it in its answers; leave it out of a create"},
 		{name: "create/400 port out of range", method: "POST", target: base, contentType: jsonCT, body: ports("70000"),
 			status: 400, code: invalidArg, pointer: "#/spec/network/ports/0/container_port",
 			detail: "network.ports[0].container_port 70000 is not a port (1-65535)"},
@@ -309,6 +368,10 @@ func TestErrorContract(t *testing.T) {
 		// GET one.
 		{name: "get/200 found", method: "GET", target: base + "/a", store: &answer{obs: []container.Observed{observed(t, "a")}},
 			status: 200, headers: map[string]string{"Content-Type": jsonCT}, has: []string{`"id":"a"`, `"path":"containers/a"`}},
+		{name: "get/200 endpoints", method: "GET", target: base + "/a", store: &answer{obs: []container.Observed{exposed(t, "a")}},
+			status: 200, has: []string{internalEndpoint}},
+		{name: "get/200 no endpoints when nothing is exposed", method: "GET", target: base + "/a",
+			store: &answer{obs: []container.Observed{observed(t, "a")}}, status: 200, hasNot: []string{"endpoints"}},
 		{name: "get/404 not found", method: "GET", target: base + "/a", store: fails(store.ErrNotFound),
 			status: 404, code: "not-found", detail: `no container has id "a"`},
 		{name: "get/503 store unavailable", method: "GET", target: base + "/a", store: storeErr(store.KindUnavailable),
@@ -336,6 +399,8 @@ func TestErrorContract(t *testing.T) {
 			has: []string{`"id":"b"`, `"id":"c"`, `"next_page_token":"` + encodePageToken("c") + `"`}},
 		{name: "list/200 last page has no next_page_token", method: "GET", target: base,
 			store: &answer{obs: []container.Observed{observed(t, "a")}}, status: 200, hasNot: []string{"next_page_token"}},
+		{name: "list/200 endpoints", method: "GET", target: base, store: &answer{obs: []container.Observed{exposed(t, "a"), observed(t, "b")}},
+			status: 200, has: []string{`"id":"a"`, internalEndpoint}},
 		{name: "list/200 empty", method: "GET", target: base + "?page_token=", store: ok, status: 200, has: []string{`"containers":[]`}},
 		{name: "list/503 store unavailable", method: "GET", target: base, store: storeErr(store.KindUnavailable),
 			status: 503, code: "unavailable", headers: retry},

@@ -98,9 +98,13 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 	}
 	out := container.ToAPI(obs)
 	// The response echoes the spec as sent (visibility per port included); GET infers
-	// visibility from the Service, as the design says.
+	// visibility from the Service, as the design says. The endpoints are what the
+	// apiserver's answer holds (the cluster IP is allocated by then, a load balancer's
+	// ingress not yet), as GET reads them: the validator refused a body that sent any.
+	endpoints := out.Spec.Endpoints
 	out.Spec = req.Body.Spec
 	out.Spec.Metadata.Namespace = ptr(obs.Deployment.Namespace)
+	out.Spec.Endpoints = endpoints
 	if n := out.Spec.Network; n != nil {
 		// What will really be exposed (an internal port beside an external one is
 		// external too: SP_K8S_MIXED_VISIBILITY=expose), as GET will say.

@@ -82,6 +82,7 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 // fields by their JSON pointer, each detail naming the field in dotted form.
 func violations(err error) []container.Violation {
 	var out []container.Violation
+	readOnly := map[int]bool{} // indexes in out of read-only fields sent
 	var walk func(param string, err error)
 	walk = func(param string, err error) {
 		switch e := err.(type) {
@@ -118,12 +119,44 @@ func violations(err error) []container.Violation {
 				out = append(out, container.Violation{Detail: "request body: " + e.Reason})
 				return
 			}
-			out = append(out, container.Violation{Pointer: container.Pointer(segs...), Detail: dotted(segs) + ": " + e.Reason})
+			detail := dotted(segs) + ": " + e.Reason
+			if e.SchemaField == "readOnly" {
+				// kin-openapi's reason ("readOnly property \"endpoints\" in request") names the
+				// schema keyword; the client needs to know it is the provider's to fill.
+				detail = dotted(segs) + " is read-only: the provider fills it in its answers; leave it out of a create"
+				readOnly[len(out)] = true
+			}
+			out = append(out, container.Violation{Pointer: container.Pointer(segs...), Detail: detail})
 		default:
 			out = append(out, container.Violation{Param: param, Detail: orBody(param) + ": " + err.Error()})
 		}
 	}
 	walk("", err)
+	return withoutUnder(out, readOnly)
+}
+
+// withoutUnder drops, beside each read-only field sent (readOnly: their indexes in vs),
+// the other problems of its value, at it or below it ("endpoints: value must be an
+// array"): the field must go whatever it holds, so they would only bury the one problem
+// that matters.
+func withoutUnder(vs []container.Violation, readOnly map[int]bool) []container.Violation {
+	if len(readOnly) == 0 {
+		return vs
+	}
+	under := func(v container.Violation) bool {
+		for j := range readOnly {
+			if ro := vs[j].Pointer; v.Pointer == ro || strings.HasPrefix(v.Pointer, ro+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	out := make([]container.Violation, 0, len(vs))
+	for i, v := range vs {
+		if readOnly[i] || !under(v) {
+			out = append(out, v)
+		}
+	}
 	return out
 }
 

@@ -14,7 +14,9 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
@@ -253,11 +255,38 @@ func withJSONBody(maxReads int, maxBody int64, next http.Handler) http.Handler {
 				return
 			}
 			if !json.Valid(body) {
-				writeProblem(w, r, badRequest("the request body is not valid JSON"))
+				writeProblem(w, r, badRequest(syntaxProblem(body)))
 				return
 			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// syntaxProblem says what is wrong with a body that is not JSON, and where: the line and
+// column (in characters, from 1) and the byte (from 1), so the client can find it in
+// what it sent.
+func syntaxProblem(body []byte) string {
+	const prefix = "the request body is not valid JSON"
+	var se *json.SyntaxError
+	if err := json.Unmarshal(body, new(json.RawMessage)); !errors.As(err, &se) || len(body) == 0 {
+		return prefix
+	}
+	// Offset counts the bytes read, the offending one included; a body that ends too soon
+	// has none, and its last byte is named.
+	at := min(max(se.Offset, 1), int64(len(body)))
+	if strings.Contains(se.Error(), "end of JSON input") {
+		line, col := position(body, len(body)-1)
+		return fmt.Sprintf("%s: it ends at line %d, column %d (byte %d), before the value is complete", prefix, line, col, len(body))
+	}
+	line, col := position(body, int(at)-1)
+	return fmt.Sprintf("%s: %s, at line %d, column %d (byte %d)", prefix, se.Error(), line, col, at)
+}
+
+// position is the line and column, from 1, of the byte at index i of b.
+func position(b []byte, i int) (line, col int) {
+	before := b[:i]
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return bytes.Count(before, []byte{'\n'}) + 1, utf8.RuneCount(before[start:]) + 1
 }

@@ -84,7 +84,9 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 }
 
 // withLogAndRecover logs every request and turns a panic into a 500 problem (the
-// process keeps serving).
+// process keeps serving). A poll of health or a probe is logged at DEBUG: the registry
+// and the kubelet poll every few seconds, and at INFO their lines were most of the log
+// (287 of 344 lines in 9 minutes), hiding the requests that change something.
 func withLogAndRecover(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -99,7 +101,11 @@ func withLogAndRecover(log *slog.Logger, next http.Handler) http.Handler {
 					writeProblem(rec, r, internal(fmt.Errorf("panic: %v", v)))
 				}
 			}
-			log.Info("request", "request_id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path,
+			level := slog.LevelInfo
+			if isPoll(r) {
+				level = slog.LevelDebug
+			}
+			log.Log(r.Context(), level, "request", "request_id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path,
 				"status", rec.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 		}()
 		next.ServeHTTP(rec, r)
@@ -198,6 +204,23 @@ func withInFlightLimit(max int, next http.Handler) http.Handler {
 
 func isHealthPath(p string) bool {
 	return p == "/health" || p == "/api/v1alpha1/containers/health"
+}
+
+// isPoll is a read of health or of a probe: what the registry, the kubelet and load
+// balancers ask over and over.
+func isPoll(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	p := r.URL.Path
+	return isHealthPath(p) || p == ReadinessPath || p == LivenessPath
+}
+
+// Logged logs every request to next, as the API's are logged (health and probe polls at
+// DEBUG), with a request id, and turns a panic into a 500 problem: for the handlers
+// served beside the API (the probes).
+func Logged(log *slog.Logger, next http.Handler) http.Handler {
+	return withRequestID(withLogAndRecover(log, next))
 }
 
 func tooLarge(limit int64) *Problem {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -157,5 +158,47 @@ func TestBinaryAnswersWithoutSettings(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 || !bytes.HasPrefix(out, []byte("k8s-container-sp: invalid configuration:\n")) {
 		t.Errorf("no settings: %v\n%s", err, out)
+	}
+}
+
+// SP_ variables no setting reads are named at start in one WARN line, each with the
+// setting it is nearest to; SP_LOG_LEVEL sets the least level written. The kubeconfig
+// does not exist, so run stops (exit 2) before it dials anything.
+func TestUnknownSettingsAreOneWarning(t *testing.T) {
+	t.Setenv("AUTOMEMLIMIT", "off") // run would set this test process's memory limit
+	base := []string{"SP_NAME=sp", "SP_ENDPOINT=http://sp:8080", "SP_NATS_URL=nats://n:4222",
+		"DCM_REGISTRATION_URL=http://r:8080/api/v1alpha1", "SP_K8S_KUBECONFIG=" + filepath.Join(t.TempDir(), "none")}
+	warnings := func(environ []string) []map[string]any {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(nil, environ, &stdout, &stderr); code != 2 {
+			t.Fatalf("exit code %d, want 2 (no kubeconfig)\n%s", code, &stderr)
+		}
+		var out []map[string]any
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			var entry map[string]any
+			if json.Unmarshal([]byte(line), &entry) == nil && entry["level"] == "WARN" {
+				out = append(out, entry)
+			}
+		}
+		return out
+	}
+	got := warnings(append(base, "SP_CONTAINER_NAMESPACE=dcm", "SP_HARNESS_CACHE=/tmp", "SP_LOGLEVEL=debug"))
+	if len(got) != 1 {
+		t.Fatalf("%d warnings, want 1: %v", len(got), got)
+	}
+	want := "unknown settings, ignored: SP_CONTAINER_NAMESPACE (did you mean SP_K8S_NAMESPACE?), SP_HARNESS_CACHE, " +
+		"SP_LOGLEVEL (did you mean SP_LOG_LEVEL?); k8s-container-sp --help lists every setting"
+	if got[0]["msg"] != want {
+		t.Errorf("warning %q\nwant    %q", got[0]["msg"], want)
+	}
+	if names, _ := json.Marshal(got[0]["unknown"]); string(names) != `["SP_CONTAINER_NAMESPACE","SP_HARNESS_CACHE","SP_LOGLEVEL"]` {
+		t.Errorf("unknown = %s", names)
+	}
+	if got := warnings(base); len(got) != 0 {
+		t.Errorf("warnings with known settings only: %v", got)
+	}
+	if got := warnings(append(base, "SP_CONTAINER_NAMESPACE=dcm", "SP_LOG_LEVEL=error")); len(got) != 0 {
+		t.Errorf("SP_LOG_LEVEL=error still writes warnings: %v", got)
 	}
 }

@@ -95,9 +95,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n(%s --help lists every setting)\n", name, err, name)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Level()}))
 	// client-go logs (leader election, reflectors) go to the same JSON log.
 	klog.SetSlogLogger(log)
+	warnUnknown(log, config.UnknownSettings(environ))
 	// The Go runtime's soft memory limit follows the container's (cgroup) limit, so the
 	// heap's garbage stays below it without an operator-set GOMEMLIMIT.
 	if limit, err := memlimit.Set(); err != nil {
@@ -126,6 +127,27 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// warnUnknown names, in one WARN line, the SP_ variables no setting reads, each with the
+// setting it is nearest to: they are ignored, and the default in force may not be what
+// the operator meant (DCM's environment agent sets SP_CONTAINER_NAMESPACE, which is
+// SP_K8S_NAMESPACE here). Not an error: another program's variable may be in the
+// environment too.
+func warnUnknown(log *slog.Logger, unknown []config.Unknown) {
+	if len(unknown) == 0 {
+		return
+	}
+	names := make([]string, len(unknown))
+	said := make([]string, len(unknown))
+	for i, u := range unknown {
+		names[i], said[i] = u.Name, u.Name
+		if u.Nearest != "" {
+			said[i] += " (did you mean " + u.Nearest + "?)"
+		}
+	}
+	log.Warn(fmt.Sprintf("unknown settings, ignored: %s; %s --help lists every setting", strings.Join(said, ", "), name),
+		"unknown", names)
 }
 
 func releaseFlags(force *bool) *flag.FlagSet {

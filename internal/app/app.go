@@ -163,7 +163,9 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	// /metrics beside the API, outside its OpenAPI validation.
 	top := http.NewServeMux()
 	top.Handle("/metrics", a.metrics.Handler())
-	top.Handle("/readyz", httpapi.Readiness(
+	// The probes are logged like the API (at DEBUG: they are polls), so SP_LOG_LEVEL=debug
+	// shows what the kubelet asked and was answered.
+	top.Handle(httpapi.ReadinessPath, httpapi.Logged(log, httpapi.Readiness(
 		a.stop.check(),
 		httpapi.Check{Name: "caches", Err: func() error {
 			if !st.Synced() {
@@ -177,8 +179,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 			}
 			return nil
 		}},
-	))
-	top.Handle("/livez", httpapi.Liveness())
+	)))
+	top.Handle(httpapi.LivenessPath, httpapi.Logged(log, httpapi.Liveness()))
 	top.Handle("/", a.metrics.Middleware(handler))
 	a.handler = top
 	if a.nats, err = newNATSLink(cfg.NATSURL, cfg.Name+"/"+cfg.Monitor.Identity, cfg.Name, cfg.NATS, log); err != nil {

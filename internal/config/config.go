@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"reflect"
@@ -31,6 +32,8 @@ type Config struct {
 	Zone            string `env:"SP_ZONE" help:"zone sent with the registration"`
 	RegistrationURL string `env:"DCM_REGISTRATION_URL,required,notEmpty" help:"DCM registry API base, version included (e.g. http://service-provider-manager:8080/api/v1alpha1)"`
 	NATSURL         string `env:"SP_NATS_URL,required,notEmpty" help:"DCM messaging (NATS) URL(s) for status events, comma-separated (nats://, tls://, ws://, wss://)"`
+	// LogLevel is the least level logged (Level reads it).
+	LogLevel string `env:"SP_LOG_LEVEL" envDefault:"info" help:"least level of the log lines written: debug, info, warn or error; debug adds, among others, a line per health and probe poll"`
 
 	Kubernetes   Kubernetes
 	Limits       Limits
@@ -296,8 +299,22 @@ func (s Setting) expects(err error) string {
 			return "too large for " + what
 		}
 		return "not " + what
+	case reflect.Float32, reflect.Float64:
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			return "too large a number"
+		}
+		return "not a number"
 	}
 	return "not a valid " + s.typ.String()
+}
+
+// logLevels are SP_LOG_LEVEL's values.
+var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+
+// Level is the least level to log, from SP_LOG_LEVEL (any case).
+func (c *Config) Level() slog.Level {
+	return logLevels[strings.ToLower(c.LogLevel)] // validated: info when unset
 }
 
 // defaults fills the settings whose default depends on others or on the host.
@@ -335,6 +352,9 @@ func (c *Config) validate(leaseDerived bool) []string {
 	if len(badNATS) > 0 && c.NATSURL != "" {
 		p = append(p, fmt.Sprintf("SP_NATS_URL=%q: each comma-separated URL must be a nats, tls, ws or wss URL with a host (not %s)",
 			redact.URLs(c.NATSURL), strings.Join(badNATS, ", ")))
+	}
+	if _, ok := logLevels[strings.ToLower(c.LogLevel)]; !ok {
+		p = append(p, fmt.Sprintf("SP_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel))
 	}
 	if msgs := validation.IsDNS1123Label(c.Kubernetes.Namespace); len(msgs) > 0 {
 		p = append(p, fmt.Sprintf("SP_K8S_NAMESPACE=%q: not a Kubernetes namespace name: %s", c.Kubernetes.Namespace, strings.Join(msgs, ", ")))

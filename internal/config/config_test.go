@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -257,7 +258,8 @@ func TestOneLinePerBadVariable(t *testing.T) {
 	_, err := Load([]string{
 		"SP_ENDPOINT=http://sp:8080", "DCM_REGISTRATION_URL=", "SP_NATS_URL=http://a:4222, nats://b:4222,c",
 		"SP_MONITOR_DEBOUNCE_MS=abc", "SP_SERVER_READ_TIMEOUT=soon", "SP_SERVER_MAX_IN_FLIGHT=99999999999999999999",
-		"SP_TOTAL_CPU=-1", "SP_TOTAL_NODES=-2", "SP_K8S_EXTERNAL_SVC_TYPE=Ingress",
+		"SP_TOTAL_CPU=-1", "SP_TOTAL_NODES=-2", "SP_K8S_EXTERNAL_SVC_TYPE=Ingress", "SP_K8S_QPS=abc", "SP_K8S_BURST=1e40",
+		"SP_LOG_LEVEL=verbose",
 	})
 	var cerr *Error
 	if !errors.As(err, &cerr) {
@@ -273,6 +275,9 @@ func TestOneLinePerBadVariable(t *testing.T) {
 		"SP_TOTAL_CPU":             "SP_TOTAL_CPU: must not be negative",
 		"SP_TOTAL_NODES":           "SP_TOTAL_NODES: must not be negative",
 		"SP_K8S_EXTERNAL_SVC_TYPE": `SP_K8S_EXTERNAL_SVC_TYPE="Ingress": must be LoadBalancer, NodePort or None (external ports refused)`,
+		"SP_K8S_QPS":               `SP_K8S_QPS="abc": not a number`, // was "not a valid float32"
+		"SP_K8S_BURST":             `SP_K8S_BURST="1e40": not a whole number`,
+		"SP_LOG_LEVEL":             `SP_LOG_LEVEL="verbose": must be debug, info, warn or error`,
 	}
 	got := map[string]string{}
 	for _, line := range cerr.Problems {
@@ -355,5 +360,44 @@ func TestOneLineEach(t *testing.T) {
 	want := []string{"SP_A: x; SP_A (3s) must be z", `SP_B="1": y`, "SP_C: w"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestNumberProblems(t *testing.T) {
+	for value, want := range map[string]string{
+		"abc":  `SP_K8S_QPS="abc": not a number`,
+		"1e40": `SP_K8S_QPS="1e40": too large a number`,
+	} {
+		_, err := Load(append(required[:len(required):len(required)], "SP_K8S_QPS="+value))
+		var cerr *Error
+		if !errors.As(err, &cerr) || len(cerr.Problems) != 1 || cerr.Problems[0] != want {
+			t.Errorf("SP_K8S_QPS=%s: %v, want %s", value, err, want)
+		}
+	}
+}
+
+func TestLogLevel(t *testing.T) {
+	for value, want := range map[string]slog.Level{
+		"": slog.LevelInfo, "debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
+		"DEBUG": slog.LevelDebug, "Warn": slog.LevelWarn,
+	} {
+		env := required[:len(required):len(required)]
+		if value != "" {
+			env = append(env, "SP_LOG_LEVEL="+value)
+		}
+		c, err := Load(env)
+		if err != nil {
+			t.Fatalf("SP_LOG_LEVEL=%s: %v", value, err)
+		}
+		if c.Level() != want {
+			t.Errorf("SP_LOG_LEVEL=%s: level %s, want %s", value, c.Level(), want)
+		}
+	}
+	// Go's level names beyond the four (an offset, "warning") are refused, not guessed.
+	for _, value := range []string{"verbose", "info+2", "warning", "trace", " info"} {
+		if _, err := Load(append(required[:len(required):len(required)], "SP_LOG_LEVEL="+value)); err == nil ||
+			!strings.Contains(err.Error(), "SP_LOG_LEVEL=") {
+			t.Errorf("SP_LOG_LEVEL=%q: %v, want refused", value, err)
+		}
 	}
 }

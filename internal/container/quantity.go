@@ -20,6 +20,9 @@ var (
 const (
 	maxCores    = 1_000_000
 	maxMemBytes = 1 << 62
+	// maxNumber bounds the JSON number notWholeCores reads for its advice (0.5 is
+	// "500m"): no sensible number of cores is longer.
+	maxNumber = 32
 )
 
 // parseCPU turns a DCM cpu value (integer cores, "2", or "500m") into a quantity.
@@ -34,11 +37,11 @@ func parseCPU(q v1alpha1.CpuQuantity) (resource.Quantity, error) {
 	case json.Unmarshal(raw, &s) == nil:
 		m := cpuString.FindStringSubmatch(s)
 		if m == nil {
-			return resource.Quantity{}, fmt.Errorf("%q is not a cpu quantity: use cores (\"2\") or millicores (\"500m\")", s)
+			return resource.Quantity{}, fmt.Errorf("%q is not a cpu quantity: use cores (\"2\") or millicores (\"500m\")", Clip(s, MaxQuoted))
 		}
 		v, err := strconv.ParseInt(m[1], 10, 64)
 		if err != nil || (m[2] == "" && v > maxCores) || (m[2] == "m" && v > maxCores*1000) {
-			return resource.Quantity{}, fmt.Errorf("%q is more than %d cores", s, maxCores)
+			return resource.Quantity{}, fmt.Errorf("%q is more than %d cores", Clip(s, MaxQuoted), maxCores)
 		}
 		if m[2] == "m" {
 			return *resource.NewMilliQuantity(v, resource.DecimalSI), nil
@@ -46,8 +49,11 @@ func parseCPU(q v1alpha1.CpuQuantity) (resource.Quantity, error) {
 		return *resource.NewQuantity(v, resource.DecimalSI), nil
 	case json.Unmarshal(raw, &n) == nil:
 		v, err := n.Int64()
-		if err != nil || v < 1 {
-			return resource.Quantity{}, fmt.Errorf("%s is not a whole number of cores >= 1", n)
+		if err != nil {
+			return resource.Quantity{}, notWholeCores(n)
+		}
+		if v < 1 {
+			return resource.Quantity{}, fmt.Errorf("%d is less than 1 core: use 1 or more, or a string of millicores such as \"500m\"", v)
 		}
 		if v > maxCores {
 			return resource.Quantity{}, fmt.Errorf("%d is more than %d cores", v, maxCores)
@@ -56,6 +62,28 @@ func parseCPU(q v1alpha1.CpuQuantity) (resource.Quantity, error) {
 	default:
 		return resource.Quantity{}, fmt.Errorf("must be an integer number of cores or a string like \"2\" or \"500m\"")
 	}
+}
+
+// notWholeCores says what to write for a number of cores that is not an integer: a
+// fraction of a core is a string of millicores (0.5 is "500m"; DCM's contract has no
+// fractional number), and a whole number written with a fraction or an exponent (1.0,
+// 2e0) is written as the integer.
+func notWholeCores(n json.Number) error {
+	if len(n) > maxNumber { // not parsed, and quoted clipped
+		return fmt.Errorf("%s is not a whole number of cores; use an integer, or a string of millicores such as \"500m\"", Clip(n.String(), MaxQuoted))
+	}
+	q, err := resource.ParseQuantity(n.String())
+	switch {
+	case err != nil || q.Sign() <= 0:
+		return fmt.Errorf("%s is less than 1 core: use 1 or more, or a string of millicores such as \"500m\"", n)
+	case q.Cmp(*resource.NewQuantity(maxCores, resource.DecimalSI)) > 0:
+		return fmt.Errorf("%s is more than %d cores", n, maxCores)
+	case q.Cmp(*resource.NewQuantity(q.Value(), resource.DecimalSI)) == 0:
+		return fmt.Errorf("%s is not written as a whole number of cores: write %d", n, q.Value())
+	case q.Cmp(*resource.NewMilliQuantity(q.MilliValue(), resource.DecimalSI)) != 0:
+		return fmt.Errorf("%s is not a whole number of cores, nor of millicores; use a string of millicores such as \"500m\"", n)
+	}
+	return fmt.Errorf("%s is not a whole number of cores; use a string of millicores such as \"%dm\"", n, q.MilliValue())
 }
 
 // memoryMultiplier: DCM's units are read as binary, as the reference provider and its
@@ -67,15 +95,15 @@ var memoryMultiplier = map[string]int64{"MB": 1 << 20, "GB": 1 << 30, "TB": 1 <<
 func parseMemory(s string) (resource.Quantity, error) {
 	m := memString.FindStringSubmatch(s)
 	if m == nil {
-		return resource.Quantity{}, fmt.Errorf("%q is not a memory quantity: use a whole number with MB, GB or TB, e.g. \"512MB\"", s)
+		return resource.Quantity{}, fmt.Errorf("%q is not a memory quantity: use a whole number with MB, GB or TB, e.g. \"512MB\"", Clip(s, MaxQuoted))
 	}
 	v, err := strconv.ParseInt(m[1], 10, 64)
 	mult := memoryMultiplier[m[2]]
 	if err != nil || v > maxMemBytes/mult {
-		return resource.Quantity{}, fmt.Errorf("%q is too large", s)
+		return resource.Quantity{}, fmt.Errorf("%q is too large", Clip(s, MaxQuoted))
 	}
 	if v == 0 {
-		return resource.Quantity{}, fmt.Errorf("%q: memory must be more than 0", s)
+		return resource.Quantity{}, fmt.Errorf("%q: memory must be more than 0", Clip(s, MaxQuoted))
 	}
 	return *resource.NewQuantity(v*mult, resource.BinarySI), nil
 }

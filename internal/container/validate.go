@@ -91,13 +91,13 @@ func validateLabels(labels map[string]string, p Policy) []Violation {
 		}
 		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
 			for _, msg := range msgs {
-				vs = append(vs, violation(ptr, "label %q: key: %s", k, msg))
+				vs = append(vs, violation(ptr, "label %q: key: %s", k, rule(msg)))
 			}
 		} else if problem := p.labelKeyProblem(k); problem != "" {
 			vs = append(vs, Violation{Pointer: ptr, Detail: problem}) // quotes the key clipped
 		}
 		for _, msg := range validation.IsValidLabelValue(labels[k]) {
-			vs = append(vs, violation(ptr, "label %q: value %q: %s", k, labels[k], msg))
+			vs = append(vs, violation(ptr, "label %q: value %q: %s", k, labels[k], rule(msg)))
 		}
 	}
 	return vs
@@ -152,17 +152,22 @@ func validateBounds(name string, lo, hi resource.Quantity, errLo, errHi error, f
 func validateRange(name string, lo, hi resource.Quantity, errLo, errHi error, minText, maxText string) []Violation {
 	var vs []Violation
 	minPtr, maxPtr := Pointer("spec", "resources", name, "min"), Pointer("spec", "resources", name, "max")
+	// The parse errors quote the value clipped already; their advice is kept whole.
 	if errLo != nil {
-		vs = append(vs, violation(minPtr, "%s.min: %v", name, errLo))
+		vs = append(vs, violation(minPtr, "%s.min: %s", name, rule(errLo.Error())))
 	}
 	if errHi != nil {
-		vs = append(vs, violation(maxPtr, "%s.max: %v", name, errHi))
+		vs = append(vs, violation(maxPtr, "%s.max: %s", name, rule(errHi.Error())))
 	}
 	if errLo == nil && errHi == nil && lo.Cmp(hi) > 0 {
 		vs = append(vs, violation(minPtr, "%s.min (%s) must not exceed %s.max (%s)", name, minText, name, maxText))
 	}
 	return vs
 }
+
+// envNameRule is what validation.IsEnvVarName accepts (Kubernetes' strict rule, as an
+// apiserver without RelaxedEnvironmentVariableValidation does), in words.
+const envNameRule rule = "must be letters, digits, '_', '-' or '.', and not start with a digit (e.g. MY_VAR, my.var-1)"
 
 func validateEnv(env []v1alpha1.EnvVar) []Violation {
 	if vs := tooMany(Pointer("spec", "process", "env"), "process.env", len(env), MaxEnv); vs != nil {
@@ -177,7 +182,12 @@ func validateEnv(env []v1alpha1.EnvVar) []Violation {
 			continue
 		}
 		for _, msg := range validation.IsEnvVarName(e.Name) {
-			vs = append(vs, violation(ptr, "%s %q: %s", field, e.Name, msg))
+			if strings.HasPrefix(msg, "a valid environment variable name") {
+				// Kubernetes' text of the rule is 247 bytes with its regular expression.
+				vs = append(vs, violation(ptr, "%s %q %s", field, e.Name, envNameRule))
+				continue
+			}
+			vs = append(vs, violation(ptr, "%s %q %s", field, e.Name, rule(msg))) // "must not start with '..'"
 		}
 		if j, dup := seen[e.Name]; dup {
 			vs = append(vs, violation(ptr, "%s %q is already set by process.env[%d]", field, e.Name, j))

@@ -211,3 +211,63 @@ func TestParseQuantities(t *testing.T) {
 // testPolicy is the policy of the tests that are not about it: the fixtures' labels
 // carry example.com/, which a provider allows only when its operator says so.
 var testPolicy = Policy{LabelPrefixes: []string{"example.com/"}}
+
+// A cpu number that is not a whole number of cores says what to write instead: DCM's
+// contract has cores as an integer and fractions as a string of millicores.
+func TestCPUNumberSaysWhatToWrite(t *testing.T) {
+	for raw, want := range map[string]string{
+		`0.5`:    `0.5 is not a whole number of cores; use a string of millicores such as "500m"`,
+		`1.25`:   `1.25 is not a whole number of cores; use a string of millicores such as "1250m"`,
+		`0.0005`: `0.0005 is not a whole number of cores, nor of millicores; use a string of millicores such as "500m"`,
+		`1.0`:    `1.0 is not written as a whole number of cores: write 1`,
+		`2e0`:    `2e0 is not written as a whole number of cores: write 2`,
+		`0`:      `0 is less than 1 core: use 1 or more, or a string of millicores such as "500m"`,
+		`-2`:     `-2 is less than 1 core: use 1 or more, or a string of millicores such as "500m"`,
+		`-0.5`:   `-0.5 is less than 1 core: use 1 or more, or a string of millicores such as "500m"`,
+		`1e7`:    `1e7 is more than 1000000 cores`,
+		`0.` + strings.Repeat("5", 100): `0.` + strings.Repeat("5", 100) + ` is not a whole number of cores; use an integer, or a string of millicores such as "500m"`,
+	} {
+		var q v1alpha1.CpuQuantity
+		if err := q.UnmarshalJSON([]byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := parseCPU(q)
+		if err == nil || err.Error() != want {
+			t.Errorf("parseCPU(%s): %v\nwant %s", raw, err, want)
+		}
+	}
+}
+
+// The rules' texts are whole: clipped to MaxQuoted like a client's value, they were cut
+// mid-word ("..., and mus… (247 bytes in all)"). The client's value is still clipped.
+func TestRuleTextsAreWhole(t *testing.T) {
+	long := strings.Repeat("x", 300) + "!"
+	spec := mutate(t, func(m map[string]any) {
+		sub(m, "process")["env"] = []any{map[string]any{"name": "1bad", "value": ""}, map[string]any{"name": long, "value": ""}}
+		sub(m, "metadata", "labels")["bad key"] = "v"
+	})
+	got := Validate(spec, testPolicy)
+	if len(got) != 3 {
+		t.Fatalf("violations %q, want 3", got)
+	}
+	if want := `process.env[0].name "1bad" must be letters, digits, '_', '-' or '.', and not start with a digit (e.g. MY_VAR, my.var-1)`; got[1].Detail != want {
+		t.Errorf("env name: %q\nwant %q", got[1].Detail, want)
+	}
+	if d := got[2].Detail; !strings.HasSuffix(d, string(envNameRule)) || !strings.Contains(d, "bytes in all") {
+		t.Errorf("a long env name: the name clipped, the rule whole: %q", d)
+	}
+	if d := got[0].Detail; !strings.HasPrefix(d, `label "bad key": key: name part must consist of`) || !strings.HasSuffix(d, "')") || strings.Contains(d, "…") {
+		t.Errorf("label key: the rule whole: %q", d)
+	}
+	// What Kubernetes accepts is accepted: '.' and '-' anywhere, '_' or a letter first.
+	for _, name := range []string{"my.var-1", "MY_VAR", "_x", "-x", ".x", "a..b"} {
+		if vs := validateEnv([]v1alpha1.EnvVar{{Name: name}}); len(vs) > 0 {
+			t.Errorf("env name %q refused: %v", name, vs)
+		}
+	}
+	for _, name := range []string{"1x", "a b", "a=b", ".", "..", "..x", "é"} {
+		if vs := validateEnv([]v1alpha1.EnvVar{{Name: name}}); len(vs) == 0 {
+			t.Errorf("env name %q accepted", name)
+		}
+	}
+}

@@ -37,7 +37,8 @@ var pointerEscape = strings.NewReplacer("~", "~0", "/", "~1")
 
 // violation formats a problem. A value the client sent is quoted in it at most
 // MaxQuoted bytes long: a problem's size must not grow with the request (a 1 MiB name
-// used to give a 6 MB answer).
+// used to give a 6 MB answer). A rule's text (a rule argument) is the provider's or
+// Kubernetes', bounded, and kept whole: clipped, it was cut mid-word.
 func violation(pointer, format string, args ...any) Violation {
 	for i, a := range args {
 		switch v := a.(type) {
@@ -45,10 +46,17 @@ func violation(pointer, format string, args ...any) Violation {
 			args[i] = Clip(v, MaxQuoted)
 		case error:
 			args[i] = Clip(v.Error(), MaxQuoted)
+		case rule:
+			args[i] = string(v)
 		}
 	}
 	return Violation{Pointer: pointer, Detail: fmt.Sprintf(format, args...)}
 }
+
+// rule is text that says what a value must be, not the value: bounded whatever the
+// request, so violation does not clip it. Text that quotes a client's value must have
+// clipped it already.
+type rule string
 
 // MaxQuoted bounds how much of a client's value one problem quotes.
 const MaxQuoted = 128

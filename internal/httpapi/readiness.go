@@ -5,6 +5,12 @@ import (
 	"strings"
 )
 
+// The probes' paths.
+const (
+	ReadinessPath = "/readyz"
+	LivenessPath  = "/livez"
+)
+
 // Check is one condition of readiness; nil when it holds.
 type Check struct {
 	Name string

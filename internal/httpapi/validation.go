@@ -59,7 +59,7 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 		writeProblem(w, r, internal(err))
 		return
 	}
-	vs := violations(err)
+	vs, missing := violations(err)
 	// Structural problems stop decoding, but a body that still decodes can be checked
 	// for its semantic problems too, so the client learns all of them in one answer.
 	if op := opts.MatchedRoute.Route.Operation; op != nil && op.OperationID == "CreateContainer" && r.Body != nil {
@@ -73,15 +73,15 @@ func validationProblem(_ context.Context, err error, w http.ResponseWriter, r *h
 		if decodeExact(r.Body, &c) == nil && c.Spec != nil {
 			domain = append(domain, container.Validate(c.Spec, policy)...)
 		}
-		vs = mergeViolations(vs, domain)
+		vs = mergeViolations(vs, domain, missing)
 	}
 	writeProblem(w, r, invalid(vs...))
 }
 
 // violations flattens kin-openapi's errors: parameters by name (no pointer), body
-// fields by their JSON pointer, each detail naming the field in dotted form.
-func violations(err error) []container.Violation {
-	var out []container.Violation
+// fields by their JSON pointer, each detail naming the field in dotted form. missing
+// are the pointers of the body's members that are required and absent.
+func violations(err error) (out []container.Violation, missing []string) {
 	readOnly := map[int]bool{} // indexes in out of read-only fields sent
 	var walk func(param string, err error)
 	walk = func(param string, err error) {
@@ -103,6 +103,11 @@ func violations(err error) []container.Violation {
 		case *openapi3.SchemaError:
 			if key, ok := unknownMember(e); ok && param == "" {
 				out = append(out, unknownField(e.JSONPointer(), key, e.Schema))
+				return
+			}
+			if segs := e.JSONPointer(); e.SchemaField == "required" && param == "" && len(segs) > 0 {
+				v := missingMember(segs, e.Schema)
+				out, missing = append(out, v), append(missing, v.Pointer)
 				return
 			}
 			// A oneOf failure explains itself through its alternatives' errors.
@@ -132,32 +137,28 @@ func violations(err error) []container.Violation {
 		}
 	}
 	walk("", err)
-	return withoutUnder(out, readOnly)
+	return withoutUnder(out, readOnly), missing
 }
 
-// withoutUnder drops, beside each read-only field sent (readOnly: their indexes in vs),
-// the other problems of its value, at it or below it ("endpoints: value must be an
-// array"): the field must go whatever it holds, so they would only bury the one problem
-// that matters.
-func withoutUnder(vs []container.Violation, readOnly map[int]bool) []container.Violation {
-	if len(readOnly) == 0 {
-		return vs
-	}
-	under := func(v container.Violation) bool {
-		for j := range readOnly {
-			if ro := vs[j].Pointer; v.Pointer == ro || strings.HasPrefix(v.Pointer, ro+"/") {
-				return true
-			}
-		}
-		return false
-	}
-	out := make([]container.Violation, 0, len(vs))
-	for i, v := range vs {
-		if readOnly[i] || !under(v) {
-			out = append(out, v)
+// missingMember is a required member that is absent, said as the domain says it
+// ("metadata.name is required"), with the members it needs when it is an object, so that
+// one answer says what to write: "image is required (an object with reference)".
+func missingMember(segs []string, parent *openapi3.Schema) container.Violation {
+	detail := container.Clip(dotted(segs), container.MaxQuoted) + " is required"
+	if parent != nil {
+		if ref := parent.Properties[segs[len(segs)-1]]; ref != nil && ref.Value != nil && len(ref.Value.Required) > 0 {
+			detail += " (an object with " + and(ref.Value.Required) + ")"
 		}
 	}
-	return out
+	return container.Violation{Pointer: container.Pointer(segs...), Detail: detail}
+}
+
+// and joins words as a sentence does: "a", "a and b", "a, b and c".
+func and(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // unsupported is kin-openapi's reason for a member that additionalProperties: false
@@ -275,8 +276,16 @@ func orBody(param string) string {
 
 // mergeViolations adds the domain's violations; where both are about the same field or
 // parameter the domain's detail wins, being the more specific ("cpu.min (3) must not
-// exceed cpu.max (2)" rather than "doesn't match any schema from oneOf").
-func mergeViolations(schema, domain []container.Violation) []container.Violation {
+// exceed cpu.max (2)" rather than "doesn't match any schema from oneOf"). A member the
+// schema finds missing (its pointer in missing) is one mistake, said once: the domain's
+// problems with it and with what it holds ("image.reference is required" beside "image
+// is required"; four about resources' min and max) are its consequences, and dropped.
+func mergeViolations(schema, domain []container.Violation, missing []string) []container.Violation {
+	domain = slices.DeleteFunc(slices.Clone(domain), func(v container.Violation) bool {
+		return slices.ContainsFunc(missing, func(m string) bool {
+			return v.Pointer == m || strings.HasPrefix(v.Pointer, m+"/")
+		})
+	})
 	key := func(v container.Violation) string {
 		if v.Pointer != "" {
 			return v.Pointer
@@ -309,4 +318,29 @@ func allowed(r *http.Request) string {
 		return "GET, HEAD"
 	}
 	return "GET, HEAD, DELETE"
+}
+
+// withoutUnder drops, beside each read-only field sent (readOnly: their indexes in vs),
+// the other problems of its value, at it or below it ("endpoints: value must be an
+// array"): the field must go whatever it holds, so they would only bury the one problem
+// that matters.
+func withoutUnder(vs []container.Violation, readOnly map[int]bool) []container.Violation {
+	if len(readOnly) == 0 {
+		return vs
+	}
+	under := func(v container.Violation) bool {
+		for j := range readOnly {
+			if ro := vs[j].Pointer; v.Pointer == ro || strings.HasPrefix(v.Pointer, ro+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	out := make([]container.Violation, 0, len(vs))
+	for i, v := range vs {
+		if readOnly[i] || !under(v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
-	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/redact"
 	"github.com/dcm-project/k8s-container-sp/internal/secretfile"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
@@ -293,10 +292,10 @@ var errNATSNotStarted = errors.New("the NATS connection is not started")
 
 // Publish sends one status event (status.Publisher). The reporter runs only after the
 // connection is started.
-func (n *natsLink) Publish(ctx context.Context, eventID, id string, st container.Status) (bool, error) {
+func (n *natsLink) Publish(ctx context.Context, eventID, id string, rep status.Report) (bool, error) {
 	pub := n.pub.Load()
 	if pub == nil {
 		return false, errNATSNotStarted
 	}
-	return pub.Publish(ctx, eventID, id, st)
+	return pub.Publish(ctx, eventID, id, rep)
 }

@@ -52,7 +52,7 @@ func TestNATSLinkStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := n.Publish(context.Background(), "e1", "a", container.Status{Status: v1alpha1.RUNNING}); !errors.Is(err, errNATSNotStarted) {
+			if _, err := n.Publish(context.Background(), "e1", "a", status.Report{Status: container.Status{Status: v1alpha1.RUNNING}}); !errors.Is(err, errNATSNotStarted) {
 				t.Errorf("publish before start: %v", err)
 			}
 			err = n.start(context.Background())
@@ -375,7 +375,7 @@ func TestNATSNKeyAndTLSFromFilesFollowRotation(t *testing.T) {
 		eventually(t, step+": an event arrives", func() error {
 			pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer pcancel()
-			if _, err := n.Publish(pctx, status.NewEventID(), step, container.Status{Status: v1alpha1.RUNNING}); err != nil {
+			if _, err := n.Publish(pctx, status.NewEventID(), step, status.Report{Status: container.Status{Status: v1alpha1.RUNNING}}); err != nil {
 				return err
 			}
 			m, err := events.NextMsg(time.Second)
@@ -511,7 +511,7 @@ func TestNATSCredsFileFollowsRotation(t *testing.T) {
 	expect(user2)
 	pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer pcancel()
-	if _, err := n.Publish(pctx, status.NewEventID(), "a", container.Status{Status: v1alpha1.RUNNING}); err != nil {
+	if _, err := n.Publish(pctx, status.NewEventID(), "a", status.Report{Status: container.Status{Status: v1alpha1.RUNNING}}); err != nil {
 		t.Errorf("publish: %v", err)
 	}
 }

@@ -82,10 +82,37 @@ func statusOf(dep *Deployment, pods []*Pod, raw bool) Status {
 		return Status{v1alpha1.FAILED, "Deployment scaled to zero replicas: the container is not running."}
 	}
 	if pod := PickPod(pods); pod != nil {
-		return podStatus(pod, raw)
+		return pastDeadline(dep, pod, podStatus(pod, raw))
 	}
 	return deploymentStatus(dep, raw)
 }
+
+// deadlineNote is what a stuck pod's status message says once its Deployment is past
+// its progress deadline.
+const deadlineNote = "; past the Deployment's progress deadline (ProgressDeadlineExceeded)"
+
+// pastDeadline is the status of a pod that speaks for a Deployment past its progress
+// deadline (Progressing=False, ProgressDeadlineExceeded): the pod's own (PENDING for a
+// pull that fails, RUNNING for a crash loop in phase Running), with the deadline said in
+// the message when the pod is stuck (PENDING, or RUNNING but not ready). Not FAILED, as
+// DCM's embedded provider reports: Kubernetes does nothing about a passed deadline but
+// set the condition; the kubelet keeps pulling and restarting, and the container runs
+// once the image can be pulled or the process stays up, with nothing done by anyone.
+// DCM takes FAILED for good: its placement tears the whole run down on FAILED and does
+// not resume it on a later RUNNING; and DCM's end-to-end tests want a pod stuck on a bad
+// image PENDING, a crash-looping pod in phase Running RUNNING (dcm-contracts: "Status
+// events"). With no pod, a Deployment past its deadline is FAILED (deploymentStatus).
+func pastDeadline(d *Deployment, p *Pod, st Status) Status {
+	stuck := st.Status == v1alpha1.PENDING || (st.Status == v1alpha1.RUNNING && (p.Container == nil || !p.Container.Ready))
+	if stuck && d.Progressing.Status == corev1.ConditionFalse && strings.TrimSpace(d.Progressing.Reason) == deadlineExceeded {
+		st.Message = strings.TrimSuffix(orDefault(st.Message, defaultMessage[st.Status]), ".") + deadlineNote
+	}
+	return st
+}
+
+// deadlineExceeded is the Progressing condition's reason once a Deployment is past its
+// spec.progressDeadlineSeconds.
+const deadlineExceeded = "ProgressDeadlineExceeded"
 
 // PickPod chooses the pod that speaks for the container when there are several (a
 // rollout, an eviction, a ReplicaSet replacing a failed pod): terminating pods only when

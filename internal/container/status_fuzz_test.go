@@ -38,6 +38,9 @@ func FuzzStatusOf(f *testing.F) {
 		{statusShape{Dep: depShape{State: depLive, Conds: []condShape{{Type: depCondIdx(appsv1.DeploymentReplicaFailure),
 			Status: statusIdx(corev1.ConditionTrue), Reason: textIdx("FailedCreate"), Message: textMessage}}}}, "", `pods "web-1" is forbidden: exceeded quota: q`},
 		{statusShape{Dep: depShape{State: depDeleting}, Pods: []podShape{running}}, "", ""},
+		{statusShape{Dep: depShape{State: depLive, Conds: []condShape{{Type: depCondIdx(appsv1.DeploymentProgressing),
+			Status: statusIdx(corev1.ConditionFalse), Reason: textIdx("ProgressDeadlineExceeded"), Message: textMessage}}},
+			Pods: []podShape{crash}}, "", "back-off 2m40s restarting failed container=web"},
 		{statusShape{Dep: live, Pods: []podShape{{Phase: phaseIdx(corev1.PodFailed), Reason: textReason, Message: textMessage}}},
 			"Evicted", "The node was low on resource: memory."},
 	} {

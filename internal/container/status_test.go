@@ -106,6 +106,31 @@ func TestStatusOf(t *testing.T) {
 			nil, v1alpha1.FAILED, "FailedCreate: the namespace's resource quota does not admit the container's pod (the provider's log has the detail)"},
 		{"progress deadline exceeded", deployment(cond(appsv1.DeploymentProgressing, corev1.ConditionFalse, "ProgressDeadlineExceeded", "timed out")),
 			nil, v1alpha1.FAILED, "ProgressDeadlineExceeded"},
+		// Past the progress deadline with a pod that keeps trying: the pod's status, not
+		// FAILED (DCM tears a run down on FAILED; the kubelet keeps pulling and restarting,
+		// and the container runs once it can); the message says the deadline passed.
+		{"past the progress deadline, pod stuck pulling: PENDING", pastDeadlineDep(), []*corev1.Pod{pod("a", 0, corev1.PodPending,
+			withContainer(waitingCS("ImagePullBackOff", `Back-off pulling image "x"`, 0)))},
+			v1alpha1.PENDING, `ImagePullBackOff: the node could not pull image "x" and tries again with a back-off` + pullWhy + deadlineNote},
+		{"past the progress deadline, pull failing: PENDING", pastDeadlineDep(), []*corev1.Pod{pod("a", 0, corev1.PodPending,
+			withContainer(waitingCS("ErrImagePull", `failed to pull and unpack image "docker.io/library/x:v1": dial tcp 10.0.0.1:443: connect: connection refused`, 0)))},
+			v1alpha1.PENDING, `ErrImagePull: the node could not pull image "docker.io/library/x:v1"` + pullWhy + deadlineNote},
+		{"past the progress deadline, crash loop in phase Running: RUNNING", pastDeadlineDep(), []*corev1.Pod{pod("a", 0, corev1.PodRunning, withContainer(crash))},
+			v1alpha1.RUNNING, "CrashLoopBackOff: back-off 2m40s restarting failed container=web (restarts: 5); last exit: Error, code 1" + deadlineNote},
+		{"past the progress deadline, running but never ready: RUNNING", pastDeadlineDep(), []*corev1.Pod{pod("a", 0, corev1.PodRunning, withContainer(corev1.ContainerStatus{
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}))},
+			v1alpha1.RUNNING, "Container is running but not ready" + deadlineNote},
+		{"past the progress deadline, pod being created: PENDING", pastDeadlineDep(), []*corev1.Pod{pod("a", 0, corev1.PodPending,
+			withContainer(waitingCS("ContainerCreating", "", 0)))}, v1alpha1.PENDING, "Container is being created" + deadlineNote},
+		{"past the progress deadline, a ready pod speaks (a rollout stuck beside it): as it is", pastDeadlineDep(), []*corev1.Pod{
+			pod("old", time.Hour, corev1.PodRunning, withContainer(corev1.ContainerStatus{Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})),
+			pod("new", time.Minute, corev1.PodPending, withContainer(waitingCS("ImagePullBackOff", `Back-off pulling image "x"`, 0)))},
+			v1alpha1.RUNNING, "Container is running."},
+		{"past the progress deadline, pod failed: FAILED as it is", pastDeadlineDep(), []*corev1.Pod{pod("a", 0, corev1.PodFailed, func(p *corev1.Pod) {
+			p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
+		})}, v1alpha1.FAILED, "Evicted: The node was low on resource: memory."},
+		{"Progressing=False for another reason: no deadline said", deployment(cond(appsv1.DeploymentProgressing, corev1.ConditionFalse, "Other", "")),
+			[]*corev1.Pod{pod("a", 0, corev1.PodPending, withContainer(waitingCS("ContainerCreating", "", 0)))}, v1alpha1.PENDING, "Container is being created."},
 		{"scaled to zero", scaled(0, deployment()), nil, v1alpha1.FAILED, "scaled to zero"},
 		{"scaled to zero, its pod still terminating", scaled(0, deployment()), []*corev1.Pod{pod("a", 0, corev1.PodRunning, terminating)},
 			v1alpha1.FAILED, "scaled to zero"},
@@ -127,6 +152,13 @@ func TestStatusOf(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pastDeadlineDep is a Deployment past its progress deadline, as the controller says it.
+func pastDeadlineDep() *appsv1.Deployment {
+	return deployment(
+		cond(appsv1.DeploymentAvailable, corev1.ConditionFalse, "MinimumReplicasUnavailable", "Deployment does not have minimum availability."),
+		cond(appsv1.DeploymentProgressing, corev1.ConditionFalse, "ProgressDeadlineExceeded", `ReplicaSet "web-7d4b9c" has timed out progressing.`))
 }
 
 func TestPickPod(t *testing.T) {

@@ -19,8 +19,8 @@ type Plan struct {
 	// died before making it). Deleting it makes the container deleted, as a DELETE does:
 	// the garbage collector deletes what it owns, and the next plan publishes DELETED.
 	DeleteRecord *container.Record
-	// Publish is the status to deliver; nil when DCM already has it.
-	Publish *container.Status
+	// Publish is the report to deliver; nil when DCM already has it.
+	Publish *Report
 	// Finalize is the deleted record whose finalizer comes off once its DELETED has
 	// been delivered, stored by a stream: then the apiserver lets it go.
 	Finalize *container.Record
@@ -35,8 +35,8 @@ func (p Plan) Empty() bool {
 }
 
 // plan decides what to do for a container: snap is what the caches show now, last the
-// status DCM was last given about this incarnation (nil: none, as far as this reporter
-// knows), forced asks for the status to be sent even if unchanged (republish after
+// report DCM was last given about this incarnation (nil: none, as far as this reporter
+// knows), forced asks for the report to be sent even if unchanged (republish after
 // sync, reconnect, resync).
 //
 //   - A live container (a live record and the Deployment it controls): its status.
@@ -47,20 +47,20 @@ func (p Plan) Empty() bool {
 //   - No record: nothing is ours (the garbage collector removes what a record owned);
 //     DELETED when this reporter told DCM the container lived (a record stripped of its
 //     finalizer by hand went without one).
-func plan(snap container.Snapshot, last *container.Status, forced bool, now time.Time, settle time.Duration) Plan {
+func plan(snap container.Snapshot, last *Report, forced bool, now time.Time, settle time.Duration) Plan {
 	var p Plan
 	rec := snap.Record
-	wasLive := last != nil && last.Status != v1alpha1.DELETED
+	wasLive := last != nil && last.Status.Status != v1alpha1.DELETED
 	switch {
 	case snap.Live() != nil:
-		p.Publish = changed(snap.Status(), last, forced)
+		p.Publish = changed(reportOf(snap), last, forced)
 	case rec == nil:
 		if wasLive {
-			p.Publish = changed(snap.Status(), last, forced)
+			p.Publish = changed(reportOf(snap), last, forced)
 		}
 	case rec.Terminating:
 		if rec.Owed {
-			p.Publish = changed(snap.Status(), last, forced)
+			p.Publish = changed(reportOf(snap), last, forced)
 			p.Finalize = rec
 		}
 	case !wasLive && now.Sub(rec.Created) < settle:
@@ -71,12 +71,47 @@ func plan(snap container.Snapshot, last *container.Status, forced bool, now time
 	return p
 }
 
-// changed is st when DCM does not have it yet (or it is forced), else nil.
-func changed(st container.Status, last *container.Status, forced bool) *container.Status {
-	if forced || last == nil || *last != st {
-		return &st
+// changed is rep when DCM does not have it yet (or it is forced), else nil.
+func changed(rep Report, last *Report, forced bool) *Report {
+	if forced || last == nil || !last.Same(rep) {
+		return &rep
 	}
 	return nil
+}
+
+// Report is what one status event tells DCM about a container.
+type Report struct {
+	// Status is the container's status and its message (container.StatusOf).
+	Status container.Status
+	// Outputs are its addresses and ports (output_spec), when it is RUNNING: DCM binds
+	// a container's outputs when it reports RUNNING (its placement hands the event's
+	// output_spec on, and binds a dependent resource to the stored outputs of RUNNING
+	// resources). The zero Outputs, sent as none, for every other status: DCM keeps the
+	// outputs it stored (a status event without output_spec leaves them as they are).
+	Outputs container.Outputs
+	// Observed is when the reporter first planned this report: the event's time and
+	// its data's timestamp. Set with the event id (Reporter.eventID), kept through the
+	// retries of one event; not part of what Same compares.
+	Observed time.Time
+}
+
+// Same reports whether r and o tell DCM the same: the status, its message and the
+// outputs. A change of outputs alone (a new pod IP while RUNNING, the load balancer's
+// address assigned after RUNNING) is a change: it is sent, so that what DCM stored and
+// binds dependents to is the container's current address. The outputs change only with
+// the objects they are read from (the speaking pod's IP, the Service), so they add no
+// events but those.
+func (r Report) Same(o Report) bool { return r.Status == o.Status && r.Outputs.Equal(o.Outputs) }
+
+// reportOf is the report of the container the snapshot shows: its status and, when it
+// is RUNNING, its outputs.
+func reportOf(snap container.Snapshot) Report {
+	o, _ := snap.Observed()
+	rep := Report{Status: container.StatusOf(o.Deployment, o.Pods)}
+	if rep.Status.Status == v1alpha1.RUNNING {
+		rep.Outputs = container.OutputsOf(o)
+	}
+	return rep
 }
 
 // NeedsConfirmation reports whether p takes a step that a cache alone must not decide:
@@ -93,7 +128,7 @@ func (p Plan) NeedsConfirmation() bool {
 }
 
 func publishesDeleted(p Plan) bool {
-	return p.Publish != nil && p.Publish.Status == v1alpha1.DELETED
+	return p.Publish != nil && p.Publish.Status.Status == v1alpha1.DELETED
 }
 
 // agree reports whether the plan made from the caches (cached) and the one made from

@@ -93,8 +93,9 @@ func created(ago time.Duration) recOpt {
 // uid makes the record another one (the id reserved again: another incarnation).
 func uid(u types.UID) recOpt { return func(r *container.Record) { r.UID = u } }
 
-func st(s v1alpha1.ContainerStatus, msg string) *container.Status {
-	return &container.Status{Status: s, Message: msg}
+// st is a report of status s with message msg and no outputs.
+func st(s v1alpha1.ContainerStatus, msg string) *Report {
+	return &Report{Status: container.Status{Status: s, Message: msg}}
 }
 
 var (
@@ -115,7 +116,7 @@ func summary(p Plan) string {
 		out = append(out, "delete record "+string(p.DeleteRecord.UID))
 	}
 	if p.Publish != nil {
-		out = append(out, "publish "+string(p.Publish.Status))
+		out = append(out, "publish "+string(p.Publish.Status.Status))
 	}
 	if p.Finalize != nil {
 		out = append(out, "finalize "+string(p.Finalize.UID))
@@ -133,7 +134,7 @@ func TestPlan(t *testing.T) {
 	cases := []struct {
 		name   string
 		snap   container.Snapshot
-		last   *container.Status
+		last   *Report
 		forced bool
 		want   string
 	}{
@@ -230,8 +231,93 @@ func TestPlan(t *testing.T) {
 				t.Errorf("a record deleted and more in one plan: %s", summary(p))
 			}
 			// A finalize follows only a DELETED: it is never with a live status.
-			if p.Finalize != nil && p.Publish != nil && p.Publish.Status != v1alpha1.DELETED {
+			if p.Finalize != nil && p.Publish != nil && p.Publish.Status.Status != v1alpha1.DELETED {
 				t.Errorf("finalized after a live status: %s", summary(p))
+			}
+		})
+	}
+}
+
+// What a live container's report carries, and which changes of it are sent: its
+// outputs go with RUNNING only, and a change of them while RUNNING is a change.
+func TestPlanOutputs(t *testing.T) {
+	podAt := func(ip string) *container.Pod { p := runningPod(); p.IP = ip; return p }
+	pendingAt := func(ip string) *container.Pod {
+		p := podAt(ip)
+		p.Phase = corev1.PodPending
+		return p
+	}
+	lb := func(externalIP string) *container.Service {
+		s := svc("web-s")
+		s.Type, s.ClusterIP, s.ExternalIP = corev1.ServiceTypeLoadBalancer, "10.96.0.12", externalIP
+		s.Ports = []container.ServicePort{{Port: 8080, TargetPort: 8080, Protocol: corev1.ProtocolTCP}}
+		return s
+	}
+	web := dep("web-1", func(d *appsv1.Deployment) {
+		d.Namespace = "tenant-a"
+		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "web", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}
+	})
+	snap := func(svc *container.Service, p *container.Pod) container.Snapshot {
+		s := container.Snapshot{Record: record(), Deployments: deps(web), Pods: pods(p)}
+		if svc != nil {
+			s.Services = []*container.Service{svc}
+		}
+		return s
+	}
+	sent := func(s container.Snapshot) *Report { r := reportOf(s); return &r }
+	running := snap(lb(""), podAt("10.244.0.4"))
+	cases := []struct {
+		name   string
+		snap   container.Snapshot
+		last   *Report
+		forced bool
+		want   string // the endpoints' addresses sent ("-": nothing sent)
+	}{
+		{"RUNNING: sent with its outputs", running, nil, false, "10.96.0.12"},
+		{"RUNNING, the same outputs: nothing", running, sent(running), false, "-"},
+		{"RUNNING, republished: its outputs again", running, sent(running), true, "10.96.0.12"},
+		{"RUNNING, the load balancer's address assigned since: sent",
+			snap(lb("34.123.45.67"), podAt("10.244.0.4")), sent(running), false, "10.96.0.12 34.123.45.67"},
+		{"RUNNING, a new pod IP (the pod replaced, RUNNING throughout): sent",
+			snap(lb(""), podAt("10.244.0.7")), sent(running), false, "10.96.0.12"},
+		{"RUNNING, a Service of another incarnation beside it: not its own, nothing",
+			container.Snapshot{Record: record(), Deployments: deps(web), Pods: pods(podAt("10.244.0.4")),
+				Services: []*container.Service{lb(""), func() *container.Service { s := lb("34.1.1.1"); s.Incarnation = "r0"; return s }()}},
+			sent(running), false, "-"},
+		{"PENDING: no outputs", snap(lb(""), pendingAt("10.244.0.4")), nil, false, ""},
+		{"PENDING, a new pod IP: nothing (outputs go with RUNNING)",
+			snap(lb(""), pendingAt("10.244.0.7")), sent(snap(lb(""), pendingAt("10.244.0.4"))), false, "-"},
+		{"FAILED after RUNNING: the status, no outputs (DCM keeps the ones it stored)",
+			container.Snapshot{Record: record(), Deployments: deps(web), Pods: pods(func() *container.Pod {
+				p := podAt("10.244.0.4")
+				p.Phase = corev1.PodFailed
+				return p
+			}())}, sent(running), false, ""},
+		{"DELETED after RUNNING: no outputs", container.Snapshot{Record: record(terminating)}, sent(running), false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := plan(tc.snap, tc.last, tc.forced, t0, settle)
+			got := "-"
+			if p.Publish != nil {
+				var addrs []string
+				for _, e := range p.Publish.Outputs.Endpoints {
+					addrs = append(addrs, e.Address)
+				}
+				got = strings.Join(addrs, " ")
+				running := p.Publish.Status.Status == v1alpha1.RUNNING
+				if hasOutputs := p.Publish.Outputs.Endpoints != nil; hasOutputs != running {
+					t.Errorf("%s with outputs %v", p.Publish.Status.Status, hasOutputs)
+				}
+				if running && p.Publish.Outputs.ProviderHints.PodIP == "" {
+					t.Errorf("RUNNING without its pod IP: %+v", p.Publish.Outputs)
+				}
+				if !p.Publish.Observed.IsZero() {
+					t.Error("the plan dated its report: the reporter does, with its event id")
+				}
+			}
+			if got != tc.want {
+				t.Errorf("sent endpoints %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -272,7 +358,7 @@ func TestAgree(t *testing.T) {
 	cases := []struct {
 		name             string
 		cache, apiserver container.Snapshot
-		last             *container.Status
+		last             *Report
 		want             bool
 	}{
 		// A DELETED owed on a terminating record.

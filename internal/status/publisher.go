@@ -22,23 +22,35 @@ const (
 	EventType = "dcm.status.container"
 )
 
-// EventData is the data of every status event.
+// EventData is the data of every status event, as DCM's status consumer reads it
+// (control-plane, internal/sp/consumer: StatusEvent, whose id, status and message are
+// these, timestamp a time.Time, output_spec a map stored with the instance).
 type EventData struct {
 	ID      string `json:"id"`
 	Status  string `json:"status"`
 	Message string `json:"message"`
+	// Timestamp is when the reporter observed the status (RFC 3339, UTC): when it
+	// planned the event from the caches, so never before the change it reports,
+	// defined for a DELETED (whose objects are gone) and for a change no Kubernetes
+	// object dates (a load balancer's address, a pull's back-off). The same instant
+	// as the event's time, through every retry of the event.
+	Timestamp time.Time `json:"timestamp"`
+	// OutputSpec is the container's addresses and ports (container.Outputs), on
+	// RUNNING only; absent otherwise.
+	OutputSpec container.Outputs `json:"output_spec,omitzero"`
 }
 
 // Publisher sends status events to DCM.
 type Publisher interface {
-	// Publish sends st of container id as the event eventID. The reporter passes the
-	// same eventID to every retry of one status change, so a retry after a lost
-	// acknowledgement is stored once (JetStream de-duplicates on it) and a consumer that
-	// de-duplicates on the CloudEvent id sees it once. stored says a stream stored the
+	// Publish sends rep of container id as the event eventID. The reporter passes the
+	// same eventID (and rep.Observed) to every retry of one status change, so a retry
+	// after a lost acknowledgement is stored once (JetStream de-duplicates on it) and a
+	// consumer that de-duplicates on the CloudEvent id sees it once, the same content
+	// each time. stored says a stream stored the
 	// event (acknowledged it): only then may a DELETED release its record, since a
 	// plain NATS publish reaches only the subscribers connected at that moment, maybe
 	// none (issue 23).
-	Publish(ctx context.Context, eventID, id string, st container.Status) (stored bool, err error)
+	Publish(ctx context.Context, eventID, id string, rep Report) (stored bool, err error)
 }
 
 // NATSPublisher publishes CloudEvents 1.0 in structured JSON mode on subject
@@ -71,15 +83,18 @@ func NewNATSPublisher(nc *nats.Conn, providerName string) (*NATSPublisher, error
 // NewEventID is the id of a new event: one per status change, kept through its retries.
 func NewEventID() string { return uuid.NewString() }
 
-// NewEvent builds the CloudEvent eventID for one status.
-func NewEvent(source, eventID, id string, st container.Status, now time.Time) (cloudevents.Event, error) {
+// NewEvent builds the CloudEvent eventID for one report; its time and its data's
+// timestamp are rep.Observed.
+func NewEvent(source, eventID, id string, rep Report) (cloudevents.Event, error) {
+	at := rep.Observed.UTC()
 	ev := cloudevents.NewEvent(cloudevents.VersionV1)
 	ev.SetID(eventID)
 	ev.SetSource(source)
 	ev.SetType(EventType)
 	ev.SetSubject(Subject)
-	ev.SetTime(now)
-	if err := ev.SetData(cloudevents.ApplicationJSON, EventData{ID: id, Status: string(st.Status), Message: st.Message}); err != nil {
+	ev.SetTime(at)
+	data := EventData{ID: id, Status: string(rep.Status.Status), Message: rep.Status.Message, Timestamp: at, OutputSpec: rep.Outputs}
+	if err := ev.SetData(cloudevents.ApplicationJSON, data); err != nil {
 		return ev, err
 	}
 	return ev, ev.Validate()
@@ -103,9 +118,13 @@ func (p *NATSPublisher) captured(ctx context.Context) bool {
 
 // Publish sends one status event and returns nil only when it was delivered: stored by
 // the stream that captures the subject (stored true), or, with no such stream, flushed
-// to the NATS server (stored false).
-func (p *NATSPublisher) Publish(ctx context.Context, eventID, id string, st container.Status) (stored bool, err error) {
-	ev, err := NewEvent(p.source, eventID, id, st, time.Now().UTC())
+// to the NATS server (stored false). A report not yet dated (rep.Observed zero) is
+// dated now.
+func (p *NATSPublisher) Publish(ctx context.Context, eventID, id string, rep Report) (stored bool, err error) {
+	if rep.Observed.IsZero() {
+		rep.Observed = time.Now()
+	}
+	ev, err := NewEvent(p.source, eventID, id, rep)
 	if err != nil {
 		return false, err
 	}
@@ -132,7 +151,7 @@ func (p *NATSPublisher) Publish(ctx context.Context, eventID, id string, st cont
 		}
 	}
 	if err != nil {
-		return false, fmt.Errorf("publishing %s for %s: %w", st.Status, id, err)
+		return false, fmt.Errorf("publishing %s for %s: %w", rep.Status.Status, id, err)
 	}
 	return stored, nil
 }

@@ -329,7 +329,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	snap := r.src.Snapshot(id)
 	inc := incarnationOf(snap)
 	r.mu.Lock()
-	var last *container.Status
+	var last *Report
 	forced := false
 	if t := r.containers[id]; t != nil {
 		// What was sent about an earlier container with this id does not count (make
@@ -378,19 +378,21 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		}
 	}
 	stored := false
-	if st := p.Publish; st != nil {
+	if rep := p.Publish; rep != nil {
+		ev := r.eventID(id, inc, *rep, now)
+		rep.Observed = ev.observed
 		var err error
-		if stored, err = r.publish(ctx, r.eventID(id, inc, *st), id, *st); err != nil {
+		if stored, err = r.publish(ctx, ev.eventID, id, *rep); err != nil {
 			if plantedBug(ctx, r.cl, p) { // false but in sp-chaos -inject builds: plantedbug.go
 				return 0, nil
 			}
 			keepForce()
 			return 0, err
 		}
-		if detail := snap.Withheld(); detail != "" && snap.Status() == *st {
+		if detail := snap.Withheld(); detail != "" && snap.Status() == rep.Status {
 			// What the status message leaves out for the tenant (the node's pull error,
 			// a quota's usage) is the operator's, once per event.
-			r.log.Info("status: detail kept out of the status message", "id", id, "status", st.Status, "detail", detail)
+			r.log.Info("status: detail kept out of the status message", "id", id, "status", rep.Status.Status, "detail", detail)
 		}
 	}
 	if p.Finalize != nil && p.Publish != nil && !stored {
@@ -402,9 +404,9 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		return 0, notYet{whyNotStored}
 	}
 	r.mu.Lock()
-	if st := p.Publish; st != nil {
-		r.scheduleResend(id, inc, snap, *st, now) // first: it looks at the status sent before
-		delivered := *st
+	if rep := p.Publish; rep != nil {
+		r.scheduleResend(id, inc, snap, rep.Status, now) // first: it looks at the status sent before
+		delivered := *rep
 		t := r.entry(id)
 		t.sent, t.sentFor = &delivered, inc
 	}
@@ -421,38 +423,42 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	return p.RecheckAfter, nil
 }
 
-// mintedEvent is the event id minted for sending st about one incarnation.
+// mintedEvent is the event minted for sending rep about one incarnation: its id and
+// when it was observed (the report's timestamp).
 type mintedEvent struct {
-	inc     string
-	st      container.Status
-	eventID string
+	inc      string
+	rep      Report
+	eventID  string
+	observed time.Time
 }
 
-// eventID is the CloudEvent id for sending st about container id (incarnation inc): the
-// one minted for the previous attempt when this is its retry (the same incarnation,
-// status and message, nothing delivered and no republish asked for since), else a new
-// one. So a retry after a lost acknowledgement is de-duplicated by the stream
-// (Nats-Msg-Id) and by DCM, while a real change, and a change back, is a new event.
+// eventID is the event for sending rep about container id (incarnation inc), planned at
+// now: the one minted for the previous attempt when this is its retry (the same
+// incarnation, status, message and outputs, nothing delivered and no republish asked
+// for since), else a new one, observed now. So a retry after a lost acknowledgement is
+// the same event, its id and its timestamp, de-duplicated by the stream (Nats-Msg-Id)
+// and by DCM, while a real change, and a change back, is a new event.
 // A republish (leadership gained, NATS reconnected, the periodic resync) is a new event
 // with a new id on purpose: it is sent so that DCM learns the status again (the stream
 // may not have existed, DCM may have dropped an event for an instance it had not stored
 // yet), and with the old id JetStream would drop it as a duplicate of the one it
 // stored within its duplicate window, or a consumer that keeps seen ids would skip it.
-func (r *Reporter) eventID(id, inc string, st container.Status) string {
+func (r *Reporter) eventID(id, inc string, rep Report, now time.Time) mintedEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.entry(id)
-	if m := t.minted; m != nil && m.inc == inc && m.st == st {
-		return m.eventID
+	if m := t.minted; m != nil && m.inc == inc && m.rep.Same(rep) {
+		return *m
 	}
-	t.minted = &mintedEvent{inc: inc, st: st, eventID: NewEventID()}
-	return t.minted.eventID
+	t.minted = &mintedEvent{inc: inc, rep: rep, eventID: NewEventID(), observed: now}
+	return *t.minted
 }
 
-func (r *Reporter) publish(ctx context.Context, eventID, id string, st container.Status) (bool, error) {
+func (r *Reporter) publish(ctx context.Context, eventID, id string, rep Report) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	stored, err := r.pub.Publish(ctx, eventID, id, st)
+	st := rep.Status
+	stored, err := r.pub.Publish(ctx, eventID, id, rep)
 	if err != nil {
 		if r.opts.Failed != nil {
 			r.opts.Failed()
@@ -473,7 +479,7 @@ func (r *Reporter) prune() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.eachTracked(func(id string, t *tracked) {
-		if t.sent != nil && t.sent.Status == v1alpha1.DELETED && r.src.Snapshot(id).Empty() {
+		if t.sent != nil && t.sent.Status.Status == v1alpha1.DELETED && r.src.Snapshot(id).Empty() {
 			t.sent, t.sentFor = nil, ""
 			r.forgetResend(id)
 		}

@@ -105,8 +105,10 @@ type journal struct {
 	src     *fakeSource
 	api     map[string]container.Snapshot
 	changed chan struct{}
-	// events: the event id of every publish attempt, failed or not, in order.
-	events []string
+	// events: the event id of every publish attempt, failed or not, in order; reports,
+	// what each attempt sent.
+	events  []string
+	reports []Report
 }
 
 func newJournal() *journal {
@@ -132,9 +134,11 @@ func failing(n *int) bool {
 	return false
 }
 
-func (j *journal) Publish(_ context.Context, eventID, id string, st container.Status) (bool, error) {
+func (j *journal) Publish(_ context.Context, eventID, id string, rep Report) (bool, error) {
+	st := rep.Status
 	j.mu.Lock()
 	j.events = append(j.events, eventID)
+	j.reports = append(j.reports, rep)
 	fail := failing(&j.failFirst)
 	stored := !j.unstored
 	j.mu.Unlock()
@@ -391,6 +395,52 @@ func TestReporterEventIDs(t *testing.T) {
 			t.Errorf("event ids %q: the republish reused the failed attempt's", ev)
 		}
 	})
+}
+
+// The timestamp of an event is when the reporter first planned it: kept through its
+// retries (one event, one content), new for a new change and for a republish. A change
+// of outputs alone while RUNNING is a new event.
+func TestReporterDatesEachEvent(t *testing.T) {
+	step := func(r *rig) func() { return func() { r.clock.Step(10 * time.Millisecond) } }
+	running := func(ip string) container.Snapshot {
+		p := runningPod()
+		p.IP = ip
+		return container.Snapshot{Record: record(), Deployments: deps(dep("a-1")), Pods: pods(p)}
+	}
+	r := startReporter(t, 0, 2)
+	r.src.set("a", running("10.244.0.4"))
+	r.out.await(t, step(r), []string{"publish failed a", "publish failed a", "publish a RUNNING"})
+	reps := r.out.sentReports()
+	if !reps[0].Observed.Equal(t0) {
+		t.Errorf("observed %s, want the clock's time when it was first planned, %s", reps[0].Observed, t0)
+	}
+	if !reps[1].Observed.Equal(reps[0].Observed) || !reps[2].Observed.Equal(reps[0].Observed) {
+		t.Errorf("the retries of one event are dated %s, %s, %s", reps[0].Observed, reps[1].Observed, reps[2].Observed)
+	}
+	if got := reps[2].Outputs.ProviderHints.PodIP; got != "10.244.0.4" {
+		t.Errorf("RUNNING sent with pod IP %q", got)
+	}
+
+	r.clock.Step(time.Second)
+	r.src.set("a", running("10.244.0.7"))
+	r.out.waitFor(t, "publish failed a", "publish failed a", "publish a RUNNING", "publish a RUNNING")
+	r.clock.Step(time.Second)
+	r.rep.RepublishAll()
+	r.out.waitFor(t, "publish failed a", "publish failed a", "publish a RUNNING", "publish a RUNNING", "publish a RUNNING")
+	reps, ids := r.out.sentReports(), r.out.eventIDs()
+	if reps[3].Outputs.ProviderHints.PodIP != "10.244.0.7" || ids[3] == ids[2] || !reps[3].Observed.After(reps[2].Observed) {
+		t.Errorf("the new pod IP: %+v, event %s after %s", reps[3], ids[3], ids[2])
+	}
+	if ids[4] == ids[3] || !reps[4].Observed.After(reps[3].Observed) || !reps[4].Outputs.Equal(reps[3].Outputs) {
+		t.Errorf("the republish: %+v, event %s after %s", reps[4], ids[4], ids[3])
+	}
+}
+
+// sentReports are the reports of every publish attempt, in order.
+func (j *journal) sentReports() []Report {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.reports)
 }
 
 func (j *journal) eventIDs() []string {

@@ -1,16 +1,14 @@
 package status
 
-import "github.com/dcm-project/k8s-container-sp/internal/container"
-
 // tracked is what the reporter remembers about one container id between two looks at
 // it. Every field is guarded by Reporter.mu, and the entry exists only while one of
 // them holds something (see release): the map of entries is bounded by the containers
 // the reporter still has business with, not by every id it ever saw.
 type tracked struct {
-	// sent is the last status delivered (nil: none), and sentFor the incarnation it was
+	// sent is the last report delivered (nil: none), and sentFor the incarnation it was
 	// about. A new container with the id has had nothing sent yet, whatever the last
 	// one's status was.
-	sent    *container.Status
+	sent    *Report
 	sentFor string
 	// forced: publish the next status even if unchanged (a republish, a resend).
 	forced bool

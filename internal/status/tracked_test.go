@@ -65,7 +65,7 @@ func TestReporterReleasesAnEntryThatHoldsNothing(t *testing.T) {
 	check("held back", 1)
 	rep.stopWaiting("a")
 	check("no longer held back", 0)
-	rep.eventID("a", "r1", container.Status{Status: v1alpha1.PENDING})
+	rep.eventID("a", "r1", *st(v1alpha1.PENDING, ""), t0)
 	check("event id minted", 1)
 	rep.RepublishAll() // no container known: clears the minted ids and forces none
 	check("republished", 0)
@@ -85,7 +85,7 @@ func TestReporterReleasesAnEntryThatHoldsNothing(t *testing.T) {
 		name       string
 		set, clear func(*tracked)
 	}{
-		{"sent", func(e *tracked) { e.sent, e.sentFor = &container.Status{Status: v1alpha1.RUNNING}, "r1" },
+		{"sent", func(e *tracked) { e.sent, e.sentFor = st(v1alpha1.RUNNING, ""), "r1" },
 			func(e *tracked) { e.sent, e.sentFor = nil, "" }},
 		{"forced", func(e *tracked) { e.forced = true }, func(e *tracked) { e.forced = false }},
 		{"minted", func(e *tracked) { e.minted = &mintedEvent{inc: "r1", eventID: "e1"} }, func(e *tracked) { e.minted = nil }},

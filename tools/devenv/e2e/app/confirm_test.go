@@ -161,10 +161,10 @@ type watchedPublisher struct {
 	seen []string
 }
 
-func (w *watchedPublisher) Publish(_ context.Context, _, id string, st container.Status) (bool, error) {
+func (w *watchedPublisher) Publish(_ context.Context, _, id string, rep status.Report) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.seen = append(w.seen, id+" "+string(st.Status))
+	w.seen = append(w.seen, id+" "+string(rep.Status.Status))
 	return true, nil
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
@@ -144,12 +143,12 @@ func TestStatusTwoReplicasFailover(t *testing.T) {
 		// through on its way to RUNNING depends on timing: the pod may be seen
 		// ContainerCreating or not).
 		events.noRepeats(id)
-		seen := map[status.EventData]bool{}
+		seen := map[string]bool{}
 		for _, e := range events.events(id) {
-			if seen[e.Data] {
+			if seen[state(e.Data)] {
 				t.Errorf("%s: %+v sent twice: %+v", id, e.Data, events.events(id))
 			}
-			seen[e.Data] = true
+			seen[state(e.Data)] = true
 		}
 	}
 	if r := do(t, http.MethodGet, follower.URL+containers+"/via-a", nil); r.Status != 200 {

@@ -18,7 +18,7 @@ import (
 // subscribed at that moment, and only a stored DELETED may release its record. Needs
 // NATS only, no cluster.
 func TestPublisherSaysWhetherAStreamStoredTheEvent(t *testing.T) {
-	deleted := container.Status{Status: v1alpha1.DELETED, Message: "Container deleted."}
+	deleted := status.Report{Status: container.Status{Status: v1alpha1.DELETED, Message: "Container deleted."}}
 	for _, tc := range []struct {
 		name   string
 		stream bool

@@ -69,7 +69,7 @@ func TestUnknownSettings(t *testing.T) {
 	got := UnknownSettings([]string{
 		"SP_NAME=x", "SP_K8S_NAMESPACE=dcm", "DCM_REGISTRATION_URL=http://r", // known
 		"SP_CONTAINER_NAMESPACE=dcm", "SP_HARNESS_CACHE=/tmp", "SP_LOGLEVEL=debug",
-		"SP_CONTAINER_NAMESPACE=again", // twice in the environment, named once
+		"SP_CONTAINER_NAMESPACE=again",                             // twice in the environment, named once
 		"PATH=/bin", "DCM_OTHER=1", "KUBECONFIG=/kc", "sp_lower=1", // not SP_: another program's
 		"SP_EMPTY=", "SP_NO_VALUE",
 	})

@@ -216,15 +216,15 @@ var testPolicy = Policy{LabelPrefixes: []string{"example.com/"}}
 // contract has cores as an integer and fractions as a string of millicores.
 func TestCPUNumberSaysWhatToWrite(t *testing.T) {
 	for raw, want := range map[string]string{
-		`0.5`:    `0.5 is not a whole number of cores; use a string of millicores such as "500m"`,
-		`1.25`:   `1.25 is not a whole number of cores; use a string of millicores such as "1250m"`,
-		`0.0005`: `0.0005 is not a whole number of cores, nor of millicores; use a string of millicores such as "500m"`,
-		`1.0`:    `1.0 is not written as a whole number of cores: write 1`,
-		`2e0`:    `2e0 is not written as a whole number of cores: write 2`,
-		`0`:      `0 is less than 1 core: use 1 or more, or a string of millicores such as "500m"`,
-		`-2`:     `-2 is less than 1 core: use 1 or more, or a string of millicores such as "500m"`,
-		`-0.5`:   `-0.5 is less than 1 core: use 1 or more, or a string of millicores such as "500m"`,
-		`1e7`:    `1e7 is more than 1000000 cores`,
+		`0.5`:                           `0.5 is not a whole number of cores; use a string of millicores such as "500m"`,
+		`1.25`:                          `1.25 is not a whole number of cores; use a string of millicores such as "1250m"`,
+		`0.0005`:                        `0.0005 is not a whole number of cores, nor of millicores; use a string of millicores such as "500m"`,
+		`1.0`:                           `1.0 is not written as a whole number of cores: write 1`,
+		`2e0`:                           `2e0 is not written as a whole number of cores: write 2`,
+		`0`:                             `0 is less than 1 core: use 1 or more, or a string of millicores such as "500m"`,
+		`-2`:                            `-2 is less than 1 core: use 1 or more, or a string of millicores such as "500m"`,
+		`-0.5`:                          `-0.5 is less than 1 core: use 1 or more, or a string of millicores such as "500m"`,
+		`1e7`:                           `1e7 is more than 1000000 cores`,
 		`0.` + strings.Repeat("5", 100): `0.` + strings.Repeat("5", 100) + ` is not a whole number of cores; use an integer, or a string of millicores such as "500m"`,
 	} {
 		var q v1alpha1.CpuQuantity

@@ -425,3 +425,30 @@ func TestAgree(t *testing.T) {
 		})
 	}
 }
+
+// The DELETED of a record this leadership reported live is not confirmed at the
+// apiserver (a deletion timestamp never goes back, and only the leader finalizes);
+// every other destructive step still is.
+func TestNeedsConfirmationKnownLive(t *testing.T) {
+	gone := record(terminating)
+	deleted := &Report{Status: container.Status{Status: v1alpha1.DELETED}}
+	for _, tc := range []struct {
+		name      string
+		p         Plan
+		rec       *container.Record
+		knownLive bool
+		want      bool
+	}{
+		{"reported live in this leadership, now deleted", Plan{Publish: deleted, Finalize: gone}, gone, true, false},
+		{"not reported live here (a restart, a new leadership)", Plan{Publish: deleted, Finalize: gone}, gone, false, true},
+		{"a finalize of another record than the cache's", Plan{Publish: deleted, Finalize: record(terminating, uid("r2"))}, gone, true, true},
+		{"a record to delete (no Deployment joined it)", Plan{DeleteRecord: record()}, record(), true, true},
+		{"the DELETED of a container whose record went", Plan{Publish: deleted}, nil, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := needsConfirmation(tc.p, tc.rec, tc.knownLive); got != tc.want {
+				t.Errorf("needsConfirmation = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -68,6 +68,9 @@ type Reporter struct {
 	log  *slog.Logger
 
 	mu sync.Mutex
+	// term counts this reporter's leaderships (Run): what it delivered in the current
+	// one, no other replica has changed since (see needsConfirmation).
+	term uint64
 	// containers: per id, what is remembered about it (the last status delivered, a
 	// force, the event id being sent, why it is held back, a pending resend); an entry
 	// goes once it holds nothing (tracked.go).
@@ -112,6 +115,7 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "status", Clock: r.opts.Clock})
 	deb := newDebouncer(r.opts.Clock, r.opts.Debounce, r.opts.MaxWait, queue.Add)
 	r.mu.Lock()
+	r.term++
 	r.queue, r.deb = queue, deb
 	// Fresh for each leadership, like the queue: what was held back before is looked
 	// at anew (set before the workers start, which read it unlocked).
@@ -330,7 +334,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	inc := incarnationOf(snap)
 	r.mu.Lock()
 	var last *Report
-	forced := false
+	forced, knownLive := false, false
 	if t := r.containers[id]; t != nil {
 		// What was sent about an earlier container with this id does not count (make
 		// chaos, seed 14: a container created and deleted while the leader's cache was
@@ -339,6 +343,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		if t.sent != nil && (inc == "" || t.sentFor == inc) {
 			st := *t.sent // a copy: used unlocked
 			last = &st
+			knownLive = inc != "" && t.sentTerm == r.term && st.Status.Status != v1alpha1.DELETED
 		}
 		forced, t.forced = t.forced, false
 		r.release(id)
@@ -354,7 +359,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 
 	now := r.opts.Clock.Now()
 	p := plan(snap, last, forced, now, r.opts.Settle)
-	if p.NeedsConfirmation() {
+	if needsConfirmation(p, snap.Record, knownLive) {
 		// No destructive step on a cache alone (issue 23): the plan is made again from
 		// the apiserver's objects and carried out only if both agree. When they do not,
 		// this replica's cache is behind (the chaos run's seed 11: after an apiserver
@@ -408,7 +413,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		r.scheduleResend(id, inc, snap, rep.Status, now) // first: it looks at the status sent before
 		delivered := *rep
 		t := r.entry(id)
-		t.sent, t.sentFor = &delivered, inc
+		t.sent, t.sentFor, t.sentTerm = &delivered, inc, r.term
 	}
 	if t := r.containers[id]; t != nil {
 		t.minted = nil // delivered, or nothing to send: the next status sent is a new change

@@ -10,6 +10,8 @@ type tracked struct {
 	// one's status was.
 	sent    *Report
 	sentFor string
+	// sentTerm is the leadership (Reporter.term) in which sent was delivered.
+	sentTerm uint64
 	// forced: publish the next status even if unchanged (a republish, a resend).
 	forced bool
 	// minted is the event id of the status being sent (nil: none), kept until it is

@@ -34,11 +34,11 @@ var concurrencyClients = []int{8, 32, 64}
 // rawCallsPerCreate and rawCallsPerDelete are the raw side's Kubernetes requests per
 // container, the request path's of a POST and a DELETE (rawCreateAsService,
 // rawDeleteAsService): the record, then the Deployment and the Service at once; the
-// record (the garbage collector deletes the Service) and the Deployment at once. No
-// reporter follows the raw side's deletes.
+// record, the Deployment and the Service at once. No reporter follows the raw side's
+// deletes.
 const (
 	rawCallsPerCreate = 3
-	rawCallsPerDelete = 2
+	rawCallsPerDelete = 3
 )
 
 // DefaultConcurrencyN is the phase's creates (then deletes) per client count and side.
@@ -467,30 +467,31 @@ func (e *Env) rawCreateAsService(ctx context.Context, ns, id string) (rawContain
 }
 
 // rawDeleteAsService deletes what rawCreateAsService made as a DELETE does
-// (internal/store/delete.go): the record (foreground: the garbage collector deletes the
-// Service) and the Deployment at once, each with a UID precondition.
+// (internal/store/delete.go): the record (background propagation), the Deployment and
+// the Service at once, each with a UID precondition.
 func (e *Env) rawDeleteAsService(ctx context.Context, ns string, c rawContainer) error {
-	opts := func(uid types.UID, p metav1.DeletionPropagation) metav1.DeleteOptions {
-		return metav1.DeleteOptions{PropagationPolicy: &p, Preconditions: &metav1.Preconditions{UID: &uid}}
+	opts := func(uid types.UID) metav1.DeleteOptions {
+		bg := metav1.DeletePropagationBackground
+		return metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}}
 	}
 	gone := func(err error) bool { return err == nil || apierrors.IsNotFound(err) }
-	var depErr error
+	var depErr, svcErr error
 	var wg sync.WaitGroup
 	if c.deployment != "" {
-		wg.Go(func() {
-			depErr = e.Admin.AppsV1().Deployments(ns).Delete(ctx, c.deployment, opts(c.depUID, metav1.DeletePropagationBackground))
-		})
+		wg.Go(func() { depErr = e.Admin.AppsV1().Deployments(ns).Delete(ctx, c.deployment, opts(c.depUID)) })
+	}
+	if c.service != "" {
+		wg.Go(func() { svcErr = e.Admin.CoreV1().Services(ns).Delete(ctx, c.service, opts(c.serviceUID)) })
 	}
 	var err error
 	if c.record != "" {
-		err = e.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, c.record, opts(c.recordUID, metav1.DeletePropagationForeground))
+		err = e.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, c.record, opts(c.recordUID))
 	}
 	wg.Wait()
-	if !gone(err) {
-		return err
-	}
-	if !gone(depErr) {
-		return depErr
+	for _, e := range []error{err, depErr, svcErr} {
+		if !gone(e) {
+			return e
+		}
 	}
 	return nil
 }

@@ -212,7 +212,7 @@ func callsCheck(row ConcurrencyRow) (what, measured, limit, target string, ok bo
 	target = fmt.Sprintf("≤ %d", targetCallsPerCreate)
 	if row.Op == "delete" {
 		most = targetCallsPerDelete
-		limit = fmt.Sprintf("all it sent during its batches, its reporter's and the election's renewals too; raw client-go: %d (the record and the Deployment), no reporter", rawCallsPerDelete)
+		limit = fmt.Sprintf("all it sent during its batches, its reporter's and the election's renewals too; raw client-go: %d (the record, the Deployment and the Service), no reporter", rawCallsPerDelete)
 		target = fmt.Sprintf("≤ %d: 3 on the request path + the reporter's %d", targetCallsPerDelete, reporterCallsPerDelete)
 	}
 	if row.Ops == 0 {

@@ -73,7 +73,8 @@ func TestRequestsOfAContainersLife(t *testing.T) {
 		return nil
 	})
 	p.waitIdle(t)
-	// The reporter's: the DELETED confirmed with one read (the record is terminating:
-	// its Deployments do not matter), then the finalizer off.
-	check("the reporter after the DELETE", about(p.Calls()[mark:], false), "GET "+record, "PATCH "+record)
+	// The reporter's: the finalizer off once the DELETED is delivered. No confirmation:
+	// this leadership reported the container live, and a deletion timestamp never goes
+	// back (status.needsConfirmation).
+	check("the reporter after the DELETE", about(p.Calls()[mark:], false), "PATCH "+record)
 }

@@ -71,7 +71,12 @@ func dropFinalizerOf(ctx context.Context, client kubernetes.Interface, ns, name 
 // deleteRecordObject deletes record name if it still has UID uid, with the given
 // propagation; gone or replaced is success.
 func (s *Store) deleteRecordObject(ctx context.Context, name string, uid types.UID, propagation metav1.DeletionPropagation) error {
-	if _, err := deleteRecordOf(ctx, s.client, s.namespace, name, uid, propagation); !gone(err) {
+	return deleteRecordIfThere(ctx, s.client, s.namespace, name, uid, propagation)
+}
+
+// deleteRecordIfThere is deleteRecordObject for callers without a Store (the uninstall).
+func deleteRecordIfThere(ctx context.Context, client kubernetes.Interface, ns, name string, uid types.UID, propagation metav1.DeletionPropagation) error {
+	if _, err := deleteRecordOf(ctx, client, ns, name, uid, propagation); !gone(err) {
 		return err
 	}
 	return nil

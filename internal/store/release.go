@@ -56,8 +56,5 @@ func releaseRecord(ctx context.Context, client kubernetes.Interface, ns string, 
 	if err := dropFinalizerOf(ctx, client, ns, rec.Name, rec.UID); err != nil {
 		return err
 	}
-	if _, err := deleteRecordOf(ctx, client, ns, rec.Name, rec.UID, metav1.DeletePropagationOrphan); !gone(err) {
-		return err
-	}
-	return nil
+	return deleteRecordIfThere(ctx, client, ns, rec.Name, rec.UID, metav1.DeletePropagationOrphan)
 }

@@ -429,10 +429,7 @@ func finalState(obj any) any {
 
 // instanceIDOf is the DCM id of a cached object (or of a deleted one's last state).
 func instanceIDOf(obj any) string {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	switch o := obj.(type) {
+	switch o := finalState(obj).(type) {
 	case interface{ InstanceID() string }:
 		return o.InstanceID()
 	case metav1.Object:

@@ -173,6 +173,15 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 			}
 			return behind(st.Behind())
 		}},
+		// A registration the registrar refused is a configuration error the provider
+		// cannot fix: not ready, so the operator sees it where rollouts look (the
+		// API is then reachable only as a pod; the registrar is asked again every 5 min).
+		httpapi.Check{Name: "registration", Err: func() error {
+			if st := registrar.State(); st.Phase == registration.Rejected {
+				return errorString(st.LastError)
+			}
+			return nil
+		}},
 		httpapi.Check{Name: "permissions", Err: func() error {
 			if missing := st.MissingPermissions(); len(missing) > 0 {
 				return errorString(st.DescribeMissing(missing))

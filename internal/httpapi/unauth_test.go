@@ -92,7 +92,7 @@ func TestHealthShowsNoRegistryDetail(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		body := rec.Body.String()
-		if !strings.Contains(body, `"last_error":"registration rejected by the registry"`) || !strings.Contains(body, `"status":"rejected"`) {
+		if !strings.Contains(body, `"last_error":"the registrar refused the registration body; the log has its reason"`) || !strings.Contains(body, `"status":"rejected"`) {
 			t.Errorf("%s: %s", path, body)
 		}
 		for _, leak := range []string{"db-primary", "422", "127.0.0.1", "password"} {

@@ -1,14 +1,18 @@
 package registration
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,8 +30,14 @@ type Phase string
 const (
 	Pending    Phase = "pending"    // not registered yet, trying
 	Registered Phase = "registered" // the registry accepted us
-	Rejected   Phase = "rejected"   // the registry refused our payload (configuration error)
+	Rejected   Phase = "rejected"   // the registrar refused our payload (configuration error)
 )
+
+// The registrar is either DCM's older registry (service-provider-manager, at the
+// control plane's URL) or, since DCM moved registration out of its control plane, an
+// environment agent: the same POST /providers and body, but total_cpu is a string there,
+// a 409 means another provider (the agent's embedded one, say) serves the service type,
+// and a 422 is a semantic refusal. One client serves both; the answers say which it met.
 
 // State is what the health endpoint, the log and the metrics show.
 type State struct {
@@ -48,16 +58,20 @@ type State struct {
 type Reason string
 
 const (
-	ReasonUnreachable Reason = "unreachable" // no answer: the name does not resolve, the connection is refused or cut
-	ReasonTimeout     Reason = "timeout"     // no answer in time
-	ReasonTLS         Reason = "tls"         // the TLS handshake with the registry failed (its certificate, say)
-	ReasonUnavailable Reason = "unavailable" // the registry answered 408, 429 or 5xx: retried
-	ReasonRejected    Reason = "rejected"    // the registry refused the registration (another 4xx): a configuration error
-	ReasonUnexpected  Reason = "unexpected"  // any other answer
+	ReasonUnreachable Reason = "unreachable"  // no answer: the name does not resolve, the connection is refused or cut
+	ReasonTimeout     Reason = "timeout"      // no answer in time
+	ReasonTLS         Reason = "tls"          // the TLS handshake with the registry failed (its certificate, say)
+	ReasonUnavailable Reason = "unavailable"  // the registry answered 408, 429 or 5xx: retried
+	ReasonRejected    Reason = "rejected"     // the registry refused the registration (another 4xx): a configuration error
+	ReasonNoProviders Reason = "no-providers" // 404 at /providers: today's DCM registers providers through an environment agent
+	ReasonConflict    Reason = "conflict"     // 409: another provider serves service type container there
+	ReasonRefused     Reason = "refused"      // 422: the registrar refused the body (its reason is in the log)
+	ReasonUnexpected  Reason = "unexpected"   // any other answer
 )
 
 // Reasons are every Reason, for a metric's label values.
-var Reasons = []Reason{ReasonUnreachable, ReasonTimeout, ReasonTLS, ReasonUnavailable, ReasonRejected, ReasonUnexpected}
+var Reasons = []Reason{ReasonUnreachable, ReasonTimeout, ReasonTLS, ReasonUnavailable, ReasonRejected,
+	ReasonNoProviders, ReasonConflict, ReasonRefused, ReasonUnexpected}
 
 // ReasonLabels are Reasons as strings.
 func ReasonLabels() []string {
@@ -81,6 +95,12 @@ func (r Reason) Text() string {
 		return "registry unavailable; retrying"
 	case ReasonRejected:
 		return "registration rejected by the registry"
+	case ReasonNoProviders:
+		return "this DCM registers providers through an environment agent: set DCM_REGISTRATION_URL to http://<agent>:8080/api/v1alpha1"
+	case ReasonConflict:
+		return "another provider already serves service type container at this registrar (at an environment agent: leave container out of its embeddedSps)"
+	case ReasonRefused:
+		return "the registrar refused the registration body; the log has its reason"
 	case ReasonUnexpected:
 		return "unexpected answer from the registry"
 	}
@@ -115,11 +135,14 @@ type Options struct {
 // Registrar keeps the provider registered.
 type Registrar struct {
 	opts   Options
-	client *providerclient.ClientWithResponses
+	client *providerclient.Client
 	log    *slog.Logger
 
 	mu    sync.Mutex
 	state State
+	// cpuAsString: the registrar took total_cpu as a string (an environment agent), so
+	// it is sent so from then on.
+	cpuAsString bool
 }
 
 // New builds a registrar; nothing is sent before Run.
@@ -130,7 +153,7 @@ func New(opts Options, log *slog.Logger) (*Registrar, error) {
 	if opts.RetryCap <= 0 {
 		opts.RetryCap = time.Minute
 	}
-	c, err := providerclient.NewClientWithResponses(strings.TrimSuffix(opts.RegistryURL, "/"),
+	c, err := providerclient.NewClient(strings.TrimSuffix(opts.RegistryURL, "/"),
 		providerclient.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
 	if err != nil {
 		return nil, err
@@ -158,8 +181,8 @@ func (r *Registrar) Payload() providerapi.Provider {
 	if o.Region != "" {
 		md.RegionCode = &o.Region
 	}
-	// Capacity only when configured, in the types the registry accepts (an integer
-	// CPU count: the registry refuses "200" as a string).
+	// Capacity only when configured, in the older registry's types (an integer CPU
+	// count: it refuses "200"); body() turns total_cpu into a string for an agent.
 	c := o.Capacity
 	if c != (Capacity{}) {
 		res := &providerapi.ResourceCapacity{}
@@ -182,6 +205,25 @@ func (r *Registrar) Payload() providerapi.Provider {
 	}
 	return p
 }
+
+// body is the registration body as sent: Payload, with total_cpu a string when asString
+// (an environment agent's form: "200").
+func (r *Registrar) body(asString bool) ([]byte, error) {
+	p := r.Payload()
+	b, err := json.Marshal(p)
+	if err != nil || !asString || p.Metadata == nil || p.Metadata.Resources == nil || p.Metadata.Resources.TotalCpu == nil {
+		return b, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["metadata"].(map[string]any)["resources"].(map[string]any)["total_cpu"] = strconv.Itoa(*p.Metadata.Resources.TotalCpu)
+	return json.Marshal(m)
+}
+
+// sendsCPU: the body carries total_cpu, whose form differs between the registrars.
+func (r *Registrar) sendsCPU() bool { return r.opts.Capacity.TotalCPU > 0 }
 
 // State is the current registration state.
 func (r *Registrar) State() State {
@@ -241,8 +283,8 @@ func (r *Registrar) registerWithRetry(ctx context.Context) {
 			return
 		case errors.As(err, &perm):
 			r.set(Rejected, "", perm.reason)
-			r.log.Error("registration refused by the DCM registry: configuration error (not retried until later)",
-				"registry", r.registry(), "status", perm.status, "answer", perm.body, "reason", perm.reason)
+			r.log.Error("registration refused: "+perm.reason.Text()+" (a configuration error: tried again in 5 min)",
+				"registry", r.registry(), "status", perm.status, "answer", perm.body, "registrar_reason", problemDetail(perm.body), "reason", perm.reason)
 			return
 		}
 		reason := reasonOf(err)
@@ -303,43 +345,115 @@ func (e *permanentError) Error() string {
 }
 
 func (r *Registrar) registerOnce(ctx context.Context) error {
-	resp, err := r.client.CreateProviderWithResponse(ctx, nil, r.Payload())
+	r.mu.Lock()
+	asString := r.cpuAsString
+	r.mu.Unlock()
+	err := r.post(ctx, asString)
+	var perm *permanentError
+	if !errors.As(err, &perm) || !r.sendsCPU() || !bodyRefused(perm.status) {
+		return err
+	}
+	// Perhaps the other registrar: the older registry refuses a string total_cpu, an
+	// environment agent an integer one. The other form is tried at once; when it is not
+	// refused as a body too, it is the registrar's, and kept.
+	err2 := r.post(ctx, !asString)
+	var perm2 *permanentError
+	if errors.As(err2, &perm2) && bodyRefused(perm2.status) {
+		return err // both refused: the first answer says why
+	}
+	if err2 == nil || perm2 != nil {
+		r.mu.Lock()
+		r.cpuAsString = !asString
+		r.mu.Unlock()
+		r.log.Info("the registrar takes total_cpu as a "+map[bool]string{true: "string (an environment agent)", false: "number (DCM's older registry)"}[!asString],
+			"registry", r.registry())
+	}
+	return err2
+}
+
+// bodyRefused: an answer refusing the registration's body (400 at the older registry
+// and at an agent's schema check, 422 at an agent's semantic one).
+func bodyRefused(code int) bool {
+	return code == http.StatusBadRequest || code == http.StatusUnprocessableEntity
+}
+
+// post sends the registration once and reads the answer.
+func (r *Registrar) post(ctx context.Context, cpuAsString bool) error {
+	b, err := r.body(cpuAsString)
+	if err != nil {
+		return err
+	}
+	// The plain client, not the one that parses answers: a 404 from a control plane
+	// that is not a registry, or any answer, may not be the JSON the registry's
+	// OpenAPI promises, and it must still be read as the status it is.
+	resp, err := r.client.CreateProviderWithBody(ctx, nil, "application/json", bytes.NewReader(b))
 	if err != nil {
 		if r.opts.Attempted != nil {
 			r.opts.Attempted(0)
 		}
 		return err // transport: retry
 	}
-	code := resp.StatusCode()
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return err // cut off: retry
+	}
+	code := resp.StatusCode
 	if r.opts.Attempted != nil {
 		r.opts.Attempted(code)
 	}
 	r.mu.Lock()
 	r.state.LastHTTPStatus = code
 	r.mu.Unlock()
-	var id string
-	switch {
-	case resp.JSON201 != nil && resp.JSON201.Id != nil:
-		id = *resp.JSON201.Id
-	case resp.JSON200 != nil && resp.JSON200.Id != nil:
-		id = *resp.JSON200.Id
+	var created struct {
+		ID string `json:"id"`
 	}
+	_ = json.Unmarshal(answer, &created)
+	id := created.ID
 	switch {
 	case code == http.StatusOK || code == http.StatusCreated:
 		was := r.State()
 		r.set(Registered, id, "")
 		if was.Phase != Registered || was.ProviderID != id {
-			r.log.Info("registered with the DCM registry", "registry", r.registry(), "provider_id", id, "status", code,
+			r.log.Info("registered with DCM", "registry", r.registry(), "provider_id", id, "status", code,
 				"endpoint", redact.URL(r.Payload().Endpoint))
 		}
 		return nil
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return &unavailableError{status: code, body: trim(resp.Body)}
+		return &unavailableError{status: code, body: trim(answer)}
 	case code >= 400:
-		return &permanentError{status: code, body: trim(resp.Body), reason: ReasonRejected}
+		return &permanentError{status: code, body: trim(answer), reason: refusal(code)}
 	default:
-		return &permanentError{status: code, body: trim(resp.Body), reason: ReasonUnexpected}
+		return &permanentError{status: code, body: trim(answer), reason: ReasonUnexpected}
 	}
+}
+
+// refusal names a 4xx that is not retried for what it means at either registrar.
+func refusal(code int) Reason {
+	switch code {
+	case http.StatusNotFound:
+		// No /providers here: the control plane of today's DCM (it registers agents);
+		// or a URL that is wrong some other way, which the same advice also fixes.
+		return ReasonNoProviders
+	case http.StatusConflict:
+		return ReasonConflict
+	case http.StatusUnprocessableEntity:
+		return ReasonRefused
+	}
+	return ReasonRejected
+}
+
+// problemDetail is the registrar's reason in a problem+json answer (its detail, else
+// its title); "" when the answer is no problem document.
+func problemDetail(body string) string {
+	var p struct{ Title, Detail string }
+	if json.Unmarshal([]byte(body), &p) != nil {
+		return ""
+	}
+	if p.Detail != "" {
+		return p.Detail
+	}
+	return p.Title
 }
 
 func trim(b []byte) string {

@@ -1,9 +1,12 @@
 package registration
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -41,5 +44,78 @@ func TestPayload(t *testing.T) {
 	if m["display_name"] != "SP" || md["region_code"] != "r" || md["zone"] != "z" || res["total_cpu"] != float64(200) ||
 		res["total_memory"] != "2TB" || res["total_node"] != nil || res["total_storage"] != nil {
 		t.Errorf("full payload: %v", m)
+	}
+}
+
+// What each registrar's answers make of the registration: the older registry takes an
+// integer total_cpu and refuses a string; an environment agent the other way round;
+// a 404, 409 and 422 are refusals named for what they mean; none is retried at once.
+func TestAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// answer is the registrar's: code for a body with total_cpu as a string or not.
+		answer      func(cpuString bool) (int, string)
+		wantPhase   Phase
+		wantReason  Reason
+		wantString  bool // the form kept
+		wantBodies  int  // registrations sent
+		wantLastErr string
+	}{
+		{name: "older registry", answer: func(s bool) (int, string) {
+			if s {
+				return 400, `{"title":"Bad Request","detail":"total_cpu: must be an integer"}`
+			}
+			return 201, `{"id":"p1"}`
+		}, wantPhase: Registered, wantBodies: 1},
+		{name: "agent", answer: func(s bool) (int, string) {
+			if !s {
+				return 400, `{"type":"about:blank","title":"Bad Request","detail":"total_cpu: value must be a string"}`
+			}
+			return 201, `{"id":"p1"}`
+		}, wantPhase: Registered, wantString: true, wantBodies: 2},
+		{name: "agent serving container itself", answer: func(s bool) (int, string) {
+			if !s {
+				return 400, `{"title":"Bad Request"}`
+			}
+			return 409, `{"title":"Service Type Conflict","detail":"service type 'container' is already served by provider 'k8s-container'"}`
+		}, wantPhase: Rejected, wantReason: ReasonConflict, wantString: true, wantBodies: 2,
+			wantLastErr: "another provider already serves service type container at this registrar (at an environment agent: leave container out of its embeddedSps)"},
+		{name: "today's control plane", answer: func(bool) (int, string) { return 404, `404 page not found` },
+			wantPhase: Rejected, wantReason: ReasonNoProviders, wantBodies: 1,
+			wantLastErr: "this DCM registers providers through an environment agent: set DCM_REGISTRATION_URL to http://<agent>:8080/api/v1alpha1"},
+		{name: "semantic refusal in both forms", answer: func(bool) (int, string) { return 422, `{"title":"Unprocessable","detail":"endpoint unreachable"}` },
+			wantPhase: Rejected, wantReason: ReasonRefused, wantBodies: 2,
+			wantLastErr: "the registrar refused the registration body; the log has its reason"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var bodies int
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var b struct {
+					Metadata struct {
+						Resources struct {
+							TotalCPU any `json:"total_cpu"`
+						}
+					}
+				}
+				_ = json.NewDecoder(r.Body).Decode(&b)
+				bodies++
+				_, s := b.Metadata.Resources.TotalCPU.(string)
+				code, body := tc.answer(s)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(code)
+				_, _ = io.WriteString(w, body)
+			}))
+			defer srv.Close()
+			r, err := New(Options{RegistryURL: srv.URL, Name: "sp", Endpoint: "http://sp", Capacity: Capacity{TotalCPU: 200}},
+				slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.registerWithRetry(context.Background())
+			st := r.State()
+			if st.Phase != tc.wantPhase || st.Reason != tc.wantReason || r.cpuAsString != tc.wantString || bodies != tc.wantBodies || st.LastError != tc.wantLastErr {
+				t.Errorf("got %+v, string form %v, %d bodies", st, r.cpuAsString, bodies)
+			}
+		})
 	}
 }

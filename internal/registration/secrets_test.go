@@ -52,7 +52,7 @@ func TestRegistrationSaysFixedTextsAndLogsNoSecret(t *testing.T) {
 		{name: "unavailable", srv: httptest.NewServer(answer(http.StatusServiceUnavailable)), phase: Pending, reason: ReasonUnavailable, logged: answerDetail, retried: true},
 		{name: "unreachable", url: closed.URL, phase: Pending, reason: ReasonUnreachable, logged: "connection refused", retried: true},
 		{name: "tls", srv: httptest.NewTLSServer(answer(http.StatusCreated)), phase: Pending, reason: ReasonTLS, logged: "certificate", retried: true},
-		{name: "registered", srv: httptest.NewServer(answer(http.StatusCreated)), phase: Registered, logged: "registered with the DCM registry"},
+		{name: "registered", srv: httptest.NewServer(answer(http.StatusCreated)), phase: Registered, logged: "registered with DCM"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

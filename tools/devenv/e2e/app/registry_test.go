@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/agent"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
@@ -141,8 +143,9 @@ func TestRegistryDownAtStart(t *testing.T) {
 	waitHealth(t, reg, "ready")
 }
 
-// A registration the registry refuses (here: a name it cannot accept) is a
-// configuration error: logged with the registry's answer, not retried in a loop.
+// A registration URL without /providers (today's DCM control plane answers 404 there:
+// it registers agents) is a configuration error: health, /readyz and the log say where
+// to register instead; not retried in a loop, and the service serves meanwhile.
 func TestRegistrationRejected(t *testing.T) {
 	ns := testenv.Namespace(t)
 	srv := testenv.NATS(t)
@@ -154,13 +157,101 @@ func TestRegistrationRejected(t *testing.T) {
 		}
 		return nil
 	})
-	if st := p.App.Registrar().State(); st.LastHTTPStatus != http.StatusNotFound {
+	if st := p.App.Registrar().State(); st.LastHTTPStatus != http.StatusNotFound || st.Reason != registration.ReasonNoProviders {
 		t.Errorf("state %+v", st)
 	}
+	const advice = "this DCM registers providers through an environment agent: set DCM_REGISTRATION_URL to http://<agent>:8080/api/v1alpha1"
 	h := do(t, http.MethodGet, p.URL+"/health", nil)
 	// Health answers anyone: a fixed text, not the registry's host or answer (the log has them).
-	if r, _ := h.JSON["registration"].(map[string]any); r["status"] != "rejected" || r["last_error"] != "registration rejected by the registry" {
+	if r, _ := h.JSON["registration"].(map[string]any); r["status"] != "rejected" || r["last_error"] != advice {
 		t.Errorf("health shows %s", h.Body)
+	}
+	if r := do(t, http.MethodGet, p.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "registration: "+advice) {
+		t.Errorf("readyz: %d %s", r.Status, r.Body)
+	}
+	if !strings.Contains(p.Logs(), advice) {
+		t.Errorf("the log does not say %q", advice)
+	}
+}
+
+// With today's DCM the provider registers with an environment agent (here the
+// project's double of its published contract): total_cpu goes as the string the agent
+// takes, 201 then 200 after a restart, and the agent's health poll finds it Ready. An
+// agent whose embedded provider serves container answers 409: a configuration error
+// named as such, in health and /readyz, and the service does not exit.
+func TestRegistrationWithAnEnvironmentAgent(t *testing.T) {
+	ns := testenv.Namespace(t)
+	srv := testenv.NATS(t)
+	ag, err := agent.Start(agent.Options{PollInterval: 200 * time.Millisecond, PollTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Close()
+	addr := freeAddr(t)
+	opts := []providerOpt{withNATS(srv.URL), withEnv("DCM_REGISTRATION_URL="+ag.URL, "SP_SERVER_ADDRESS="+addr, "SP_TOTAL_CPU=200", "SP_TOTAL_MEMORY=2TB")}
+	registered := func(p *provider) registration.State {
+		t.Helper()
+		var st registration.State
+		testenv.Eventually(t, 30*time.Second, "registered", func() error {
+			if st = p.App.Registrar().State(); st.Phase != registration.Registered {
+				return fmt.Errorf("%+v", st)
+			}
+			return nil
+		})
+		return st
+	}
+	first := startProvider(t, ns, opts...)
+	st := registered(first)
+	ap, ok := ag.Provider("k8s-container-sp")
+	if !ok || st.LastHTTPStatus != http.StatusCreated || st.ProviderID != ap.ID || ap.Endpoint != "http://"+addr+"/api/v1alpha1/containers" {
+		t.Fatalf("registered %+v as %+v", st, ap)
+	}
+	var body struct {
+		Metadata struct {
+			Resources map[string]any `json:"resources"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(ap.Body, &body); err != nil || body.Metadata.Resources["total_cpu"] != "200" {
+		t.Errorf("the agent got %s", ap.Body)
+	}
+	// The older form first, refused by the agent's schema (400), then the agent's.
+	if got := ag.Attempts(); len(got) != 2 || got[0] != http.StatusBadRequest || got[1] != http.StatusCreated {
+		t.Errorf("the agent answered %v", got)
+	}
+	testenv.Eventually(t, 30*time.Second, "the agent's health poll finds the provider Ready", func() error {
+		if p, _ := ag.Provider("k8s-container-sp"); p.Status != "Ready" {
+			return fmt.Errorf("%+v", p)
+		}
+		return nil
+	})
+	first.Stop()
+	second := startProvider(t, ns, opts...)
+	if st2 := registered(second); st2.LastHTTPStatus != http.StatusOK || st2.ProviderID != st.ProviderID {
+		t.Errorf("re-registration: %+v, want 200 with id %s", st2, st.ProviderID)
+	}
+	second.Stop()
+
+	embedded, err := agent.Start(agent.Options{Embedded: []string{"container"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer embedded.Close()
+	third := startProvider(t, ns, withNATS(srv.URL), withEnv("DCM_REGISTRATION_URL="+embedded.URL))
+	testenv.Eventually(t, 30*time.Second, "rejected", func() error {
+		if st := third.App.Registrar().State(); st.Phase != registration.Rejected || st.Reason != registration.ReasonConflict {
+			return fmt.Errorf("%+v", st)
+		}
+		return nil
+	})
+	conflict := registration.ReasonConflict.Text()
+	if r, _ := do(t, http.MethodGet, third.URL+"/health", nil).JSON["registration"].(map[string]any); r["last_error"] != conflict {
+		t.Errorf("health shows %v", r)
+	}
+	if r := do(t, http.MethodGet, third.URL+"/readyz", nil); r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), conflict) {
+		t.Errorf("readyz: %d %s", r.Status, r.Body)
+	}
+	if !strings.Contains(third.Logs(), "already served by embedded provider") {
+		t.Errorf("the log lacks the agent's reason:\n%s", third.Logs())
 	}
 }
 

@@ -424,6 +424,13 @@ type ContainerLimitReached = Problem
 // first, then label problems, then the rest in body order.
 type Internal = Problem
 
+// KeyReused RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
+type KeyReused = Problem
+
 // NotFound RFC 9457 problem details, in the shape DCM's providers share. With exactly one
 // validation problem, `detail` is its message and `pointer` locates the offending
 // field; with two or more, `detail` is "multiple validation errors, see the errors
@@ -463,9 +470,13 @@ type ListContainersParams struct {
 
 // CreateContainerParams defines parameters for CreateContainer.
 type CreateContainerParams struct {
-	// Id Client-chosen id (AEP-122). Without it the server generates a UUID.
-	// "health" is reserved.
+	// Id Client-chosen id (AEP-122). Without it the server generates one: from the
+	// Idempotency-Key when one is sent (the same key, the same id), else a random
+	// UUID. "health" is reserved.
 	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// IdempotencyKey Makes the create safe to retry (draft-ietf-httpapi-idempotency-key-header; DCM's environment agent sends its request's event id): a create sent again with the same key and the same spec answers 201 with the container the first one made (on any replica, whether the first finished, failed or is still in flight: 503 with Retry-After while it is), for as long as that container lives; the same key with another spec is a 422. A bare token or a quoted string; at most 255 printable ASCII characters. Kept on the container's record.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // CreateContainerJSONRequestBody defines body for CreateContainer for application/json ContentType.
@@ -630,6 +641,27 @@ func (siw *ServerInterfaceWrapper) CreateContainer(w http.ResponseWriter, r *htt
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
 		}
 		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -861,6 +893,8 @@ type ContainerLimitReachedApplicationProblemPlusJSONResponse Problem
 
 type InternalApplicationProblemPlusJSONResponse Problem
 
+type KeyReusedApplicationProblemPlusJSONResponse Problem
+
 type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type TooLargeApplicationProblemPlusJSONResponse Problem
@@ -1061,6 +1095,22 @@ func (response CreateContainer413ApplicationProblemPlusJSONResponse) VisitCreate
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContainer422ApplicationProblemPlusJSONResponse struct {
+	KeyReusedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContainer422ApplicationProblemPlusJSONResponse) VisitCreateContainerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1593,90 +1643,99 @@ func (sh *strictHandler) GetRootHealth(w http.ResponseWriter, r *http.Request) {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Ht9U9tItvdXOaXdqti7srGBMImprecB4jC+E4gvkM3eirNMWzq2e5C6Nd0twJvlu9/q0y1ZsoWBvbOZ",
-	"W/cvsKR+O6+/89LfgkimmRQojA4G3wKFOpNCI/04ZvEF/pqjNvZXJIVBQf+yLEt4xAyXYidTcppg+udf",
-	"tBT2nY4WmDL73x8VzoJB8Ied1RI77q3eGbtRwcPDQxjEqCPFMztdMAiuFgjKLQtcAxe3LOHxIQhpFlzM",
-	"4Y5piBZMzDHuBg9hcCLFLOHRd98jj+32DLtBMQAGdmnGBSq442YBZmH3HgPec200tMwyQ+h2uzssUcji",
-	"Zce9OARu6ERCmuJU7RCkArNAyBTecpnrxybnGqZoaRJjggZjYCIGbjS8G34YXg3fAd6iICra6WNM+C0q",
-	"jGGJprIjmqLjpwjdChdo1LJzNDOoDoHB6fAK5Iz2xO0q+g6Vhv3efrsL51W+KGRmxRe35w885eYCWbTA",
-	"+HszKVPylseoYCGTWMPl+Prs6G/XJx/Pr45G58OLyxVlqzwqH3YSu/eOcps/JALEaBhPYM5vUdMDkadT",
-	"VLq9JqKeFPCOCAtSIPF1wW6RhskMFTNSgWJcu0e0GhFvJAwqwZLvSa9PAu8zjKwcaVS3qACVksqdeirj",
-	"JQi0TyOmFEermW6PmnZ8Ls17mYvvyuFzWdGMBdOFYtCGrqT8wNQcfy/bRRTjGhK7CavPTFj5K2WPJPH4",
-	"v66Gl/BnOHj9eu8ApkuDGlo/7P2w+6bQdCtwM5Ynpk2n+iRYbhYojD3D76hP9pRcoQYGU2TKHlDeoIDW",
-	"5fj6aDy6vvr40/D8+v3ow7BNVslUKLNgMQgp0KoDgzslxdyqxyMmPgwWyGJU5JI+f/7cOaoQoH4wq8DB",
-	"INBGcTG3R3AEu2U8YdPku0vCT/kUlUDL06PxyMpCLsiU2M2QjecpxiBzE3pz74mbsOjGUrYyQYYq5Vpz",
-	"KciKpFKV9NTAFAIXMEv4fGGcpNXmY1GEmf3OgBQREpMuhxd/9UI4Or9+/2F0+uNVWMgaHOy3D0FZJwDM",
-	"OoGqQwCNkRSxXmNN5YtGrlhzMUdFbHkI/XsaWXoK4kocc0tDloyVNZGGWzAyY4nGMMgqj74FzsReWyra",
-	"nzOpUmaCQRAzgx16GgbW2X4UyTIYGJVjuC4iYcBjh3ue+CxjZmE/rHN55T12vvH44TnrWdPKI3xKtC7d",
-	"ZyMxkzQqw+ipISUZL+3HdpBhJtfPH+Y+Lwdep6g1cwa0fuwf85QJ6xVjkmSFTEsBM49a3GhoYXfehVHK",
-	"5jjOk+SYRTcfZ7N29zlEyrP4f8rZB/sF2ag4GHxxBPxafiWnv2BkajBlKOJMcmca6sf9KBBYHCvUmmxZ",
-	"JpWhk66cT8QETBFizpLE4jADrXcnZ680RMywRM5hYxkiRF2e/RqbGxiNy/UtgpDagGApgpG0IrQYREmu",
-	"rW6OxiEwSCSLYcoSJiJUrzSMxrWBtPamiEvVcPgxHdYvJEW5kZYlgJfSV5poEsLdgkcLgsU16tiXtGbK",
-	"7nmap8HA+rvXYZBy4X73ww0zQdQxMpLJ5qauFBOa2FB8E8LVCR3y07txbW+0+Ct9WLeIeJ9JjdoOaiaG",
-	"jmTWIPmfF6gcVkPPR3valVGfKZkOSmQUAheax26A59Ah4H3x1n5tzT99w00XjkT51kmZBTVTaRZww0Ws",
-	"D4GJcnL3QflLCtQgRbK0x0FhifolKN7aR37eihLUVKWuTFXVKcTSS0hBm63KRGr/QnOucIYKRdRA9o8n",
-	"IyhfD+CLwjnXRi13virMpOZGquWXgWHzr1/+f8znqM3XLjgw5j50sp/mFpcRFl9zkEki7zT5xdHZ0enw",
-	"+mJ4Orq8uhgNL9uHsFI/1CEkMmKJnS4kXdIE1GRugEEsDRkIz+pOyRz3YetPXX0bhfCnrv+gS3OFcFP6",
-	"+a53wKGNQ9rk2BXOco0x5CKxelcLHRIKLs2CGcB7Fhl3zNZ+r2eXtFCKcFeeYKF+H1DMrSfb7709IP0r",
-	"HvSfsqAr9mzl/Afu0gVrrrp0lPYXN5g+3y/Z6f16TCm2tL8F3pvrjM3xmmDnpsQcTbUNfaVDQgnTBuzn",
-	"Dbq+dszKTree8wwNi5lhLxTyhE0x0Y8P+lZl0sFeg2Wqn/NEZtxiSGEknfQdZolcpihMSJmATMa6BODe",
-	"JHbhCG5w6QBppnDG723gL1ehHQP3uKYlr/RK8CoK8+HoePjhenwxfD/6G6kLxSxR2s2UtFSriTeXIdy8",
-	"cX/vO+4/iGXKuCi2KTWCnEGKemHVLZMJj5aAYs6thSP/mzBjIYGGFteGS5ot4eIGVUz/RzzheUr/WjUK",
-	"y1iKK9D51K8X1tRrXWlucFnoTJU/B/sNQmHVu4F1de3KmLHWIBgEf//COv/odd5+bX3p+P/+VDxq/78/",
-	"NrkjMiAZc7bxZciHNrdVlM/R3El180JJ5lmDX14gjGUMo/GzYJ71J/+CQbCQxA5P2f3IDdzbXTcRD9sO",
-	"PPZI5yWxRjH2uoBJJSjlwuztvhjc3HLNpzzhZmknKxy2DYuD8CV+u8FyXXs/XVliK//HSkYed76AIkzN",
-	"67yrSP+b/tvdBn6vGLb7+mDTqEcyTZnLIP12k6K4fbaEDcXtX5mqT9rfffMi2bpALXMV4UvJGWX5kwqQ",
-	"5RdMzJE2iKlUy6dGnNFXftC6uGR5UM6zVT4uffC59TR1Q3CMFtM6tJKh6sw4JrHLb2qX7KjkNtySGqY5",
-	"T4wHxQLBhmwOyq+c2rorC4Fp+I/Lj+dtSNnSYjtmILUg6JFUW6vIcFhpcgm3Q7Cmf4pLKeK2jZ6mMhdx",
-	"AR0q3s/RynrPFNMpKsqqc+Gyjo7koV2fiSUkeIsW/+tGB8NNGxQziyIvyOdCKowPy9WuF1wYbYfLDMVm",
-	"qFhEH3pbiPJYeDog8qKwuDiz6HcttiWi1sPXGGfkfuvTWpF5pYlR3XJH0IqjtOOdP6XSlUw6WcKE5VbG",
-	"d/ycO7d9lmQL1t/xKRE7m17l3ndo2iVLk3Azeh4Umw79jmXmJLMSEFKY0rZBlStX2OCIKjWUNnKoWaOI",
-	"NXCK4hjUONSF91KBjexWAX8RU/rw0cZ3IJz37JIzA6liVAOoB8er4HyVP2jR9sr4bUDMKWPIasT4qoLi",
-	"hIxRt0mDREgZF7YeMsoZMPggWXzs4/+VrhAUXksNcDEn5o/G0PI5AkoRrHZKKUO3H5nHFJIyrflcEO7E",
-	"4iTFLtoNYSzt6VzGSNmEgop2JotRyzCpjKkdq1w2wR55JaIQJZyAvY+arWRT+F1mHTytC6j6SoORcCPk",
-	"XUj6uqbTLS98jn1fvnbtctdOpiiZxVIbLwLeolrSXsJipayaGbG6TMLmMttl8C5keapDkCk3BmO4W6Ao",
-	"k91ce3GKiQFFpElVOkKgLwNHZRrr4VEAVvpGXkTpz5rZxfTke1ahz7NGlrESRW4l2HzW2AKcunxQgVOe",
-	"hxP9925oxa4+7swcndZCScqeF9VVZ6m7cOT9zMG+DRV0CP2DvTf7voTjnRKNeON8gbZKIFAbLubPjStU",
-	"FUs868gr9LFKNV+7eVcgszSxT2PK2hQVzheyU93jdgxR5qKLXYyH5+9G56dBGFx8Oj93/70/Gn0YvgvC",
-	"4NP5T+cfP58HYeBL2Xb2J+OJkyz/z5wJ40H1eqSsHGd8Dm2OClqTvNfbw79A3xXdGbjJLK8i+r41CXYn",
-	"QZtqLjxJePn0da+XToL2IWC0kGhNanRjZ9cojOWvFPhxFgy+fNseB3yrxYX9ztuvXygeTJviwK/ujA7P",
-	"vQxepuz+GfCypN4DhS8vGrEmOXY4SXmjXHik/bIzNITZBPm3ZrHC4JYl+fq4vd0fDt48K3Iuxjed4kdk",
-	"iSsLrRH7scLJ58WynnikFMyCplmGQBWTNXC8KvwRTqHSYHP63leo8J6lWWLfuXmbvvVpUea2tZ3JF5Vv",
-	"rRZjvbRUqLM/RBAG5YEazEvxoLrNmze6s+q48BanU5CoG0dpl8udxw+TZ0WdqE7sS1emBM0LAFOSXRum",
-	"jCsuV8P4g/2gMVRHpT2htguMt5KeOJ4lq/HlVptkyYVqj5uvYy6YWkIuKIJi2lfUfU62ksoWsQcrkuKL",
-	"dydn1ao9o/ApHUD/7Bj+Art/3+0VbQcVoZsE/TM+Cdoh9E/dZ3s9a/T6p/7plXu6755e2afdoJ7jsmbs",
-	"z62z43+eHv/z6rjdmNaqxqe/uT1bo+jzTNr6oBdZtaIfYIN5F+9P4O3+6x/A9xn4JiIXQBDMXLAMfcxV",
-	"cEvbpwq78JmbhcvvJ0uLuCeuJY40spgxhJ/dnD9T05yx0SoZIRKInwkSovqZqhfGB3JyNkMRczGfCIrP",
-	"D32e9E4WLQb1WSdBmieGZwlCZQPUJKRD0OgLY/R7IghlUojiDzsJ3F7cBz+XxQu7+QJFuNhbQyvKchfl",
-	"+Ki7bfeotPEPKY1enF37h04jNMXk1H1DwVh3IjbCZ7ejBoUOA7e7Z6eMPMuHdlRToYILbZivaTXkP4kr",
-	"zfJy8LbXdyhy7D6DmWJzSoLwIttf7TXy7mMS/IEi550SmO1EWb6TcjEJmiudpSnftHyGmwSbC+KZj//L",
-	"ZUdOKoGpeW53OQlCmATn0sDM8tT9PHLdj74t0j0ret0oLkQFRMtJcAiT4AzNQsZgJzlKEnmH8SSA1n7v",
-	"dUhrQ0rvO0KaDnPvXdw6IeBpSXUlJVAbGA3s7/mBvg2oY6TsUINWcxW4cFb14y+MyfRgZ6eS5+jOuVnk",
-	"U+uoCqHcIWwZRTJGhzKfLD159+GIXjJmi6FxUtfIHjkDbd0AS2DTWOjuFo1obPpyJqZSHnEJPS68zYol",
-	"BbbWmTojYi0QASddCkiU5d2UC2j1e21XirXxON5HiDHQS3YPrdftR+T0N1WWQ2CuQHhXGI7CMvtmWTaV",
-	"uaH0BlkSd9xWCdB4DL/m1slmTLEUDar206VFT+Mmhm6CrC15vSqMscay7BS0vr6oeG+yOGHaXGMhMpv0",
-	"LUJk1xG1xU4UkC9z3iMo8CTac9ofv1AX6TOiy8clvNr/tFlNdjmea1eC2jThPvd03VSiqmXGHk1+reW8",
-	"qvmu7mP1uUdM/EtKXP7URYFr3ZmsB/Injg6jcRAGRXYtCGtHfHm7h496vDFy+9/CoaKWthaqFVm0TQbY",
-	"jfqkrQUHZVbQ2u2mtKVeR+lUbGvoFnqsLre9sWjT5lt3YK6fPd2aTPvaW3WWyoKbhKQ8TZQrbpaXVgoc",
-	"/VxP7VHe1HT40ae6B5QmrVkwj/Jz4Y3CRjNuF1zMStS2UsCFlX/X2C2sIeaUvSCBtNt0G1kd2/o+1+/K",
-	"vWrWN2dNkC46r4oNUaqddqW5mCfYqdxnkOomkSzWIEUl7O3CkEWLiVh9yDVZ40opqKWQGng19Mnrh44U",
-	"zCVfmb7RJGDchDSyaH6YCHKbrmv2MWAOrce6g9tdGFJ4dTq8ApZoORHFfYgfh0fvBqusse+DtJT2bbIh",
-	"CEn+pAsXK2dEDRfUicBiYttEuGaeosrEUutF7TyseEaLkNGAWKJzWXSzYLOOMREtkpO10pKdrkjndV1X",
-	"Cl1moerVDS512wFnDwGDSnRYJvXKTP644PTReFQJeAdBUeOxiiUzFCzjwSDY6/a6ez4+JnHfYRlf1YPq",
-	"zUJzbDAi7/PEHklmecIs8Khc4+DCemeC/qG7yBCvSiqVzH/EooUzLq5UwKUYxdZBcG1OVjuwu/QuXlM6",
-	"r76RM1f095dAXN6wuhUqBtgwrNXv9Hu93qrF+nXPZfftLIQlgsKN2PjSNTdp/g8stJE5KtDgYPC6F27p",
-	"QKCVtiYeH8JNs8J+zdG38RPB2OoCkt3NK2snam1Xj+2/0phV3Xwl//a6v1nKf6AUb+X+2W6vt6Vl/2Wt",
-	"+vX+tIaG/Y8Fo2osDF0BcFYXN7qJse9217RoeYqdyhU6GtJ/esj6DY+HMHj9nKXKK0M0YO9ZC5U3I8gN",
-	"5WnK1NKrQI0IXBBtXOKRzfV6oxy5X92gpydUa32h6eaVkqBUlX7Zqhnf0Fu31Kpr8AnFPaE6YidaSI1k",
-	"MVpHw3Gnv7vbdgkXC/+5Kxf621BzFHY9ao/79Gn0rjsRE5/2nASu0u/MjTOcTYrB45pCNLaEuX86X7/1",
-	"woP+w9a+MKcxJF7HMl7+9sriFGUFbyxafNjQ0v6/a+EmWYoPC8fKNfga0vfWx/3e26fHlfdS7YD+M/Sx",
-	"vLD2fTTejvnhWcdouMZZtxeOM9VLsI8aiofwUWdfpPgf8/lHyR1batjt9aoiUFYbVkB47d5VxISFR1ME",
-	"f49z03acovmxqC/821yQX+Gpm3UeTZZn1PbQdwukbD43/hC6CpbX2OEhvr+wW07cyiRdTpkuN5IF7Sq/",
-	"PBu28+rbqtuQxw+OWQk25S3OmLpZaxx6ZW1lJFUMk6K+Cy655zO5bi691tEMrbKjeSaTRN6119vBihtu",
-	"rgm5fgvaDdEutC/vQm/KgruvW/UjaxKx3xD1uMvT398O7T89rryY+zsACX/3uXo7nnhY7VIve5s8D9tb",
-	"QEajXbiq9aSV2UenPqHvR66u8C+FBadotshE7/u4wNpRw98blv6vF79TdCncp93SBlgk9Obrtx68VS1e",
-	"sI6KfltYZy3vE97wqkgzOH8BTEPpxagLlVLeUvo0W6bk9BGxvpDy/5L3uySiaHgCZjR7PN81VUhBrpJg",
-	"EOwEFmj7j79tiIOmNh7/1E/18PXhvwMAAP//",
+	"3Fzvcts4kn8VFHerIu1SsuR/k8i1dec4TkaX2NHZzmavoqwHIlsSxiTAAUDb2qyr7mnuwe5JrroBUqRE",
+	"yfbebObqviQWRQCN7kZ3/7ob+hZEKs2UBGlNMPgWaDCZkgbow2seX8AvORiLnyIlLUj6k2dZIiJuhZI7",
+	"mVaTBNI//myUxO9MNIeU41+/1zANBsHvdpZL7Lhvzc7IjQoeHh7CIAYTaZHhdMEguJoD025ZJgwT8pYn",
+	"Ij5iUtm5kDN2xw2L5lzOIO4GD2FwouQ0EdF3p1HESJ7lNyAHjDNcmgsJmt0JO2d2jrTHDO6FsYa17CID",
+	"1u12d3iigceLjvviiAlLO5LKFrtqh0xpZufAMg23QuVm0+TCsAkgT2JIwELMuIyZsIa9Of1wenX6hsEt",
+	"SOIiTh9DIm5BQ8wWYCsU0RQdP0XoVrgAqxed46kFfcQ4e3d6xdSUaBK4irkDbdh+b7/dZedVuWjgdikX",
+	"R/MHkQp7ATyaQ/y9hZRpdSti0Gyuktiwy9H12fFfrk8+nl8dD89PLy6XnK3KqHzYSZD2jnbEHxEDYrBc",
+	"JGwmbsHQA5mnE9CmvaKinhXsDTGWKQkk1zm/BRqmMtDcKs00F8Y9otWIeUNpQUuefE9+fZJwn0GEemRA",
+	"34JmoLXSbtcTFS+YBHwaca0F4Ml0NBqi+D0sLiA331/EwxjSTFmQ0aLzHhbEfKSDTRZ4LEkMTqk5ygc0",
+	"MxlEFWmLygQ3sOho2kbIJE9RmLj7G1iUZ6tUjnazTWLHTMJdacIkQGwYp2c3sCBenSv7VuXyu7LqXFWs",
+	"yJybwogQQVdKfeB6Br+VnSftEoYlSATaPi7xrJbnlE7t6/+4Or1kf2SHBwd7h2yysGBY64e9H3ZfFlYR",
+	"D+eU54lt064+SZ7bOUiLe/gNbQ/uUmhALZgA17hBdQOStS5H18ej4fXVx/en59dvhx9O26RltsKZOY+Z",
+	"VBLQdHB2p5WcoSnZ4A7DYA48Bk3u+/Pnz53jCgPqG0P1DwaBsVrIGW7BMeyWi4RPku+uCe/zCWgJKNPj",
+	"0RB1IZdkdpEY8ocihZip3IbeNXrmJjy6Qc5WJshAp8IYoSRZ3FTpkp+GcQ1MSDZNxGxunabV5uNRBBm+",
+	"Z5mSEZCQLk8v/uyVcHh+/fbD8N2PV2Gha+xw33ns0tgYdLp8xoV0iolWY9VKTYWMDX0zFdpYxq2FNLPM",
+	"WJEkSGCm1UyDMayldN3u1H1++4hpdNaMo7OuOm5mIFIyNitqUXmjUSPQrM9Ak0o8hP57Gll6dNKIOBYo",
+	"P56MNLoyKzBonPLEQBhklUffAseWa5QgfpwqnXIbDIKYW+jQ0zDAoOijTBbBwOocwlX1DAMRu/j0kdcy",
+	"buf4Yl3Dll5+55uIH56yHrpAEcFjan3pXhvKqaJRGUSPDSnZeIkv4yDLbW6ePsy9Xg68TsEY7ox3fds/",
+	"5imXGL3EdIo0cKMkm/ro0o1mLejOumyY8hmM8iR5zaObj9Npu/sUJuVZ/L+V7AO+QfYxDgZfHAO/lm+p",
+	"yc8Q2Vo4eSrjTAlnlurb/SiB8TimU4N2NFPa0k6XRyfikk2AxYInCcbLlrXenJy9MCzilidqxtaWIUbU",
+	"9dmvsU7AcFSuj5GeQvfPU2BW0YqsxVmU5AbP5nAUMs4SxWM24QmXEegXhg1HtYG09rqKK92w+RFt1i+k",
+	"ZElICxngtfSFIZ6E7G4uojnBlxp38EtaM+X3Is3TYIC+9iAMUiHd5364ZiaIO1ZFKlkn6kpzaUgMxTsh",
+	"uzqhTX56M6rRRou/MEd1awz3mTJgcFAzM0yksgbN/zwH7WJq8HLE3S4dylSrdFBGsCET0ojYDfASOmJw",
+	"X3yLb6ProXeE7bJjWX7rtAwDqomyc3aDdv2IcVlO7l4oPykJhimZLHA7IJGpX4LiW3zk560cgtpRqR+m",
+	"6tEp1NJrSMGbrYeJjv0zzbmGKWiQUQPbP54MWfn1gH3RMBPG6sXOVw2ZMsIqvfgysHz29cu/xmIGxn7t",
+	"MhcIuhed7qc5xoSEmVacc5KoO0M+eXh2/O70+uL03fDy6mJ4etk+YsvjByZkiYp4gtNRJA+GfLHKLeMs",
+	"VpYMhBd1pxSOe7H1h665jUL2h65/oUtzheymjDG63vmHiCDaFFRomBLsyGWC564G8RJKAtg5twzueWTd",
+	"Nlv7vV4VZeg8geL4fQA5Q0+233t1SOeveNB/zIIuxbNV8h+ES+usuOrSUeInYSF9ul/C6f16XGu+wM8S",
+	"7u11xmdwTSHvusYcTyhaUi4KS7ixDF9vOOsr26xQunWfZ2B5zC1/ppInfAKJ2TzoW1VIh3sNlqm+zxOV",
+	"CYxfpVW00zeQJWqRgrQhRXeZik0Z/HuTiFASkScFw5mGqbhHXKqWEJwz97h2Sl6YpeJVDsyH49enH65H",
+	"F6dvh3+h40J4KUq7mVbItZp6CxWym5fu//uO+4vFKuVCFmQqA0xNWQpmjsctU4mIFgzkTKCFI/+bcIsh",
+	"gWEtYaxQNFsi5A3omP6ORCLylP7EYxSWOE5oZvKJXy+sHa/VQ3MDi+LMVOVzuN+gFHi8G0RXP10ZhuIa",
+	"ZfbXL7zzt17n1dfWl47/6w/Fo/a//L7JHZEBybizjc+LfIi4rap8DvZO6ZtnarLIGvzyHNhIxWw4elKY",
+	"h/7kHzAIGJLg8JTfD93Avd1VE/GwbcMjH+k8B2sUY6+LMKkMSoW0e7vPDm5uhRETkQi7wMkKh42QPAif",
+	"47cbLNe199OVJbbKf6RV5OPOZ3CE61lddhXtf9l/tdsg76XAdg8O1416pNKUu+zVrzcpyNsna9ipvP0z",
+	"1/VJ+7svn6VbF2BUriN4LjujLH/0AGT5BZczIAIhVXrx2IgzessPWlWXLA/Kebbqx6UHn1t3UzcErwFj",
+	"WhetZKA7UwFJ7PLQxiVaKnkVt6Rhk1wk1gfFEop0as2prbqykHHD/u3y43mbpXyBsR23LMUgaEOar1Vk",
+	"V1CbXLLviKHpn8BCybiN6GmichkXoUPF+zleofdMIZ2ApuqHkC7j6Vge4vpcLlgCt4Dxv2l0MMK2meaU",
+	"NKZMkZhJpSE+Kle7ngtpDQ5XGch1qFigD7MNomyCpwNiL0iMizOMflewLTG1Dl9jmJL7rU+LKvPCkKC6",
+	"JUWsFUdpxzt/KnlolXSyhEuUViZ2/Jw7t32eZHPe3/EpEZzNLGskOzTtgqdJuI6eBwXRoadYZU4zK4CQ",
+	"YEobQZUrKyE4GiyzaRQ1G3DpMuQ0ZzUJddlbpRkiuyXgLzClh4+I75h03rNLzowpHYMesDo4XoLzZf6g",
+	"ReSV+G1AwikxZBUxvqhEcVLFYNp0gmRIGRe+ChnVlHH2QfH4tcf/y7NCofBKakBIlw4cjigjiACCUgRL",
+	"Sild6ehReUyQlBsjZpLiTih2UlDRboCxRNO5ioGyCQUXcSaMUUuYVGJqJyqXTcAtL1WURYmgwN6jZtRs",
+	"gt9l1sHzughVXxhmFbuR6i6k87pyplte+Zz4vnzt4nLXTqcomcVTxIsMbkEviJawWCmrZkbwLJOyuax6",
+	"Cd6lKnd1xFQqrIWY3c1Blol2Ybw6xSSAAmlSNZUi0OcFR2Ua62FjAFb6RlGg9CfN7DA9+Z4l9HnSyBIr",
+	"EXIrg80njS2CU5cPKuKUp8WJ/n03tGJXNzszx6cVKEmZ+6IK7ix1lx17P3O4j1DBhKx/uPdy35ePvFOi",
+	"ES+dLzB4CCQYK+TsqbhCV2OJJ215GX0sU83Xbt5lkFma2MdjytoUFckXulOlcXsMUeaiCypGp+dvhufv",
+	"gjC4+HR+7v56ezz8cPomCINP5+/PP34+D8LAtxzg7I/iiZMs//ecS+uD6lWkrJ1kfA5tBpq1xnmvtwd/",
+	"Yv2i1OImQ1lF9H5rHOyOgzbVe0SSiPLpQa+XjoP2EYNorgBNanSDsxuQFuWrJHycBoMv37bjgG81XNjv",
+	"vPr6hfBg2oQDv7o9unjueeFlyu+fEF6W3Hsg+PKsESuag8NJyxv1wkfaz9tDA8ymkH9rFisMbnmSr47b",
+	"2/3h8OWTkHMxvmkXPwJPXFlohdmbCief54t64pFSMHOaZhEyqpisBMfLoiPFKVSWbE7f+woV3PM0S/A7",
+	"N2/Tuz4tyh1Z24V8UXkXTzHUS0vFcfabCMKg3FCDeSkeVMm8eWk6y84Yb3E6BYu6cZR2hdrZvJk8K+pE",
+	"dWZfujIlM6IIYEq2G8u1dYXtKow/3A8aoTpo4xm1XWG8lfTM8SJZji9JbdIlB9U2m6/XQnK9YLkkBMWN",
+	"r+b7nGwllS1jH6y4ppQ3J2fVjgFO8CkdsP7Za/YntvvX3V7R8lBRunHQPxPjoB2y/jv32l4PjV7/nX96",
+	"5Z7uu6dX+LQb1HNcaMb+2Dp7/fd3r/9+9brdmNaq4tNf3Z6tcPRpJm110LOsWtGLsCa8i7cn7NX+wQ/M",
+	"9zj4Zi8HICjMnPMMPOYqpGXwqYYu+yzs3OX3kwVG3GPXukgnspgxZD+5OX+i5kaLaJWMECnETxQSgv6J",
+	"qhfWAzk1nYKMhZyNJeHzI58nvVNFe0N91nGQ5okVWQKsQgA1c5mQGfCFMfo8lhRlEkTxmx0Hjhb3wk9l",
+	"8QKJL6IIh70Na0VZ7lCOR91tpFEb6x9SGr3Yu/EP3YkwhMmp84fAWHcs1+Czo6jhQIeBo+7JKSMv8lMc",
+	"1VSoENJY7mtaDflPkkqzvhy+6vVdFDlyr7Gp5jNKgogi21/tc/LuYxz8jpDzThmY7URZvpMKOQ6aK52l",
+	"KV+3fFbYBJoL4pnH/+WyQ6eVjOtZjlSOg5CNg3Nl2RRl6j4euy5V377qnhU9iYQLQTPi5Tg4YuPgDOxc",
+	"xQwnOU4SdQfxOGCt/d5BSGuzlL7vSGU73H3vcOuYAk9k1ZVSjFrQaGB/zw/0LUgdq1SHmsOaq8CFs6pv",
+	"f25tZgY7O5U8R3cm7DyfoKMqlHKHYssoUjG4KPPR0pN3H47ppWC2GBqndY3iUVNm0A3whK0bC9PdciIa",
+	"G86ciamUR1xCT0hvs2JFwBad6bI3iQInUypIlOXdVEjW6vfarhSLeBzuI4CY0Zf8nrUO2hv09Fc9LEeM",
+	"uwLhXWE4Csvsm5r5ROWW0htkSdx2W2WAJmL2S45ONuOap2BBtx8vLXoeNwl0PcjakterhjFoLMsuRfT1",
+	"RcV7XcQJN/YaCpVZ528BkV1H1BY7UYR8mfMeQRFPAu4TP/xM3b5PQJebNbza/7ReTXY5nmtXglo34T73",
+	"dN1UoqplxjYmv1ZyXtV8V3dTfW6DiX9OicvvuihwrTqTVSB/4vgwHAVhUGTXgrC2xee3e3jU442Ro3+L",
+	"hIpa2gpUK7Jo6wJAQn3SFoODMiuIdrspbWlWo3QqtjV0C22qy21vLFq3+egO7PWTp1vRaV97q85SWXCd",
+	"kZSniXIt7OIStcDxz/XzHudNTYcffap7QGnSmgXzUX4uvVFYawTuModZiduoBUKi/rsGfImGWFD2ghQS",
+	"yXSELLeNvs/12gp/NOvEoQkyRedVQRCl2okqI+QsgU7l3onSN4nisWFKVmBvl53yaD6WyxeFIWtcKQW1",
+	"NFDzsGF98vqhYwV3yVdubgwpmLAhjSyaH8aS3Kbr2N0UmLPWps7kdpedErx6d3rFeGLUWBb3Vn48PX4z",
+	"WGaNfR8kctq3yYZMKvInXXaxdEbUcEGdCDwmsY2la+Ypqkw8RS+K8/DiGS1CRoPFCpzLohsg63WMsWyR",
+	"nqyUlnC6Ip3XdV0pdOmIqlc3sDBtFzj7EDCooMMyqVdm8keFpI9HwwrgHQRFjQcPlspA8kwEg2Cv2+vu",
+	"eXxM6r7DM7GsB9WbhWbQYETe5gluSWV5wjHwqFy3ERK9M4X+obtwEi9LKpXMf8SjuTMurlQglBzG6CCE",
+	"sSdLCpBK7+INpfPqhJy5or+/rOPyhlVSqBiAMKzV7/R7vd6yvfug57L7OAvFEkHhRhBfuuYmI/4GxWnk",
+	"jgs0OBgc9MItHQi00tbE40O4blb4Lzn4KwTEML68KIbUvEA7UWu72kR/pTGrSnwl/3bQXy/lP1CKt3JP",
+	"cLfX23Jd4HnXBOr9aQ2XBT4WgqqJMHQFwGld3egWyL6jrmnRchc7lauONKT/+JDV2yUPYXDwlKXKq100",
+	"YO9JC5W3MsgN5WnK9cIfgRoThCTeuMQjn5nVRjlyv6bhnJ5QrfWZpltUSoJKV/plq2ac2juL+z28YpNa",
+	"38bU7T0OBuy///O/HpbXHidoZWtdDZVKN8hboZV0TQYz/LeoDQ+oJSBeODfmi3rUnOCNMVl4XqPisvK1",
+	"axDGIJJVSHPoEOd16PDBtToUCM2VTIlid0UOPYpL69CtQCo1ZBB13TzuqZupfeQbXLm7ogmCEoGlZzB8",
+	"gZ7BqHXb58S17Lx8xPidUC22E82VAbK6rePTUae/u9t2SSuEUMKVXP3NvxlIXM9pxKC0y2O5dtsO9QG3",
+	"IVxJxXGH/OoNLCq1WRG3QwaJAcaZ5jJW6Vh++jR8g4jT5YzHgROB8wXOqzVZLRHXrFVjv577o/P1Wy88",
+	"7D9sbdpbt7Bn/KZoofAXeviUmvjdRZtWrPnUdgTYaQfDLJ6JzuodQhdIHD2qs6ZAu/iWu6wbtwebrxJV",
+	"mVv22LgoBjW5iHB2e/3l+5U+EEoIaOMAc8pjYC0lKZLwB50OuO93Kd6dCinMHOKQTblIEFyRkpY3ldxV",
+	"qgE76O2tXR5md3ORgGvcaPtGCMMSJWcuNc4r9osl4hb8BYByj+sXN9352N3tsmN37pwnpKrgL7mi66sk",
+	"2qOyx2j34IBlWkhLfRvHlyfDIYvmXPMID0yXvYesbEEuyXmBsomUjkvv6YS6VMSVs7DJh+4e/PBYB/dX",
+	"h03A2NcqXvz6ztQ50iX8QTT5sObF+/+shZt8TXxUBN7CMF9j/t7+er/36vFx5e8L4ID+E/x1eZkWB+zu",
+	"Pj5geXX6+8QQOOaHJ2284QJ/PQJxsqz+/MHG0OMh3AgfiqLhJhRxnNzxBVq1XlVpyvrlElqv3CKNuETA",
+	"NQHmb/Cve9J3YH8sKpb/tKDWr/DYPWFvvcs9Gtx0YY+F9ZswVfi9Ig6fNPA/1VBO3MoUXXebLNbSj+2q",
+	"vLwYtsvq27J/WcQPTlgJNGVCz7i+MRuMKhsXHSPMlQt8bcjNZVbuSLBWeUdiqpJE3bVXG0yL+7rOfdR/",
+	"/8INMS5ZWP4KxrouuF9qqEZVKxqx35BHcbdwv7/l2n98XPkzA78BNPG/elH9XRSSYfXeS9kt6WXY3gJb",
+	"Gu3CVS26KesZ7viE/oZDdYV/KNHwDuwWneh9H6dZ22r4WwPd//Pq9w5cjPu4W1qDThTq+Y4QH+hVLV6w",
+	"Gkf9qlgE6XnMG14V8bHzFxhIl16M+tqpiKaUT9wjUt2g1hdK/X/yfpfEFMMeCTOaPZ7vwyy0INdJMAh2",
+	"AgzN/cvf1tTBUGOgf+qnevj68D8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

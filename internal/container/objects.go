@@ -73,6 +73,8 @@ func securityContext(p PodSecurity) *corev1.SecurityContext {
 type Objects struct {
 	Deployment *appsv1.Deployment
 	Service    *corev1.Service // nil when no port is exposed
+	// Request is what their record keeps of the create that asks for them.
+	Request Request
 }
 
 // Build maps a validated spec to a Deployment (replicas 1) and, when a port is internal or

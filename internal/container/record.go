@@ -62,6 +62,8 @@ type Record struct {
 	// container is deleted.
 	Terminating bool
 	Created     time.Time
+	// Request is what the record keeps of the create that made it.
+	Request Request
 }
 
 // RecordOf reads an object (a ConfigMap) as the record of container id; false when it
@@ -76,6 +78,7 @@ func RecordOf(m metav1.Object, id string) (Record, bool) {
 		Owed:        slices.Contains(m.GetFinalizers(), RecordFinalizer),
 		Terminating: m.GetDeletionTimestamp() != nil,
 		Created:     m.GetCreationTimestamp().Time,
+		Request:     Request{Key: m.GetAnnotations()[AnnotationIdempotencyKey], Digest: m.GetAnnotations()[AnnotationRequestDigest]},
 	}, true
 }
 
@@ -88,12 +91,17 @@ func isNil(m metav1.Object) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-// NewRecord is the record of container id, as a create writes it: RecordFinalizer on
-// from the start, so that no later write is needed to keep a DELETED owed.
-func NewRecord(id string) *corev1.ConfigMap {
+// NewRecord is the record of container id, as a create made by req writes it:
+// RecordFinalizer on from the start, so that no later write is needed to keep a DELETED
+// owed; req's key and digest when it sent a key.
+func NewRecord(id string, req Request) *corev1.ConfigMap {
 	l := SystemLabels(id)
 	l[LabelRecord] = RecordValue
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName(id), Labels: l, Finalizers: []string{RecordFinalizer}}}
+	c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordName(id), Labels: l, Finalizers: []string{RecordFinalizer}}}
+	if req.Key != "" {
+		c.Annotations = map[string]string{AnnotationIdempotencyKey: req.Key, AnnotationRequestDigest: req.Digest}
+	}
+	return c
 }
 
 // IncarnationOf is a Kubernetes object's incarnation (see Meta.Incarnation): the UID of

@@ -13,7 +13,7 @@ import (
 func TestRecordOf(t *testing.T) {
 	now := metav1.Now()
 	mk := func(edit func(*corev1.ConfigMap)) metav1.Object {
-		c := NewRecord("web")
+		c := NewRecord("web", Request{})
 		c.UID = "u1"
 		edit(c)
 		return c
@@ -51,7 +51,7 @@ func TestNewRecordIsSelectedByRecordSelector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewRecord("web")
+	c := NewRecord("web", Request{})
 	if !sel.Matches(labels.Set(c.Labels)) {
 		t.Errorf("%v not selected by %s", c.Labels, RecordSelector)
 	}

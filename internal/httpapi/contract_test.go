@@ -259,7 +259,7 @@ func TestErrorContract(t *testing.T) {
 			body:   body(`"service_type":"container"`, `"service_type":"vm"`),
 			status: 400, code: invalidArg, pointer: "#/spec/service_type"},
 		{name: "create/400 missing spec", method: "POST", target: base, contentType: jsonCT, body: `{}`,
-			status: 400, code: invalidArg, pointer: "#/spec", detail: `spec is required (an object with service_type, metadata, image and resources)`},
+			status: 400, code: invalidArg, pointer: "#/spec", detail: `spec is required (an object with service_type, metadata, image and resources), or the body is the container spec itself`},
 		// One mistake, one problem: not also "image.reference is required" (the domain's).
 		{name: "create/400 missing image: one problem", method: "POST", target: base, contentType: jsonCT,
 			body: body(`"image":{"reference":"nginx"},`, ``), status: 400, code: invalidArg,

@@ -69,10 +69,21 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 		return nil, badRequest("the request body must be a JSON object with a spec")
 	}
 	var vs []container.Violation
+	var key string
+	if k := req.Params.IdempotencyKey; k != nil {
+		var kv []container.Violation
+		key, kv = container.IdempotencyKey(*k)
+		vs = append(vs, kv...)
+	}
+	// The id: the client's; else one the key names (every retry of the request finds
+	// what the first made); else a new one.
 	id := uuid.NewString()
-	if req.Params.Id != nil {
+	switch {
+	case req.Params.Id != nil:
 		id = *req.Params.Id
 		vs = append(vs, container.ValidateID("id", id)...)
+	case key != "":
+		id = container.IDForKey(key)
 	}
 	vs = append(vs, container.Validate(&req.Body.Spec, h.policy)...)
 	if len(vs) > 0 {
@@ -88,6 +99,9 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 	}
 	if vs := container.CheckSize(objs, h.maxContainerBytes); len(vs) > 0 {
 		return nil, invalid(vs...)
+	}
+	if key != "" {
+		objs.Request = container.Request{Key: key, Digest: container.RequestDigest(&req.Body.Spec)}
 	}
 	if p := h.full(); p != nil {
 		return nil, p
@@ -241,6 +255,8 @@ func fromStore(err error, id string) *Problem {
 		// Not "already exists": GET says 404, and the id is free once the previous
 		// container's DELETED is delivered.
 		return &Problem{Status: http.StatusConflict, Code: "being-deleted", Detail: se.Message, RetryAfter: se.RetryAfter, Cause: err}
+	case store.KindKeyReused:
+		return &Problem{Status: http.StatusUnprocessableEntity, Code: "idempotency-key-reused", Detail: se.Message}
 	case store.KindInvalid:
 		if len(se.Fields) == 0 {
 			return badRequest("the cluster refused the container; nothing was created")

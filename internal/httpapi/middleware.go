@@ -12,12 +12,15 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
@@ -281,10 +284,44 @@ func withJSONBody(maxReads int, maxBody int64, next http.Handler) http.Handler {
 				writeProblem(w, r, badRequest(syntaxProblem(body)))
 				return
 			}
+			body = asContainer(body)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// specMembers are ContainerSpec's members, by their JSON names.
+var specMembers = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeFor[v1alpha1.ContainerSpec]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			m[name] = true
+		}
+	}
+	return m
+}()
+
+// asContainer reads a create's body (valid JSON) as a Container: one with a spec member
+// is one; an object without it that has a member of ContainerSpec is the bare spec DCM's
+// environment agent sends, and is wrapped ({"spec": body}), so that one validation and
+// one handler serve both shapes. Anything else is left for the validation to say what
+// is wrong ("spec is required …, or the body is the container spec itself").
+func asContainer(body []byte) []byte {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil {
+		return body
+	}
+	if _, ok := members["spec"]; ok {
+		return body
+	}
+	for k := range members {
+		if specMembers[k] {
+			return slices.Concat([]byte(`{"spec":`), body, []byte(`}`))
+		}
+	}
+	return body
 }
 
 // syntaxProblem says what is wrong with a body that is not JSON, and where: the line and

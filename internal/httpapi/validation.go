@@ -150,6 +150,10 @@ func missingMember(segs []string, parent *openapi3.Schema) container.Violation {
 			detail += " (an object with " + and(ref.Value.Required) + ")"
 		}
 	}
+	if len(segs) == 1 && segs[0] == "spec" {
+		// The body had neither shape (asContainer).
+		detail += ", or the body is the container spec itself"
+	}
 	return container.Violation{Pointer: container.Pointer(segs...), Detail: detail}
 }
 

@@ -88,7 +88,7 @@ func servedSpec(i int, now metav1.Time, spec *v1alpha1.ContainerSpec) []any {
 			{Type: corev1.PodScheduled, Status: "True", LastTransitionTime: now}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true, Started: new(bool), Image: "quay.io/example/web:v1.2.3",
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
-	rec := container.NewRecord(id)
+	rec := container.NewRecord(id, container.Request{})
 	server(&rec.ObjectMeta, container.RecordName(id), 4)
 	rec.UID = types.UID(inc)
 	return []any{d, pod, s, rec}

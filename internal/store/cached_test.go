@@ -156,7 +156,7 @@ func TestCachedObjectsReadAsServed(t *testing.T) {
 // but another name is not one, yet is keyed and its id known (IDs).
 func TestCachedRecordReadsAsServed(t *testing.T) {
 	cm := func(name string, owed bool) *corev1.ConfigMap {
-		l := container.NewRecord("abc")
+		l := container.NewRecord("abc", container.Request{})
 		if !owed {
 			l.Finalizers = nil
 		}

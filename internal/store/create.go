@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -26,10 +27,24 @@ func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (
 func (s *Store) create(ctx context.Context, id string, objs container.Objects) (container.Observed, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.CreateTimeout)
 	defer cancel()
-	began := s.Clock.Now()
-	record, err := s.reserve(ctx, id)
-	if err != nil {
-		return container.Observed{}, err
+	var record *corev1.ConfigMap
+	var began time.Time
+	for try := 1; ; try++ {
+		began = s.Clock.Now()
+		var err error
+		record, err = s.reserve(ctx, id, objs.Request)
+		var same *sameRequest
+		if !errors.As(err, &same) {
+			if err != nil {
+				return container.Observed{}, err
+			}
+			break
+		}
+		obs, err := s.replay(ctx, id, same.rec, objs)
+		if !errors.Is(err, errTakenBack) || try == maxReplays {
+			return obs, err
+		}
+		// The first attempt failed and took its record back: this one makes it.
 	}
 	if !reservedInTime(began, s.Clock.Now(), s.ReserveWindow) {
 		s.undo(record, nil)
@@ -49,6 +64,14 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	dep, depErr = s.client.AppsV1().Deployments(s.namespace).Create(ctx, dep, metav1.CreateOptions{})
 	wg.Wait()
 	if depErr != nil || svcErr != nil {
+		if objs.Request.Key != "" && undecided(depErr) && undecided(svcErr) {
+			// Whether the apiserver made them is unknown, and a retry with the key may
+			// already be waiting for them on another replica: taking the record back
+			// could answer it with a container that then goes. Kept; the retry answers
+			// with what was made (replay), or the status reporter settles a record no
+			// Deployment joined.
+			return container.Observed{}, errHalfMade
+		}
 		var made *corev1.Service
 		if svcErr == nil {
 			made = svc
@@ -89,18 +112,19 @@ const deletingRetryAfter = 5
 var errBeingDeleted = &Error{Kind: KindDeleting, RetryAfter: deletingRetryAfter,
 	Message: fmt.Sprintf("the previous container with this id is being deleted; nothing was created; retry after %d s", deletingRetryAfter)}
 
-// reserve creates the id's record; when the id has one, claimID decides (one read of
-// the record, by name, at the apiserver).
-func (s *Store) reserve(ctx context.Context, id string) (*corev1.ConfigMap, error) {
+// reserve creates the id's record (keeping req on it); when the id has one, claimID
+// decides (one read of the record, by name, at the apiserver). The same request again
+// (claimSame) is a *sameRequest.
+func (s *Store) reserve(ctx context.Context, id string, req container.Request) (*corev1.ConfigMap, error) {
 	records := s.client.CoreV1().ConfigMaps(s.namespace)
 	retried := false
 	for {
-		c, err := records.Create(ctx, container.NewRecord(id), metav1.CreateOptions{})
+		c, err := records.Create(ctx, container.NewRecord(id, req), metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			return c, classify("creating the container record", err)
 		}
 		f, err := s.readRecord(ctx, id, false)
-		switch claimID(f, retried) {
+		switch claimID(f, retried, req) {
 		case claimRetry:
 			retried = true
 			continue
@@ -108,10 +132,111 @@ func (s *Store) reserve(ctx context.Context, id string) (*corev1.ConfigMap, erro
 			return nil, errBeingDeleted
 		case claimFailed:
 			return nil, classify("reading the container record", err)
+		case claimSame:
+			return nil, &sameRequest{rec: f.Rec}
+		case claimKeyReused:
+			return nil, errKeyReused(req.Key, id)
+		case claimSameDeleting:
+			return nil, errSameBeingDeleted
 		}
 		return nil, errTaken
 	}
 }
+
+// sameRequest: the id's record was made by this very request, sent before with the
+// same Idempotency-Key and spec.
+type sameRequest struct{ rec container.Record }
+
+func (*sameRequest) Error() string { return "the same request again" }
+
+// maxReplays bounds how often one create finds the same request's earlier attempt
+// taken back and tries to make the container itself.
+const maxReplays = 3
+
+// errTakenBack: the earlier attempt a replay waited for failed and took its record back.
+var errTakenBack = errors.New("the earlier attempt took its record back")
+
+// replay answers a create sent again with its Idempotency-Key (objs, the same spec):
+// the container the first attempt (record rec) made, once this replica's caches show
+// it, wherever that attempt ran; errTakenBack when the attempt failed and took its
+// record back (or another record of the id took its place: a retry on another replica
+// made it), so the caller reserves again. While the first attempt may still be in
+// flight (for CreateTimeout from its record's creation) a missing Service is waited
+// for; after that, no one else will make it, and the replay does (one request). Should
+// the first attempt still be in flight when this one's time is up: 503, Retry-After.
+func (s *Store) replay(ctx context.Context, id string, rec container.Record, objs container.Objects) (container.Observed, error) {
+	tick := time.NewTicker(replayPoll)
+	defer tick.Stop()
+	seen := false
+	for {
+		snap := s.Snapshot(id)
+		if o, ok := snap.Observed(); ok && o.Deployment.Incarnation == string(rec.UID) {
+			switch {
+			case o.Service != nil || objs.Service == nil:
+				return o, nil
+			case s.Clock.Since(rec.Created) > s.CreateTimeout:
+				return s.completeService(ctx, id, rec, objs, o)
+			}
+		}
+		switch r := snap.Record; {
+		case r != nil && (r.UID != rec.UID || r.Terminating), r == nil && seen:
+			return container.Observed{}, errTakenBack
+		case r != nil:
+			seen = true
+		}
+		select {
+		case <-ctx.Done():
+			return container.Observed{}, errStillInFlight
+		case <-tick.C:
+		}
+	}
+}
+
+// completeService makes the Service of a container whose first create ended without
+// it (errHalfMade), owned by its record rec.
+func (s *Store) completeService(ctx context.Context, id string, rec container.Record, objs container.Objects, o container.Observed) (container.Observed, error) {
+	svc := objs.OwnedBy(rec.Name, rec.UID).Service
+	svc.Namespace = s.namespace
+	made, err := s.client.CoreV1().Services(s.namespace).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		return container.Observed{}, classify("creating the Service of a half-made container", err)
+	}
+	s.wrote(serviceKind, id, made)
+	v := container.ServiceOf(made)
+	o.Service = &v
+	return o, nil
+}
+
+// undecided: a create's outcome is unknown (no answer, a timeout, the apiserver
+// overloaded), or it succeeded (nil).
+func undecided(err error) bool {
+	var se *Error
+	return err == nil || (errors.As(classify("", err), &se) && se.Kind == KindUnavailable)
+}
+
+// errHalfMade answers a create with an Idempotency-Key whose Deployment or Service
+// create got no answer: its record is kept for the retry.
+var errHalfMade = &Error{Kind: KindUnavailable, RetryAfter: 1,
+	Message: "the Kubernetes API did not answer while the container was being made; retry with the same Idempotency-Key"}
+
+// replayPoll is how often a replay looks at the caches.
+const replayPoll = 20 * time.Millisecond
+
+// errKeyReused answers a create whose Idempotency-Key made the id's container with
+// another spec.
+func errKeyReused(key, id string) error {
+	return &Error{Kind: KindKeyReused, Message: fmt.Sprintf("Idempotency-Key %q was used by a create with another spec (container %s); nothing was changed: a new request needs a new key", key, id)}
+}
+
+// errStillInFlight answers a create sent again while its first attempt has not made
+// the container yet (or this replica's caches do not show it yet).
+var errStillInFlight = &Error{Kind: KindUnavailable, RetryAfter: 1,
+	Message: "the first request with this Idempotency-Key is still in progress; retry"}
+
+// errSameBeingDeleted answers a create sent again whose container is being deleted: 503,
+// so a client that retries 5xx makes it again once the id is free.
+var errSameBeingDeleted = &Error{Kind: KindUnavailable, RetryAfter: deletingRetryAfter,
+	Message: fmt.Sprintf("the container this Idempotency-Key made is being deleted; retry after %d s", deletingRetryAfter)}
 
 // undo takes back the record of a failed create, detached from the request's context
 // (a client that hung up must not leave objects behind): its finalizer off, then the

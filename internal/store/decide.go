@@ -44,19 +44,27 @@ func (f found) live() bool { return f.Read == answered && f.Ours && !f.Rec.Termi
 type claim int
 
 const (
-	claimRead     claim = iota // read the record
-	claimRetry                 // it went meanwhile: create the record again (once)
-	claimTaken                 // 409 already exists: the id is another container's, or someone else's ConfigMap
-	claimDeleting              // 409 being deleted: the id's container was deleted and its DELETED is not delivered yet
-	claimFailed                // the read failed: the create's error
+	claimRead         claim = iota // read the record
+	claimRetry                     // it went meanwhile: create the record again (once)
+	claimTaken                     // 409 already exists: the id is another container's, or someone else's ConfigMap
+	claimDeleting                  // 409 being deleted: the id's container was deleted and its DELETED is not delivered yet
+	claimFailed                    // the read failed: the create's error
+	claimSame                      // the same request again (its Idempotency-Key and spec): answer with its container
+	claimKeyReused                 // 422: the record's Idempotency-Key, with another spec
+	claimSameDeleting              // the same request again, but its container is being deleted: 503, retry
 )
 
-// claimID decides a create whose id already has a record. A live record is another
-// container (or another create, a moment ahead): never taken over, whatever its age (a
-// record no Deployment joined is the status reporter's to settle, status.plan). A
-// terminating one is a deleted container whose DELETED is on its way: the id is free
-// once it is delivered (Retry-After). Gone by the read: the create tries once more.
-func claimID(f found, retried bool) claim {
+// claimID decides a create (made by req) whose id already has a record. A live record
+// is another container (or another create, a moment ahead): never taken over, whatever
+// its age (a record no Deployment joined is the status reporter's to settle,
+// status.plan), unless it is this very request's, sent again with its Idempotency-Key
+// (the same key and spec): that is answered with the container it made. The key with
+// another spec is refused. A terminating record is a deleted container whose DELETED
+// is on its way: the id is free once it is delivered (Retry-After); the same request's
+// is retried as unavailable (503), so that a client that retries only 5xx (DCM's
+// environment agent) makes it once the id is free. Gone by the read: the create tries
+// once more.
+func claimID(f found, retried bool, req container.Request) claim {
 	switch {
 	case f.Read == notAsked:
 		return claimRead
@@ -64,7 +72,15 @@ func claimID(f found, retried bool) claim {
 		return claimFailed
 	case f.Read == absent && !retried:
 		return claimRetry
-	case f.Read == absent, !f.Ours, !f.Rec.Terminating:
+	case f.Read == absent, !f.Ours:
+		return claimTaken
+	case req.Key != "" && f.Rec.Request.Key == req.Key && f.Rec.Request.Digest != req.Digest:
+		return claimKeyReused
+	case req.Key != "" && f.Rec.Request.Key == req.Key && f.Rec.Terminating:
+		return claimSameDeleting
+	case req.Key != "" && f.Rec.Request.Key == req.Key:
+		return claimSame
+	case !f.Rec.Terminating:
 		return claimTaken
 	}
 	return claimDeleting

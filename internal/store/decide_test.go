@@ -39,28 +39,44 @@ func finalizedRec(r *container.Record)   { r.Owed = false }
 
 func ours(r container.Record) found { return found{Read: answered, Rec: r, Ours: true} }
 
+// madeWith is a record made by a create with Idempotency-Key k and spec digest d.
+func madeWith(k, d string) func(*container.Record) {
+	return func(r *container.Record) { r.Request = container.Request{Key: k, Digest: d} }
+}
+
 // What a create does about the record holding its id (its record's create answered
 // AlreadyExists), step by step.
 func TestClaimID(t *testing.T) {
 	const old = time.Hour
+	var none container.Request
 	for _, tc := range []struct {
 		name    string
 		f       found
 		retried bool
+		req     container.Request
 		want    claim
 	}{
-		{"first: read the record", found{}, false, claimRead},
-		{"a live record: another container's", ours(rec(0)), false, claimTaken},
-		{"a live record, however old: never taken over (the reporter settles one no Deployment joined)", ours(rec(old)), false, claimTaken},
-		{"a terminating record: its DELETED is on its way", ours(rec(0, terminatingRec)), false, claimDeleting},
-		{"a terminating record already finalized (the GC's finalizer holds it a moment)", ours(rec(0, terminatingRec, finalizedRec)), false, claimDeleting},
-		{"someone else's ConfigMap with the record's name", found{Read: answered, Rec: rec(0)}, false, claimTaken},
-		{"gone by the read: create it again", found{Read: absent}, false, claimRetry},
-		{"gone again after the retry: another create got there first", found{Read: absent}, true, claimTaken},
-		{"the read failed", found{Read: failed}, false, claimFailed},
+		{"first: read the record", found{}, false, none, claimRead},
+		{"a live record: another container's", ours(rec(0)), false, none, claimTaken},
+		{"a live record, however old: never taken over (the reporter settles one no Deployment joined)", ours(rec(old)), false, none, claimTaken},
+		{"a terminating record: its DELETED is on its way", ours(rec(0, terminatingRec)), false, none, claimDeleting},
+		{"a terminating record already finalized (the GC's finalizer holds it a moment)", ours(rec(0, terminatingRec, finalizedRec)), false, none, claimDeleting},
+		{"someone else's ConfigMap with the record's name", found{Read: answered, Rec: rec(0)}, false, none, claimTaken},
+		{"gone by the read: create it again", found{Read: absent}, false, none, claimRetry},
+		{"gone again after the retry: another create got there first", found{Read: absent}, true, none, claimTaken},
+		{"the read failed", found{Read: failed}, false, none, claimFailed},
+		{"the same key and spec: the same request again", ours(rec(0, madeWith("k", "d"))), false, container.Request{Key: "k", Digest: "d"}, claimSame},
+		{"the same key and spec, however old the record", ours(rec(old, madeWith("k", "d"))), false, container.Request{Key: "k", Digest: "d"}, claimSame},
+		{"the same key with another spec", ours(rec(0, madeWith("k", "d"))), false, container.Request{Key: "k", Digest: "e"}, claimKeyReused},
+		{"the same key with another spec, being deleted", ours(rec(0, madeWith("k", "d"), terminatingRec)), false, container.Request{Key: "k", Digest: "e"}, claimKeyReused},
+		{"the same request, its container being deleted: retry (503)", ours(rec(0, madeWith("k", "d"), terminatingRec)), false, container.Request{Key: "k", Digest: "d"}, claimSameDeleting},
+		{"another key: another container's", ours(rec(0, madeWith("k", "d"))), false, container.Request{Key: "j", Digest: "d"}, claimTaken},
+		{"a key where the record has none", ours(rec(0)), false, container.Request{Key: "k", Digest: "d"}, claimTaken},
+		{"no key where the record has one", ours(rec(0, madeWith("k", "d"))), false, none, claimTaken},
+		{"a key on someone else's ConfigMap", found{Read: answered, Rec: rec(0, madeWith("k", "d"))}, false, container.Request{Key: "k", Digest: "d"}, claimTaken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := claimID(tc.f, tc.retried); got != tc.want {
+			if got := claimID(tc.f, tc.retried, tc.req); got != tc.want {
 				t.Errorf("claimID = %d, want %d", got, tc.want)
 			}
 		})

@@ -29,6 +29,7 @@ const (
 	KindUnavailable             // the apiserver is unreachable, overloaded or timed out
 	KindPermission              // RBAC refused the provider (its Role lacks something)
 	KindDeleting                // the id's previous container is being deleted: retry later
+	KindKeyReused               // the Idempotency-Key was used by a create with another spec
 )
 
 // Error is a classified failure. Message is safe to show a client; Err is for the log.

@@ -39,7 +39,7 @@ func unstarted(t *testing.T) *Store {
 // create of them (names, UIDs, resourceVersions filled).
 func createdX(t *testing.T) (*corev1.ConfigMap, *appsv1.Deployment, *corev1.Service) {
 	t.Helper()
-	rec := container.NewRecord("x")
+	rec := container.NewRecord("x", container.Request{})
 	rec.Namespace, rec.UID, rec.ResourceVersion = "ns", "0b3c5a6e-6f5e-4c9d-8f7e-000000000001", "10"
 	rec.CreationTimestamp = metav1.Now()
 	dep, svc := testContainer(t, `{"spec": {"service_type": "container", "metadata": {"name": "web"},

@@ -440,7 +440,7 @@ func (e *Env) rawCreateAsService(ctx context.Context, ns, id string) (rawContain
 	if err != nil {
 		return rawContainer{}, err
 	}
-	r := container.NewRecord(id)
+	r := container.NewRecord(id, container.Request{})
 	r.Finalizers = nil
 	rec, err := e.Admin.CoreV1().ConfigMaps(ns).Create(ctx, r, metav1.CreateOptions{})
 	if err != nil {

@@ -36,7 +36,7 @@ func (e *Env) createAs(ctx context.Context, ns, id string, ipIndex int, build fu
 	if err != nil {
 		return err
 	}
-	rec, err := e.Fill.CoreV1().ConfigMaps(ns).Create(ctx, container.NewRecord(id), metav1.CreateOptions{})
+	rec, err := e.Fill.CoreV1().ConfigMaps(ns).Create(ctx, container.NewRecord(id, container.Request{}), metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("record of %s: %w", id, err)
 	}

@@ -288,7 +288,7 @@ func Build(namespace string, i int, created metav1.Time, base int64) (Container,
 	pod.Status.PodIPs = []corev1.PodIP{{IP: pod.Status.PodIP}}
 	pod.Status.HostIPs = []corev1.HostIP{{IP: pod.Status.HostIP}}
 
-	rec := container.NewRecord(id)
+	rec := container.NewRecord(id, container.Request{})
 	server(Records, &rec.ObjectMeta, &rec.TypeMeta, container.RecordName(id))
 	rec.UID = types.UID(inc) // the incarnation its Deployment and Service are owned by
 	return Container{Deployment: d, Pod: pod, Service: s, Record: rec}, nil

@@ -468,7 +468,7 @@ func TestAbandonedReservationIsCleanedUp(t *testing.T) {
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
 	// The record a create writes first (container.NewRecord), left without a Deployment.
-	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, container.NewRecord("orphan"), metav1.CreateOptions{})
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, container.NewRecord("orphan", container.Request{}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func TestRecordWithoutDeploymentIs404(t *testing.T) {
 	p := startProvider(t, ns, withEnv("SP_K8S_CREATE_TIMEOUT=2s"))
 	p.waitSynced(t)
 	cs := testenv.Cluster(t).Client
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), container.NewRecord("bare"), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), container.NewRecord("bare", container.Request{}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { // the reporter settles it, unless the test ends first

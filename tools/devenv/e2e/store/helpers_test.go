@@ -339,7 +339,7 @@ func what(t *testing.T, ns, id string) (deps, svcs []string, record bool) {
 func makeRecord(t *testing.T, ns, id string) *corev1.ConfigMap {
 	t.Helper()
 	records := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns)
-	c, err := records.Create(context.Background(), container.NewRecord(id), metav1.CreateOptions{})
+	c, err := records.Create(context.Background(), container.NewRecord(id, container.Request{}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

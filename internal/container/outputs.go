@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 )
@@ -25,26 +26,12 @@ import (
 type Outputs struct {
 	// Namespace is the namespace the container runs in.
 	Namespace string `json:"namespace"`
-	// Endpoints are the addresses and ports to dial, one per port the Service exposes
-	// and address it has: internal (its cluster IP) for each, then external (the
-	// load balancer's IP or host name, once assigned) for each. A port of visibility
-	// none has none, as DCM's catalog says ("none yields no endpoint"); so has an
-	// external port of a NodePort Service (the node addresses are not the provider's
-	// to know: dial a node at the node port GET shows). Empty, not absent, when there
-	// are none: DCM keeps a key a status event leaves out.
-	Endpoints []Endpoint `json:"endpoints"`
+	// Endpoints are the addresses and ports to dial: GET's spec.endpoints (see
+	// endpoints), one list for both. Empty, not absent, when there are none: DCM keeps
+	// a key a status event leaves out.
+	Endpoints []v1alpha1.ContainerEndpoint `json:"endpoints"`
 	// ProviderHints are the rest of what GET shows of the container's network.
 	ProviderHints OutputHints `json:"provider_hints"`
-}
-
-// Endpoint is one address and port to dial (DCM's ContainerEndpoint).
-type Endpoint struct {
-	Address string `json:"address"`
-	Port    int32  `json:"port"`
-	// Protocol is TCP or UDP (this provider's Services are TCP).
-	Protocol string `json:"protocol,omitempty"`
-	// Scope is internal (from inside the cluster) or external (from outside it).
-	Scope v1alpha1.ContainerPortVisibility `json:"scope"`
 }
 
 // OutputHints are the container's network as GET shows it: spec.network's pod IP and
@@ -66,7 +53,10 @@ type OutputHints struct {
 // OutputsOf is a live container's outputs, from what GET reads: the pod that speaks
 // (PickPod) and the Service.
 func OutputsOf(o Observed) Outputs {
-	out := Outputs{Namespace: o.Deployment.Namespace, Endpoints: []Endpoint{}}
+	out := Outputs{Namespace: o.Deployment.Namespace, Endpoints: []v1alpha1.ContainerEndpoint{}}
+	if e := endpoints(o.Deployment.Container, o.Service); e != nil {
+		out.Endpoints = *e
+	}
 	if n := network(o.Deployment.Container, o.Service, PickPod(o.Pods)); n != nil {
 		if n.Ip != nil {
 			out.ProviderHints.PodIP = *n.Ip
@@ -84,24 +74,17 @@ func OutputsOf(o Observed) Outputs {
 	if svc.ClusterIP != corev1.ClusterIPNone {
 		h.ClusterIP = svc.ClusterIP
 	}
-	for _, a := range []struct {
-		address string
-		scope   v1alpha1.ContainerPortVisibility
-	}{{h.ClusterIP, v1alpha1.ContainerPortVisibilityInternal}, {h.ExternalIP, v1alpha1.ContainerPortVisibilityExternal}} {
-		if a.address == "" {
-			continue
-		}
-		for _, p := range svc.Ports {
-			out.Endpoints = append(out.Endpoints, Endpoint{Address: a.address, Port: p.Port, Protocol: string(p.Protocol), Scope: a.scope})
-		}
-	}
 	return out
 }
 
 // Equal reports whether o and p say the same.
 func (o Outputs) Equal(p Outputs) bool {
 	oh, ph := o.ProviderHints, p.ProviderHints
-	return o.Namespace == p.Namespace && slices.Equal(o.Endpoints, p.Endpoints) &&
+	return o.Namespace == p.Namespace && slices.EqualFunc(o.Endpoints, p.Endpoints, sameEndpoint) &&
 		oh.PodIP == ph.PodIP && oh.ServiceName == ph.ServiceName && oh.ServiceType == ph.ServiceType &&
 		oh.ClusterIP == ph.ClusterIP && oh.ExternalIP == ph.ExternalIP && slices.Equal(oh.Ports, ph.Ports)
+}
+
+func sameEndpoint(a, b v1alpha1.ContainerEndpoint) bool {
+	return a.Address == b.Address && a.Port == b.Port && a.Scope == b.Scope && ptr.Deref(a.Protocol, "") == ptr.Deref(b.Protocol, "")
 }

@@ -2,6 +2,7 @@ package container
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,8 +32,8 @@ func TestOutputsOf(t *testing.T) {
 		external = v1alpha1.ContainerPortVisibilityExternal
 		none     = v1alpha1.ContainerPortVisibilityNone
 	)
-	ep := func(addr string, port int32, scope v1alpha1.ContainerPortVisibility) Endpoint {
-		return Endpoint{Address: addr, Port: port, Protocol: "TCP", Scope: scope}
+	ep := func(addr string, port int32, scope v1alpha1.ContainerPortVisibility) v1alpha1.ContainerEndpoint {
+		return v1alpha1.ContainerEndpoint{Address: addr, Port: int(port), Protocol: ptrTo("TCP"), Scope: v1alpha1.ContainerEndpointScope(scope)}
 	}
 	ports := func(pv ...any) []v1alpha1.ContainerPort {
 		var out []v1alpha1.ContainerPort
@@ -48,53 +49,53 @@ func TestOutputsOf(t *testing.T) {
 	}{
 		{"no port: the pod IP only, no endpoint",
 			Observed{Deployment: dep(), Pods: []*Pod{runningPod("a", "10.244.0.4", 0)}},
-			Outputs{Namespace: "tenant-a", Endpoints: []Endpoint{}, ProviderHints: OutputHints{PodIP: "10.244.0.4"}}},
+			Outputs{Namespace: "tenant-a", Endpoints: []v1alpha1.ContainerEndpoint{}, ProviderHints: OutputHints{PodIP: "10.244.0.4"}}},
 		{"a port kept to itself (none): listed, no endpoint, no Service",
 			Observed{Deployment: dep(9090), Pods: []*Pod{runningPod("a", "10.244.0.4", 0)}},
-			Outputs{Namespace: "tenant-a", Endpoints: []Endpoint{},
+			Outputs{Namespace: "tenant-a", Endpoints: []v1alpha1.ContainerEndpoint{},
 				ProviderHints: OutputHints{PodIP: "10.244.0.4", Ports: ports(int32(9090), none)}}},
 		{"ClusterIP: an internal endpoint per exposed port, on the cluster IP and the Service's port",
 			Observed{Deployment: dep(8080, 9090, 5432), Service: service(corev1.ServiceTypeClusterIP, "10.96.0.12", "", 8080, 5432),
 				Pods: []*Pod{runningPod("a", "10.244.0.4", 0)}},
-			Outputs{Namespace: "tenant-a", Endpoints: []Endpoint{ep("10.96.0.12", 8080, internal), ep("10.96.0.12", 5432, internal)},
+			Outputs{Namespace: "tenant-a", Endpoints: []v1alpha1.ContainerEndpoint{ep("10.96.0.12", 8080, internal), ep("10.96.0.12", 5432, internal)},
 				ProviderHints: OutputHints{PodIP: "10.244.0.4", ServiceName: "web-r4h5q", ServiceType: "ClusterIP", ClusterIP: "10.96.0.12",
 					Ports: ports(int32(8080), internal, int32(9090), none, int32(5432), internal)}}},
 		{"LoadBalancer, no address yet: internal endpoints only",
 			Observed{Deployment: dep(8080), Service: service(corev1.ServiceTypeLoadBalancer, "10.96.0.12", "", 8080),
 				Pods: []*Pod{runningPod("a", "10.244.0.4", 0)}},
-			Outputs{Namespace: "tenant-a", Endpoints: []Endpoint{ep("10.96.0.12", 8080, internal)},
+			Outputs{Namespace: "tenant-a", Endpoints: []v1alpha1.ContainerEndpoint{ep("10.96.0.12", 8080, internal)},
 				ProviderHints: OutputHints{PodIP: "10.244.0.4", ServiceName: "web-r4h5q", ServiceType: "LoadBalancer", ClusterIP: "10.96.0.12",
 					Ports: ports(int32(8080), external)}}},
-		{"LoadBalancer with its address: the internal endpoints, then the external ones",
+		{"LoadBalancer with its address: per port, the internal endpoint, then the external one",
 			Observed{Deployment: dep(8080, 8443), Service: service(corev1.ServiceTypeLoadBalancer, "10.96.0.12", "34.123.45.67", 8080, 8443),
 				Pods: []*Pod{runningPod("a", "10.244.0.4", 0)}},
 			Outputs{Namespace: "tenant-a",
-				Endpoints: []Endpoint{ep("10.96.0.12", 8080, internal), ep("10.96.0.12", 8443, internal),
-					ep("34.123.45.67", 8080, external), ep("34.123.45.67", 8443, external)},
+				Endpoints: []v1alpha1.ContainerEndpoint{ep("10.96.0.12", 8080, internal), ep("34.123.45.67", 8080, external),
+					ep("10.96.0.12", 8443, internal), ep("34.123.45.67", 8443, external)},
 				ProviderHints: OutputHints{PodIP: "10.244.0.4", ServiceName: "web-r4h5q", ServiceType: "LoadBalancer", ClusterIP: "10.96.0.12",
 					ExternalIP: "34.123.45.67", Ports: ports(int32(8080), external, int32(8443), external)}}},
 		{"LoadBalancer whose ingress is a host name: the host name to dial",
 			Observed{Deployment: dep(8080), Service: service(corev1.ServiceTypeLoadBalancer, "10.96.0.12", "a1b2.elb.example.com", 8080)},
-			Outputs{Namespace: "tenant-a", Endpoints: []Endpoint{ep("10.96.0.12", 8080, internal), ep("a1b2.elb.example.com", 8080, external)},
+			Outputs{Namespace: "tenant-a", Endpoints: []v1alpha1.ContainerEndpoint{ep("10.96.0.12", 8080, internal), ep("a1b2.elb.example.com", 8080, external)},
 				ProviderHints: OutputHints{ServiceName: "web-r4h5q", ServiceType: "LoadBalancer", ClusterIP: "10.96.0.12",
 					ExternalIP: "a1b2.elb.example.com", Ports: ports(int32(8080), external)}}},
 		{"NodePort: internal endpoints only (no node address is the provider's to know)",
 			Observed{Deployment: dep(8080), Service: service(corev1.ServiceTypeNodePort, "10.96.0.12", "", 8080),
 				Pods: []*Pod{runningPod("a", "10.244.0.4", 0)}},
-			Outputs{Namespace: "tenant-a", Endpoints: []Endpoint{ep("10.96.0.12", 8080, internal)},
+			Outputs{Namespace: "tenant-a", Endpoints: []v1alpha1.ContainerEndpoint{ep("10.96.0.12", 8080, internal)},
 				ProviderHints: OutputHints{PodIP: "10.244.0.4", ServiceName: "web-r4h5q", ServiceType: "NodePort", ClusterIP: "10.96.0.12",
 					Ports: ports(int32(8080), external)}}},
 		{"a headless Service (made by hand): no cluster IP, no endpoint",
 			Observed{Deployment: dep(8080), Service: service(corev1.ServiceTypeClusterIP, corev1.ClusterIPNone, "", 8080)},
-			Outputs{Namespace: "tenant-a", Endpoints: []Endpoint{},
+			Outputs{Namespace: "tenant-a", Endpoints: []v1alpha1.ContainerEndpoint{},
 				ProviderHints: OutputHints{ServiceName: "web-r4h5q", ServiceType: "ClusterIP", Ports: ports(int32(8080), internal)}}},
 		{"several pods: the one that speaks for the container gives the IP (the Running one)",
 			Observed{Deployment: dep(), Pods: []*Pod{
 				{Meta: Meta{Name: "new", Created: t0}, Phase: corev1.PodPending, IP: "10.244.0.9"},
 				runningPod("old", "10.244.0.4", time.Hour)}},
-			Outputs{Namespace: "tenant-a", Endpoints: []Endpoint{}, ProviderHints: OutputHints{PodIP: "10.244.0.4"}}},
+			Outputs{Namespace: "tenant-a", Endpoints: []v1alpha1.ContainerEndpoint{}, ProviderHints: OutputHints{PodIP: "10.244.0.4"}}},
 		{"no pod IP yet", Observed{Deployment: dep(), Pods: []*Pod{{Phase: corev1.PodRunning}}},
-			Outputs{Namespace: "tenant-a", Endpoints: []Endpoint{}}},
+			Outputs{Namespace: "tenant-a", Endpoints: []v1alpha1.ContainerEndpoint{}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,6 +113,10 @@ func TestOutputsOf(t *testing.T) {
 			if s := api.Service; (s == nil) != (got.ProviderHints.ServiceName == "") || (s != nil && s.Name != got.ProviderHints.ServiceName) {
 				t.Errorf("service %q, GET's %+v", got.ProviderHints.ServiceName, s)
 			}
+			// One list: GET's spec.endpoints are the events' endpoints.
+			if e := api.Spec.Endpoints; (e == nil) != (len(got.Endpoints) == 0) || (e != nil && !slices.EqualFunc(*e, got.Endpoints, sameEndpoint)) {
+				t.Errorf("endpoints %+v, GET's %+v", got.Endpoints, e)
+			}
 			// Never null: DCM keeps a key an event leaves out, so "none" is [].
 			if got.Endpoints == nil {
 				t.Error("endpoints nil")
@@ -123,23 +128,23 @@ func TestOutputsOf(t *testing.T) {
 // Equal sees every field: a change of any one is a change DCM is told about.
 func TestOutputsEqual(t *testing.T) {
 	base := func() Outputs {
-		return Outputs{Namespace: "n", Endpoints: []Endpoint{{Address: "10.96.0.12", Port: 80, Protocol: "TCP", Scope: "internal"}},
+		return Outputs{Namespace: "n", Endpoints: []v1alpha1.ContainerEndpoint{{Address: "10.96.0.12", Port: 80, Protocol: ptrTo("TCP"), Scope: "internal"}},
 			ProviderHints: OutputHints{PodIP: "10.244.0.4", ServiceName: "s", ServiceType: "ClusterIP", ClusterIP: "10.96.0.12",
 				ExternalIP: "", Ports: []v1alpha1.ContainerPort{{ContainerPort: 80, Visibility: "internal"}}}}
 	}
 	if !base().Equal(base()) {
 		t.Error("equal outputs differ")
 	}
-	if !(Outputs{Endpoints: []Endpoint{}}).Equal(Outputs{}) {
+	if !(Outputs{Endpoints: []v1alpha1.ContainerEndpoint{}}).Equal(Outputs{}) {
 		t.Error("no endpoints and an empty list differ")
 	}
 	for name, change := range map[string]func(*Outputs){
 		"namespace": func(o *Outputs) { o.Namespace = "m" },
 		"an endpoint more": func(o *Outputs) {
-			o.Endpoints = append(o.Endpoints, Endpoint{Address: "1.2.3.4", Port: 80, Scope: "external"})
+			o.Endpoints = append(o.Endpoints, v1alpha1.ContainerEndpoint{Address: "1.2.3.4", Port: 80, Scope: "external"})
 		},
 		"an endpoint's port": func(o *Outputs) {
-			o.Endpoints = []Endpoint{{Address: "10.96.0.12", Port: 81, Protocol: "TCP", Scope: "internal"}}
+			o.Endpoints = []v1alpha1.ContainerEndpoint{{Address: "10.96.0.12", Port: 81, Protocol: ptrTo("TCP"), Scope: "internal"}}
 		},
 		"pod IP":       func(o *Outputs) { o.ProviderHints.PodIP = "10.244.0.5" },
 		"service name": func(o *Outputs) { o.ProviderHints.ServiceName = "t" },

@@ -135,7 +135,7 @@ func (o Objects) OwnedBy(name string, uid types.UID) Objects {
 		return m
 	}
 	owner := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: uid, Controller: ptrTo(true)}}
-	out := Objects{Deployment: o.Deployment.DeepCopy()}
+	out := Objects{Deployment: o.Deployment.DeepCopy(), Request: o.Request}
 	d := out.Deployment
 	d.OwnerReferences = owner
 	d.Spec.Template.Labels = stamp(d.Spec.Template.Labels)

@@ -72,8 +72,12 @@ func TestOwnedByOwnsAndSelectsOnTheIncarnation(t *testing.T) {
 		},
 		Service: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Labels: SystemLabels("web")},
 			Spec: corev1.ServiceSpec{Selector: map[string]string{LabelInstanceID: "web"}}},
+		Request: Request{Key: "k", Digest: "d"},
 	}
 	out := objs.OwnedBy("dcm-container-web", "u9")
+	if out.Request != objs.Request {
+		t.Errorf("the request that asked for them: %+v", out.Request)
+	}
 	for what, m := range map[string]map[string]string{
 		"selector": out.Deployment.Spec.Selector.MatchLabels, "pod template": out.Deployment.Spec.Template.Labels, "Service selector": out.Service.Spec.Selector,
 	} {

@@ -140,3 +140,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// A create sent again with its Idempotency-Key, the first one done: the record's create
+// (refused) and one read of it; the container from the caches.
+func TestRequestsOfACreateSentAgain(t *testing.T) {
+	f := newFixture(t)
+	f.start(t)
+	objs := keyedObjects("x", "event-1", "d1")
+	o, err := f.s.Create(context.Background(), "x", objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := f.main.journal(f.ns)
+	again, err := f.s.Create(context.Background(), "x", objs)
+	if err != nil || again.Deployment.Name != o.Deployment.Name || again.Service == nil {
+		t.Fatalf("sent again: %+v, %v", again, err)
+	}
+	checkRequests(t, "create sent again", stop(), "POST configmaps", "GET configmaps/"+container.RecordName("x"))
+}

@@ -82,13 +82,14 @@ fuzz:
 	go test -run='^$$' -fuzz='^FuzzStatusOf$$' -fuzztime=$(FUZZTIME) ./internal/container
 	go test -run='^$$' -fuzz='^FuzzImagePolicy$$' -fuzztime=$(FUZZTIME) ./internal/container
 
-# api/v1alpha1/openapi.yaml is the contract; the server code is generated from it.
+# api/v1alpha1/openapi.yaml is the contract; the server code (api/v1alpha1/api.gen.go)
+# and the Go client (pkg/client/client.gen.go) are generated from it.
 generate:
-	go generate ./api/...
+	go generate ./api/... ./pkg/client
 
 # Fails when the checked-in generated code does not match openapi.yaml.
 check-generated: generate
-	@git diff --exit-code -- api/ || { echo "api/v1alpha1/api.gen.go is stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- api/ pkg/client/ || { echo "api/v1alpha1/api.gen.go or pkg/client/client.gen.go is stale: run make generate and commit"; exit 1; }
 
 # Spectral (pinned in tools/spectral, from npm) with its OpenAPI rules and ours for the
 # AEP points DCM checks; the fixture proves every custom rule fires.

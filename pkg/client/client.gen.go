@@ -418,6 +418,13 @@ type ContainerLimitReached = Problem
 // first, then label problems, then the rest in body order.
 type Internal = Problem
 
+// KeyReused RFC 9457 problem details, in the shape DCM's providers share. With exactly one
+// validation problem, `detail` is its message and `pointer` locates the offending
+// field; with two or more, `detail` is "multiple validation errors, see the errors
+// array for details" and `errors` lists them, resource bounds (cpu, then memory)
+// first, then label problems, then the rest in body order.
+type KeyReused = Problem
+
 // NotFound RFC 9457 problem details, in the shape DCM's providers share. With exactly one
 // validation problem, `detail` is its message and `pointer` locates the offending
 // field; with two or more, `detail` is "multiple validation errors, see the errors
@@ -457,9 +464,13 @@ type ListContainersParams struct {
 
 // CreateContainerParams defines parameters for CreateContainer.
 type CreateContainerParams struct {
-	// Id Client-chosen id (AEP-122). Without it the server generates a UUID.
-	// "health" is reserved.
+	// Id Client-chosen id (AEP-122). Without it the server generates one: from the
+	// Idempotency-Key when one is sent (the same key, the same id), else a random
+	// UUID. "health" is reserved.
 	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// IdempotencyKey Makes the create safe to retry (draft-ietf-httpapi-idempotency-key-header; DCM's environment agent sends its request's event id): a create sent again with the same key and the same spec answers 201 with the container the first one made (on any replica, whether the first finished, failed or is still in flight: 503 with Retry-After while it is), for as long as that container lives; the same key with another spec is a 422. A bare token or a quoted string; at most 255 printable ASCII characters. Kept on the container's record.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // CreateContainerJSONRequestBody defines body for CreateContainer for application/json ContentType.
@@ -610,7 +621,7 @@ type ClientInterface interface {
 
 	// CreateContainerWithBody Create a container.
 	//
-	// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service.
+	// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service. The body is a Container ({"spec": …}), or the bare ContainerSpec, as DCM's environment agent sends it: a body that has no spec member and has a ContainerSpec member is read as {"spec": <body>} (the problems of a bare body name its members as spec.<member>); one that is neither is a 400 saying so.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -619,7 +630,7 @@ type ClientInterface interface {
 
 	// CreateContainer Create a container.
 	//
-	// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service.
+	// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service. The body is a Container ({"spec": …}), or the bare ContainerSpec, as DCM's environment agent sends it: a body that has no spec member and has a ContainerSpec member is read as {"spec": <body>} (the problems of a bare body name its members as spec.<member>); one that is neither is a 400 saying so.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -674,7 +685,7 @@ func (c *Client) ListContainers(ctx context.Context, params *ListContainersParam
 
 // CreateContainerWithBody Create a container.
 //
-// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service.
+// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service. The body is a Container ({"spec": …}), or the bare ContainerSpec, as DCM's environment agent sends it: a body that has no spec member and has a ContainerSpec member is read as {"spec": <body>} (the problems of a bare body name its members as spec.<member>); one that is neither is a 400 saying so.
 //
 // Takes any type of body and a specified content type.
 //
@@ -693,7 +704,7 @@ func (c *Client) CreateContainerWithBody(ctx context.Context, params *CreateCont
 
 // CreateContainer Create a container.
 //
-// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service.
+// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service. The body is a Container ({"spec": …}), or the bare ContainerSpec, as DCM's environment agent sends it: a body that has no spec member and has a ContainerSpec member is read as {"spec": <body>} (the problems of a bare body name its members as spec.<member>); one that is neither is a 400 saying so.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -908,6 +919,21 @@ func NewCreateContainerRequestWithBody(server string, params *CreateContainerPar
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -1088,7 +1114,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateContainerWithBodyWithResponse Create a container.
 	//
-	// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service.
+	// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service. The body is a Container ({"spec": …}), or the bare ContainerSpec, as DCM's environment agent sends it: a body that has no spec member and has a ContainerSpec member is read as {"spec": <body>} (the problems of a bare body name its members as spec.<member>); one that is neither is a 400 saying so.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1097,7 +1123,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateContainerWithResponse Create a container.
 	//
-	// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service.
+	// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service. The body is a Container ({"spec": …}), or the bare ContainerSpec, as DCM's environment agent sends it: a body that has no spec member and has a ContainerSpec member is read as {"spec": <body>} (the problems of a bare body name its members as spec.<member>); one that is neither is a 400 saying so.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1247,6 +1273,8 @@ type CreateContainerResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *KeyReused
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -1282,6 +1310,11 @@ func (r CreateContainerResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateContainerResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateContainerResponse) GetApplicationproblemJSON422() *KeyReused {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -1600,7 +1633,7 @@ func (c *ClientWithResponses) ListContainersWithResponse(ctx context.Context, pa
 
 // CreateContainerWithBodyWithResponse Create a container.
 //
-// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service.
+// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service. The body is a Container ({"spec": …}), or the bare ContainerSpec, as DCM's environment agent sends it: a body that has no spec member and has a ContainerSpec member is read as {"spec": <body>} (the problems of a bare body name its members as spec.<member>); one that is neither is a 400 saying so.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1615,7 +1648,7 @@ func (c *ClientWithResponses) CreateContainerWithBodyWithResponse(ctx context.Co
 
 // CreateContainerWithResponse Create a container.
 //
-// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service.
+// Creates one Deployment (replicas 1) and, when a port is internal or external, one Service. The body is a Container ({"spec": …}), or the bare ContainerSpec, as DCM's environment agent sends it: a body that has no spec member and has a ContainerSpec member is read as {"spec": <body>} (the problems of a bare body name its members as spec.<member>); one that is neither is a 400 saying so.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1813,6 +1846,13 @@ func ParseCreateContainerResponse(rsp *http.Response) (*CreateContainerResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest KeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Internal

@@ -124,7 +124,7 @@ lint-chart: $(HELM)
 	$(HELM) lint --strict $(CHART)
 	$(HELM) lint --strict $(CHART) -f $(CHART)/testdata/dcm-values.yaml
 	$(HELM) template k8s-container-sp $(CHART) --namespace dcm-containers > /dev/null
-	$(HELM) template dcm $(CHART) --namespace dcm -f $(CHART)/testdata/dcm-values.yaml > /dev/null
+	$(HELM) template k8s-container-sp $(CHART) --namespace dcm -f $(CHART)/testdata/dcm-values.yaml > /dev/null
 	@if out=$$($(HELM) template dcm $(CHART) -f $(CHART)/testdata/wrong-type.yaml 2>&1); then \
 	  echo "lint-chart: $(CHART)/testdata/wrong-type.yaml rendered: values.schema.json does not refuse it"; exit 1; \
 	elif ! echo "$$out" | grep -q "/replicas"; then \

@@ -30,21 +30,7 @@ type Release struct{ Name, Namespace string }
 // values.schema.json first, and its error names the field. It returns the objects in
 // the order Helm would install them, NOTES.txt left out.
 func Render(rel Release, valuesYAML []byte) ([]*unstructured.Unstructured, error) {
-	ch, err := loader.Load(Dir())
-	if err != nil {
-		return nil, err
-	}
-	vals, err := chartutil.ReadValues(valuesYAML)
-	if err != nil {
-		return nil, fmt.Errorf("values: %w", err)
-	}
-	top, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
-		Name: rel.Name, Namespace: rel.Namespace, Revision: 1, IsInstall: true,
-	}, chartutil.DefaultCapabilities)
-	if err != nil {
-		return nil, err
-	}
-	files, err := engine.Render(ch, top)
+	files, err := renderFiles(rel, valuesYAML)
 	if err != nil {
 		return nil, err
 	}
@@ -75,4 +61,37 @@ func Render(rel Release, valuesYAML []byte) ([]*unstructured.Unstructured, error
 		}
 	}
 	return objs, nil
+}
+
+// Notes renders the chart as Render does and returns NOTES.txt, what helm install prints.
+func Notes(rel Release, valuesYAML []byte) (string, error) {
+	files, err := renderFiles(rel, valuesYAML)
+	if err != nil {
+		return "", err
+	}
+	for name, text := range files {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			return text, nil
+		}
+	}
+	return "", fmt.Errorf("the chart has no NOTES.txt")
+}
+
+// renderFiles renders every template, the values checked against values.schema.json first.
+func renderFiles(rel Release, valuesYAML []byte) (map[string]string, error) {
+	ch, err := loader.Load(Dir())
+	if err != nil {
+		return nil, err
+	}
+	vals, err := chartutil.ReadValues(valuesYAML)
+	if err != nil {
+		return nil, fmt.Errorf("values: %w", err)
+	}
+	top, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
+		Name: rel.Name, Namespace: rel.Namespace, Revision: 1, IsInstall: true,
+	}, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Render(ch, top)
 }

@@ -294,6 +294,19 @@ func env(t *testing.T, dep appsv1.Deployment) map[string]string {
 	return out
 }
 
+// load is the service's configuration check of vars (env's), a valueFrom as the pod's name.
+func load(vars map[string]string) error {
+	var environ []string
+	for name, v := range vars {
+		if v == "<from>" {
+			v = "pod-name"
+		}
+		environ = append(environ, name+"="+v)
+	}
+	_, err := config.Load(environ)
+	return err
+}
+
 // Every variable the chart (and deploy/base) sets is one the service reads, and the
 // chart's defaults (and the DCM-like values) make a configuration the service accepts:
 // no misspelt name that the service would silently ignore, no default it refuses.
@@ -313,14 +326,7 @@ func TestEnvIsWhatTheServiceReads(t *testing.T) {
 		if strings.Contains(vs.values, "secretName") {
 			continue // the token and certificate files exist only in the pod
 		}
-		var environ []string
-		for name, v := range vars {
-			if v == "<from>" {
-				v = "pod-name"
-			}
-			environ = append(environ, name+"="+v)
-		}
-		if _, err := config.Load(environ); err != nil {
+		if err := load(vars); err != nil {
 			t.Errorf("the service refuses the chart's configuration (values: %s): %v", vs.name, err)
 		}
 	}
@@ -330,6 +336,9 @@ func TestEnvIsWhatTheServiceReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue // kustomize's env files take comments
+			}
 			if name, _, _ := strings.Cut(line, "="); !known[name] {
 				t.Errorf("deploy/base/%s sets %s, which the service does not read", f, name)
 			}
@@ -352,8 +361,8 @@ func TestDefaultsAreDCMs(t *testing.T) {
 		{"defaults", "", map[string]string{
 			"SP_NAME":                  "k8s-container-sp",
 			"SP_ENDPOINT":              "http://dcm-k8s-container-sp.dcm.svc:8080",
-			"DCM_REGISTRATION_URL":     "http://dcm-control-plane:8080/api/v1alpha1",
-			"SP_NATS_URL":              "nats://dcm-nats:4222",
+			"DCM_REGISTRATION_URL":     "http://dcm-environment-agent.dcm.svc:8080/api/v1alpha1",
+			"SP_NATS_URL":              "nats://dcm-nats.dcm.svc:4222",
 			"SP_K8S_NAMESPACE":         "dcm-containers",
 			"SP_K8S_EXTERNAL_SVC_TYPE": "NodePort",
 			"SP_K8S_POD_SECURITY":      "restricted",
@@ -362,8 +371,8 @@ func TestDefaultsAreDCMs(t *testing.T) {
 		{"DCM-like", string(testdata(t, "dcm-values.yaml")), map[string]string{
 			"SP_NAME":                  "k8s-container-service-provider",
 			"SP_ENDPOINT":              "http://dcm-k8s-container-sp.dcm.svc:8080",
-			"DCM_REGISTRATION_URL":     "http://dcm-control-plane:8080/api/v1alpha1",
-			"SP_NATS_URL":              "nats://dcm-nats:4222",
+			"DCM_REGISTRATION_URL":     "http://dcm-environment-agent.dcm.svc:8080/api/v1alpha1",
+			"SP_NATS_URL":              "nats://dcm-nats.dcm.svc:4222",
 			"SP_K8S_NAMESPACE":         "dcm-containers",
 			"SP_K8S_EXTERNAL_SVC_TYPE": "NodePort",
 		}, nil},
@@ -519,6 +528,12 @@ func TestWrongValuesAreRefusedByName(t *testing.T) {
 		{"pod security", "podSecurity: privileged", []string{"/podSecurity"}},
 		{"namespace", "namespace: Not_A_Name", []string{"/namespace"}},
 		{"extraEnv", "extraEnv: [{value: x}]", []string{"/extraEnv/0", "name"}},
+		// The service refuses it (its leader ConfigMap, MySP-status, is no object name):
+		// installed, the pod would crash-loop.
+		{"spName", "spName: MySP", []string{"/spName"}},
+		{"registrationURL", "registrationURL: dcm-environment-agent:8080", []string{"/registrationURL"}},
+		{"natsURL", "natsURL: http://dcm-nats:4222", []string{"/natsURL"}},
+		{"dcmRelease", "dcmRelease: DCM", []string{"/dcmRelease"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Render(rel, []byte(tc.values))
@@ -710,5 +725,133 @@ func TestRoleIsWithinDCMs(t *testing.T) {
 				t.Errorf("%s: the chart's Role grants %s, which DCM's Role does not", tc.name, g)
 			}
 		}
+	}
+}
+
+// What the service checks at start, the schema checks at install: a value the service
+// would refuse (the pod crash-looping after a successful install) is refused by helm
+// install, and a value it accepts is not refused. Each value is rendered alone; where the
+// schema accepts it, the service's configuration check runs on the rendered environment.
+func TestSchemaRefusesWhatTheServiceRefuses(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("a", n) }
+	for _, tc := range []struct {
+		value  string
+		values []string
+	}{
+		{"spName", []string{"k8s-container-sp", "MySP", "a", "a-", "a.b", "a.b-", "a.", ".a", "-a", "a..b", "a_b", "a b",
+			"dcm-container-sp", "dcm-containers", "my-dcm-container-sp", long(246), long(247), long(60) + "." + long(60)}},
+		{"namespace", []string{"tenants", "Tenants", "a-", "-a", "a.b", long(63), long(64)}},
+		{"spEndpoint", []string{"http://sp:8080", "https://sp.example.com/x", "ftp://sp", "http://", "http:///x", "sp:8080"}},
+		{"registrationURL", []string{"http://a:8080/api/v1alpha1", "https://a", "ftp://a", "http://", "http:///x", "a:8080"}},
+		{"natsURL", []string{"nats://n:4222", "tls://n:4222", "ws://n", "wss://n", "nats://a:4222,nats://b:4222",
+			"nats://a:4222, nats://b:4222", "nats://u:p@n:4222", "http://n", "nats://", "n:4222", "nats://a,", "nats://a,http://b"}},
+		{"externalSvcType", []string{"NodePort", "LoadBalancer", "None", "ClusterIP"}},
+	} {
+		for _, v := range tc.values {
+			t.Run(tc.value+"="+v, func(t *testing.T) {
+				values, err := yaml.Marshal(map[string]string{tc.value: v})
+				if err != nil {
+					t.Fatal(err)
+				}
+				objs, renderErr := Render(rel, values)
+				var serviceErr error
+				if renderErr == nil {
+					serviceErr = load(env(t, must[appsv1.Deployment](t, objs, "Deployment")))
+				} else if !strings.Contains(renderErr.Error(), "/"+tc.value) {
+					t.Errorf("refused without naming /%s: %v", tc.value, renderErr)
+				}
+				// The schema refused it: would the service have? Its check, on the
+				// defaults' environment with this one variable changed.
+				if renderErr != nil {
+					vars := env(t, must[appsv1.Deployment](t, render(t, ""), "Deployment"))
+					vars[map[string]string{
+						"spName": "SP_NAME", "namespace": "SP_K8S_NAMESPACE", "spEndpoint": "SP_ENDPOINT",
+						"registrationURL": "DCM_REGISTRATION_URL", "natsURL": "SP_NATS_URL", "externalSvcType": "SP_K8S_EXTERNAL_SVC_TYPE",
+					}[tc.value]] = v
+					serviceErr = load(vars)
+					if serviceErr == nil {
+						t.Errorf("the schema refuses %s=%q, which the service accepts: %v", tc.value, v, renderErr)
+					}
+					return
+				}
+				if serviceErr != nil {
+					t.Errorf("the chart installs %s=%q, which the service refuses at start: %v", tc.value, v, serviceErr)
+				}
+			})
+		}
+	}
+}
+
+// Without registrationURL and natsURL, the chart derives them from DCM's release and
+// namespace (dcmRelease, default dcm; dcmNamespace, default the release namespace), not
+// from its own release's name: today's DCM's environment agent and NATS. Set, they win.
+func TestDerivedURLs(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rel       Release
+		values    string
+		reg, nats string
+	}{
+		{"own name, DCM's namespace", Release{"k8s-container-sp", "dcm"}, "",
+			"http://dcm-environment-agent.dcm.svc:8080/api/v1alpha1", "nats://dcm-nats.dcm.svc:4222"},
+		{"another namespace", Release{"k8s-container-sp", "providers"}, "dcmNamespace: dcm",
+			"http://dcm-environment-agent.dcm.svc:8080/api/v1alpha1", "nats://dcm-nats.dcm.svc:4222"},
+		{"DCM under another name", Release{"sp", "providers"}, "dcmRelease: prod\ndcmNamespace: dcm-prod",
+			"http://prod-environment-agent.dcm-prod.svc:8080/api/v1alpha1", "nats://prod-nats.dcm-prod.svc:4222"},
+		{"the older DCM, set", Release{"sp", "dcm"}, "registrationURL: http://dcm-control-plane.dcm.svc:8080/api/v1alpha1",
+			"http://dcm-control-plane.dcm.svc:8080/api/v1alpha1", "nats://dcm-nats.dcm.svc:4222"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := Render(tc.rel, []byte(tc.values))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vars := env(t, must[appsv1.Deployment](t, objs, "Deployment"))
+			if vars["DCM_REGISTRATION_URL"] != tc.reg || vars["SP_NATS_URL"] != tc.nats {
+				t.Errorf("DCM_REGISTRATION_URL=%q SP_NATS_URL=%q, want %q and %q", vars["DCM_REGISTRATION_URL"], vars["SP_NATS_URL"], tc.reg, tc.nats)
+			}
+		})
+	}
+}
+
+// The notes helm install prints say where the provider registers and publishes, and warn
+// when those URLs are derived rather than set; derived, they name the agent's
+// embeddedSps and the older DCM's URL.
+func TestNotesSayWhereItRegisters(t *testing.T) {
+	for _, tc := range []struct {
+		name, values string
+		want, not    []string
+	}{
+		{"derived", "", []string{
+			"Registers with:            http://dcm-environment-agent.dcm.svc:8080/api/v1alpha1 (derived)\n",
+			"Status events to:          nats://dcm-nats.dcm.svc:4222 (derived)\n",
+			"WARNING: registrationURL and natsURL are not set: derived from dcmRelease=dcm and\ndcmNamespace=dcm,",
+			"embeddedSps", "-control-plane.",
+		}, nil},
+		{"registration set", "registrationURL: http://dcm-control-plane.dcm.svc:8080/api/v1alpha1", []string{
+			"Registers with:            http://dcm-control-plane.dcm.svc:8080/api/v1alpha1\n",
+			"WARNING: natsURL is not set",
+		}, []string{"embeddedSps"}},
+		{"both set", "registrationURL: http://a:8080/api/v1alpha1\nnatsURL: nats://n:4222", []string{
+			"Registers with:            http://a:8080/api/v1alpha1\n",
+			"Status events to:          nats://n:4222\n",
+		}, []string{"WARNING", "(derived)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			notes, err := Notes(rel, []byte(tc.values))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("the notes do not say %q:\n%s", w, notes)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(notes, n) {
+					t.Errorf("the notes say %q:\n%s", n, notes)
+				}
+			}
+		})
 	}
 }

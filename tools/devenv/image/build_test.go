@@ -39,6 +39,9 @@ func repoRoot(t *testing.T) string {
 // files with fixed modes at the epoch), the outputs read back with ggcr's readers, and
 // the binary taken out of the host platform's image prints the version and revision.
 func TestBuildIsReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds the image twice for both platforms (minutes); make test runs it")
+	}
 	const version, revision = "v0.0.0-imagetest", "0123456789abcdef0123456789abcdef01234567"
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

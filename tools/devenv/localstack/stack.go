@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -215,16 +216,52 @@ func (s *Stack) WatchEvents(out io.Writer) error {
 		return err
 	}
 	s.events = nc
-	_, err = nc.Subscribe(status.Subject, func(m *nats.Msg) {
-		var ev struct {
-			Time string           `json:"time"`
-			Data status.EventData `json:"data"`
-		}
-		if json.Unmarshal(m.Data, &ev) == nil {
-			fmt.Fprintf(out, "event  %s  %-24s %-8s %s\n", ev.Time, ev.Data.ID, ev.Data.Status, ev.Data.Message)
-		}
-	})
+	p := &eventPrinter{out: out, last: map[string]printed{}}
+	_, err = nc.Subscribe(status.Subject, func(m *nats.Msg) { p.print(m.Data) })
 	return err
+}
+
+// eventPrinter prints status events one a line. An event that says what the container's
+// last printed one said (its data but the timestamp) is marked "(again)": a republish,
+// not a change: the resend of a new container's status (SP_MONITOR_STATUS_RESEND_AFTER),
+// a new leader's start-up republish, a resync's. The same event delivered twice (a
+// retried publish: the same CloudEvent id) is marked "(retry)".
+type eventPrinter struct {
+	mu   sync.Mutex
+	out  io.Writer
+	last map[string]printed // by container id; DELETED forgets it
+}
+
+type printed struct{ eventID, content string }
+
+func (p *eventPrinter) print(raw []byte) {
+	var ev struct {
+		ID   string          `json:"id"`
+		Time string          `json:"time"`
+		Data json.RawMessage `json:"data"`
+	}
+	var data struct{ ID, Status, Message string } // status.EventData's, as text
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &ev) != nil || json.Unmarshal(ev.Data, &data) != nil || json.Unmarshal(ev.Data, &fields) != nil {
+		return
+	}
+	delete(fields, "timestamp")
+	content, _ := json.Marshal(fields) // map keys sorted: the same data, the same bytes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	mark := ""
+	switch last, ok := p.last[data.ID]; {
+	case ok && last.eventID == ev.ID:
+		mark = "  (retry)"
+	case ok && last.content == string(content):
+		mark = "  (again)"
+	}
+	if data.Status == "DELETED" {
+		delete(p.last, data.ID)
+	} else {
+		p.last[data.ID] = printed{ev.ID, string(content)}
+	}
+	fmt.Fprintf(p.out, "event  %s  %-24s %-8s %s%s\n", ev.Time, data.ID, data.Status, data.Message, mark)
 }
 
 // Stop stops everything Start started, newest first. It is safe on a stack whose Start

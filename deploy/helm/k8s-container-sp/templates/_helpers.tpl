@@ -101,12 +101,31 @@ containers run in another cluster: the names cannot clash.
 {{- default (printf "%s://%s.%s.svc:%d" (include "k8s-container-sp.scheme" .) (include "k8s-container-sp.fullname" .) .Release.Namespace (int .Values.service.port)) .Values.spEndpoint }}
 {{- end }}
 
+{{/*
+Where the provider registers (DCM_REGISTRATION_URL) and publishes (SP_NATS_URL): the
+values when set, else derived from DCM's release (dcmRelease) and namespace
+(dcmNamespace): today's DCM takes providers' registrations at its environment agent,
+<dcmRelease>-environment-agent, and runs NATS as <dcmRelease>-nats. Derived, they are
+right only where DCM's chart is installed under that name in that namespace: NOTES.txt
+says so (k8s-container-sp.derivedURLs).
+*/}}
 {{- define "k8s-container-sp.registrationURL" -}}
-{{- default (printf "http://%s-control-plane:8080/api/v1alpha1" .Release.Name) .Values.registrationURL }}
+{{- default (printf "http://%s-environment-agent.%s.svc:8080/api/v1alpha1" .Values.dcmRelease (include "k8s-container-sp.dcmNamespace" .)) .Values.registrationURL }}
 {{- end }}
 
 {{- define "k8s-container-sp.natsURL" -}}
-{{- default (printf "nats://%s-nats:4222" .Release.Name) .Values.natsURL }}
+{{- default (printf "nats://%s-nats.%s.svc:4222" .Values.dcmRelease (include "k8s-container-sp.dcmNamespace" .)) .Values.natsURL }}
+{{- end }}
+
+{{/*
+The values NOTES.txt warns are derived, not set: "registrationURL", "natsURL", both, or
+empty.
+*/}}
+{{- define "k8s-container-sp.derivedURLs" -}}
+{{- $d := list }}
+{{- if not .Values.registrationURL }}{{ $d = append $d "registrationURL" }}{{ end }}
+{{- if not .Values.natsURL }}{{ $d = append $d "natsURL" }}{{ end }}
+{{- join " and " $d }}
 {{- end }}
 
 {{/*

@@ -30,7 +30,7 @@ type Config struct {
 	DisplayName     string `env:"SP_DISPLAY_NAME" help:"human name shown by DCM; default SP_NAME"`
 	Region          string `env:"SP_REGION" help:"region code sent with the registration"`
 	Zone            string `env:"SP_ZONE" help:"zone sent with the registration"`
-	RegistrationURL string `env:"DCM_REGISTRATION_URL,required,notEmpty" help:"DCM registry API base, version included (e.g. http://service-provider-manager:8080/api/v1alpha1)"`
+	RegistrationURL string `env:"DCM_REGISTRATION_URL,required,notEmpty" help:"where DCM takes provider registrations, API base with its version: today's DCM's environment agent (e.g. http://dcm-environment-agent:8080/api/v1alpha1) or an older DCM's registry"`
 	NATSURL         string `env:"SP_NATS_URL,required,notEmpty" help:"DCM messaging (NATS) URL(s) for status events, comma-separated (nats://, tls://, ws://, wss://)"`
 	// LogLevel is the least level logged (Level reads it).
 	LogLevel string `env:"SP_LOG_LEVEL" envDefault:"info" help:"least level of the log lines written: debug, info, warn or error; debug adds, among others, a line per health and probe poll"`

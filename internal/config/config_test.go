@@ -267,7 +267,7 @@ func TestOneLinePerBadVariable(t *testing.T) {
 	}
 	want := map[string]string{
 		"SP_NAME":                  "SP_NAME: required, not set: provider name, the DCM registry's key and the source of its status events (e.g. k8s-container-sp)",
-		"DCM_REGISTRATION_URL":     "DCM_REGISTRATION_URL: required, set but empty: DCM registry API base, version included (e.g. http://service-provider-manager:8080/api/v1alpha1)",
+		"DCM_REGISTRATION_URL":     "DCM_REGISTRATION_URL: required, set but empty: where DCM takes provider registrations, API base with its version: today's DCM's environment agent (e.g. http://dcm-environment-agent:8080/api/v1alpha1) or an older DCM's registry",
 		"SP_NATS_URL":              `SP_NATS_URL="http://a:4222, nats://b:4222,c": each comma-separated URL must be a nats, tls, ws or wss URL with a host (not "http://a:4222", "c")`,
 		"SP_MONITOR_DEBOUNCE_MS":   `SP_MONITOR_DEBOUNCE_MS="abc": not a whole number of milliseconds`,
 		"SP_SERVER_READ_TIMEOUT":   `SP_SERVER_READ_TIMEOUT="soon": not a duration (a number with a unit: 500ms, 30s, 5m, 1h30m)`,

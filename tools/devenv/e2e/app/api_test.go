@@ -233,7 +233,8 @@ func TestCreateRejectsBadInput(t *testing.T) {
 		{"reserved id", "?id=health", spec("web", "nginx"), 400, []string{"-"}},
 		{"bad id", "?id=Web_1", spec("web", "nginx"), 400, []string{"-"}},
 		{"reserved id beside schema problems", "?id=health", spec("Web", "nginx"), 400, []string{"#/spec/metadata/name", "-"}},
-		{"bare spec without wrapper", "?id=a1", spec("web", "nginx")["spec"], 400, nil},
+		{"a bare spec is checked as the spec (DCM's agent sends it so)", "?id=a1", spec("Web", "nginx")["spec"], 400, []string{"#/spec/metadata/name"}},
+		{"neither a spec nor a Container", "?id=a1", map[string]any{"name": "web"}, 400, nil},
 		{"not json", "?id=a1", "{nope", 400, nil},
 		{"many problems at once", "?id=a1", spec("Web", "quay.io/My App", func(s map[string]any) {
 			s["service_type"] = "vm"

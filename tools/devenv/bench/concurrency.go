@@ -268,6 +268,14 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 			for _, side := range []concurrentSide{api, rawSide} {
 				rows[side.via] = &ConcurrencyRow{Clients: clients, Op: op, Via: side.via, CallsBy: map[string]float64{}}
 			}
+			if op == "create" {
+				// The reporter finalizes the records of the previous deletes (a PATCH
+				// each, once their DELETED is out): that work is those deletes', not
+				// these creates', so the batches wait for it.
+				if werr := waitUntil(ctx, time.Minute, func() bool { return e.deletesFinalized(ctx, serviceNS) }); werr != nil {
+					fmt.Fprintln(e.Log, "bench: concurrency: records of deleted containers still there after a minute; going on")
+				}
+			}
 			if op == "delete" {
 				// The service asks whether a stream captures the subject at most every 5 s.
 				if w := 6*time.Second - time.Since(streamMade); w > 0 {
@@ -429,6 +437,21 @@ func (s *Service) send(method, path string, body []byte, want int) (int, error) 
 			return try, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
 		}
 	}
+}
+
+// deletesFinalized: no record of a deleted container is left in ns (each goes once the
+// reporter has published its DELETED and taken its finalizer off).
+func (e *Env) deletesFinalized(ctx context.Context, ns string) bool {
+	recs, err := e.Admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: container.RecordSelector, ResourceVersion: "0"})
+	if err != nil {
+		return false
+	}
+	for _, r := range recs.Items {
+		if r.DeletionTimestamp != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // rawCreateAsService creates container id's record, then its Service and Deployment

@@ -154,7 +154,9 @@ func (*sameRequest) Error() string { return "the same request again" }
 const maxReplays = 3
 
 // errTakenBack: the earlier attempt a replay waited for failed and took its record back.
-var errTakenBack = errors.New("the earlier attempt took its record back")
+// A 503 once maxReplays creates have met it (a client that retries 5xx tries again).
+var errTakenBack = &Error{Kind: KindUnavailable, RetryAfter: 1,
+	Message: "earlier attempts with this Idempotency-Key failed meanwhile; nothing was created; retry"}
 
 // replay answers a create sent again with its Idempotency-Key (objs, the same spec):
 // the container the first attempt (record rec) made, once this replica's caches show
@@ -165,31 +167,36 @@ var errTakenBack = errors.New("the earlier attempt took its record back")
 // for; after that, no one else will make it, and the replay does (one request). Should
 // the first attempt still be in flight when this one's time is up: 503, Retry-After.
 func (s *Store) replay(ctx context.Context, id string, rec container.Record, objs container.Objects) (container.Observed, error) {
-	tick := time.NewTicker(replayPoll)
-	defer tick.Stop()
-	seen := false
-	for {
+	var o container.Observed
+	var seen, takenBack, serviceMissing bool
+	err := waitCached(ctx, func() bool {
 		snap := s.Snapshot(id)
-		if o, ok := snap.Observed(); ok && o.Deployment.Incarnation == string(rec.UID) {
-			switch {
-			case o.Service != nil || objs.Service == nil:
-				return o, nil
-			case s.Clock.Since(rec.Created) > s.CreateTimeout:
-				return s.completeService(ctx, id, rec, objs, o)
+		if obs, ok := snap.Observed(); ok && obs.Deployment.Incarnation == string(rec.UID) {
+			o = obs
+			if obs.Service != nil || objs.Service == nil {
+				return true
+			}
+			if serviceMissing = s.Clock.Since(rec.Created) > s.CreateTimeout; serviceMissing {
+				return true
 			}
 		}
 		switch r := snap.Record; {
 		case r != nil && (r.UID != rec.UID || r.Terminating), r == nil && seen:
-			return container.Observed{}, errTakenBack
+			takenBack = true
 		case r != nil:
 			seen = true
 		}
-		select {
-		case <-ctx.Done():
-			return container.Observed{}, errStillInFlight
-		case <-tick.C:
-		}
+		return takenBack
+	})
+	switch {
+	case err != nil:
+		return container.Observed{}, errStillInFlight
+	case takenBack:
+		return container.Observed{}, errTakenBack
+	case serviceMissing:
+		return s.completeService(ctx, id, rec, objs, o)
 	}
+	return o, nil
 }
 
 // completeService makes the Service of a container whose first create ended without
@@ -218,9 +225,6 @@ func undecided(err error) bool {
 // create got no answer: its record is kept for the retry.
 var errHalfMade = &Error{Kind: KindUnavailable, RetryAfter: 1,
 	Message: "the Kubernetes API did not answer while the container was being made; retry with the same Idempotency-Key"}
-
-// replayPoll is how often a replay looks at the caches.
-const replayPoll = 20 * time.Millisecond
 
 // errKeyReused answers a create whose Idempotency-Key made the id's container with
 // another spec.

@@ -35,6 +35,16 @@ func createAsync(f *fixture, id string, objs container.Objects) <-chan created {
 	return ch
 }
 
+// twoReplicas are two started stores in one fresh namespace.
+func twoReplicas(t *testing.T) (ns string, a, b *fixture) {
+	t.Helper()
+	ns = testenv.Namespace(t)
+	a, b = newFixtureIn(t, ns), newFixtureIn(t, ns)
+	a.start(t)
+	b.start(t)
+	return ns, a, b
+}
+
 // waitRecord waits until id's record exists at the apiserver.
 func waitRecord(t *testing.T, ns, id string) {
 	t.Helper()
@@ -50,10 +60,7 @@ func waitRecord(t *testing.T, ns, id string) {
 // is still in flight (its Deployment's create held) waits for it and answers with the
 // container it made: one container, both answers the same.
 func TestSameRequestWhileTheFirstIsInFlight(t *testing.T) {
-	ns := testenv.Namespace(t)
-	a, b := newFixtureIn(t, ns), newFixtureIn(t, ns)
-	a.start(t)
-	b.start(t)
+	ns, a, b := twoReplicas(t)
 	const id = "same"
 	objs := keyedObjects(id, "event-1", "d1")
 	release := make(chan struct{})
@@ -99,10 +106,7 @@ func TestSameRequestWhileTheFirstIsInFlight(t *testing.T) {
 // unknown, and the retry answers with what it made: one container, no object taken
 // back after a 201.
 func TestSameRequestAfterTheFirstFailedHalfWay(t *testing.T) {
-	ns := testenv.Namespace(t)
-	a, b := newFixtureIn(t, ns), newFixtureIn(t, ns)
-	a.start(t)
-	b.start(t)
+	ns, a, b := twoReplicas(t)
 	const id = "half"
 	objs := keyedObjects(id, "event-2", "d1")
 	release := make(chan struct{})

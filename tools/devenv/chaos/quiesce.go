@@ -108,7 +108,8 @@ func (w *World) healControllerManager(ctx context.Context, st *controllerStall, 
 	_ = w.Hist.Add(e)
 }
 
-// ownerless names the Deployments and Services whose record (owner) is gone: the
+// ownerless names the Deployments and Services whose record (owner) is gone, and the
+// pods whose Deployment is gone: the
 // garbage collector's to delete. Kubernetes 1.37.2's, like its ReplicaSet controller
 // (controllerManagerStall), can stop acting after an apiserver restart: it left a
 // Service for good whose record had gone (make chaos, seed 114630519, with records
@@ -124,6 +125,18 @@ func ownerless(f Final) []string {
 			if !records[o.ID+"/"+o.Incarnation] {
 				out = append(out, kind+" "+o.Name+" ("+o.ID+", its record gone)")
 			}
+		}
+	}
+	// A pod whose Deployment is gone is the same collector's to delete (its ReplicaSet,
+	// then it): it left two for good after apiserver restarts (make chaos-ci, seed
+	// 350102).
+	deps := map[string]bool{}
+	for _, d := range f.Deployments {
+		deps[d.ID+"/"+d.Incarnation] = true
+	}
+	for _, p := range f.Pods {
+		if !deps[p.ID+"/"+p.Incarnation] {
+			out = append(out, "pod "+p.Name+" ("+p.ID+", its Deployment gone)")
 		}
 	}
 	sort.Strings(out)

@@ -122,9 +122,12 @@ func IncarnationOf(m metav1.Object) string {
 //
 // BlockOwnerDeletion stays unset: setting it needs the update verb on
 // configmaps/finalizers where the OwnerReferencesPermissionEnforcement admission plugin
-// runs (OpenShift), which DCM's Role does not grant; nothing needs it, since the store
-// deletes a record with foreground propagation (the garbage collector deletes the
-// dependents, blocking or not) and the record's own finalizer keeps it anyway.
+// runs (OpenShift), which DCM's Role does not grant. Nothing needs it: a DELETE deletes
+// the Deployment and the Service its cache shows itself, and the garbage collector
+// deletes any other dependent once the record is gone (its DELETED delivered), blocking
+// or not. A foreground delete of the record makes the collector delete non-blocking
+// dependents early only when it looks at them before it lets go of the record's
+// foregroundDeletion finalizer, which it does at once when nothing blocks.
 func (o Objects) OwnedBy(name string, uid types.UID) Objects {
 	stamp := func(m map[string]string) map[string]string {
 		m = maps.Clone(m)

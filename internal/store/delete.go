@@ -92,7 +92,10 @@ func (s *Store) readRecord(ctx context.Context, id string, confirm bool) (found,
 // creates of the id 409); what this DELETE did not delete (a Service the cache had not
 // shown) the garbage collector deletes once the record is gone. With no Deployment
 // seen (the record was read at the apiserver), foreground: the garbage collector
-// deletes the workload now, not once the DELETED is delivered. replaced: the record is
+// usually deletes the workload now, not once the DELETED is delivered; a dependent it
+// looks at only after letting go of the record's foregroundDeletion finalizer (none
+// blocks it: container.Objects.OwnedBy) sees a live owner and goes once the record
+// does. replaced: the record is
 // another one by now (a newer container of the id), and nothing was deleted.
 func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Record, seen container.Observed) (replaced bool, err error) {
 	var depErr, svcErr error

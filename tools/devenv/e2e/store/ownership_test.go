@@ -92,7 +92,12 @@ func TestCreateOfAnIDBeingDeleted(t *testing.T) {
 
 // A DELETE on a replica whose cache has not seen the container (made a moment ago
 // through another replica) reads the record at the apiserver and deletes it; the
-// garbage collector deletes the Deployment it did not know of.
+// garbage collector deletes the Deployment it did not know of, at the latest once the
+// record goes. The test plays the reporter (DELETED delivered: the finalizer off):
+// foreground propagation alone does not make the collector delete the dependents
+// while the record is kept, since none blocks its owner's deletion (record.go, OwnedBy);
+// a dependent the collector looks at after it has let go of the record's
+// foregroundDeletion finalizer sees a live owner (a clean-clone CI run timed out here).
 func TestDeleteOfAContainerTheCacheHasNotSeen(t *testing.T) {
 	ns := testenv.Namespace(t)
 	a, b := newFixtureIn(t, ns), newFixtureIn(t, ns)
@@ -112,6 +117,13 @@ func TestDeleteOfAContainerTheCacheHasNotSeen(t *testing.T) {
 	checkRequests(t, "Confirm client", stopConfirm(), "GET configmaps/"+container.RecordName("x"))
 	a.records.open()
 	a.deployments.open()
+	snap, err := a.s.Confirmed(context.Background(), "x")
+	if err != nil || snap.Record == nil || !snap.Record.Terminating {
+		t.Fatalf("Confirmed = %+v, %v; want the record terminating", snap, err)
+	}
+	if err := a.s.Finalize(context.Background(), *snap.Record); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the garbage collector deletes the Deployment and the Service", func() bool {
 		deps, svcs, _ := what(t, ns, "x")
 		return len(deps) == 0 && len(svcs) == 0

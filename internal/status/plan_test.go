@@ -98,6 +98,15 @@ func st(s v1alpha1.ContainerStatus, msg string) *Report {
 	return &Report{Status: container.Status{Status: s, Message: msg}}
 }
 
+// lastOf is what the reporter keeps of report r, delivered (nil: nothing delivered).
+func lastOf(r *Report) *delivered {
+	if r == nil {
+		return nil
+	}
+	d := deliveredOf(*r)
+	return &d
+}
+
 var (
 	running = st(v1alpha1.RUNNING, "Container is running.")
 	waiting = st(v1alpha1.PENDING, "Waiting for the pod to be created.")
@@ -218,7 +227,7 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := plan(tc.snap, tc.last, tc.forced, t0, settle)
+			p := plan(tc.snap, lastOf(tc.last), tc.forced, t0, settle)
 			if got := summary(p); got != tc.want {
 				t.Errorf("plan:\n got %s\nwant %s", got, tc.want)
 			}
@@ -297,7 +306,7 @@ func TestPlanOutputs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := plan(tc.snap, tc.last, tc.forced, t0, settle)
+			p := plan(tc.snap, lastOf(tc.last), tc.forced, t0, settle)
 			got := "-"
 			if p.Publish != nil {
 				var addrs []string
@@ -411,10 +420,10 @@ func TestAgree(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cached := plan(tc.cache, tc.last, false, t0, settle)
+			cached := plan(tc.cache, lastOf(tc.last), false, t0, settle)
 			api := tc.apiserver
 			api.Pods = tc.cache.Pods
-			confirmed := plan(api, tc.last, false, t0, settle)
+			confirmed := plan(api, lastOf(tc.last), false, t0, settle)
 			if got := agree(cached, confirmed); got != tc.want {
 				t.Errorf("agree(%q, %q) = %v, want %v", summary(cached), summary(confirmed), got, tc.want)
 			}
@@ -450,5 +459,36 @@ func TestNeedsConfirmationKnownLive(t *testing.T) {
 				t.Errorf("needsConfirmation = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A report's print changes with everything its event tells DCM, and only with that:
+// the time it was observed is not part of it.
+func TestReportPrint(t *testing.T) {
+	ep := func(addr string) []v1alpha1.ContainerEndpoint {
+		return []v1alpha1.ContainerEndpoint{{Address: addr, Port: 8080, Scope: v1alpha1.ContainerEndpointScopeInternal}}
+	}
+	base := Report{Status: container.Status{Status: v1alpha1.RUNNING, Message: "Container is running."},
+		Outputs: container.Outputs{Namespace: "tenant-a", Endpoints: ep("10.96.0.12"),
+			ProviderHints: container.OutputHints{PodIP: "10.244.0.4", ServiceName: "web-s"}}}
+	with := func(f func(*Report)) Report {
+		r := base
+		f(&r)
+		return r
+	}
+	if same := with(func(r *Report) { r.Observed = t0 }); same.print() != base.print() {
+		t.Error("the observed time changed the print")
+	}
+	for name, r := range map[string]Report{
+		"status":    with(func(r *Report) { r.Status.Status = v1alpha1.FAILED }),
+		"message":   with(func(r *Report) { r.Status.Message = "Container is running again." }),
+		"namespace": with(func(r *Report) { r.Outputs.Namespace = "tenant-b" }),
+		"endpoint":  with(func(r *Report) { r.Outputs.Endpoints = ep("10.96.0.13") }),
+		"pod IP":    with(func(r *Report) { r.Outputs.ProviderHints.PodIP = "10.244.0.5" }),
+		"external":  with(func(r *Report) { r.Outputs.ProviderHints.ExternalIP = "34.1.1.1" }),
+	} {
+		if r.print() == base.print() {
+			t.Errorf("a change of the %s left the print as it was", name)
+		}
 	}
 }

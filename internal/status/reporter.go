@@ -333,17 +333,17 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	snap := r.src.Snapshot(id)
 	inc := incarnationOf(snap)
 	r.mu.Lock()
-	var last *Report
+	var last *delivered
 	forced, knownLive := false, false
 	if t := r.containers[id]; t != nil {
 		// What was sent about an earlier container with this id does not count (make
 		// chaos, seed 14: a container created and deleted while the leader's cache was
 		// behind got no DELETED, because the last one sent, its predecessor's, was
 		// already DELETED).
-		if t.sent != nil && (inc == "" || t.sentFor == inc) {
-			st := *t.sent // a copy: used unlocked
+		if !t.sent.none() && (inc == "" || t.sentFor == inc) {
+			st := t.sent // a copy: used unlocked
 			last = &st
-			knownLive = inc != "" && t.sentTerm == r.term && st.Status.Status != v1alpha1.DELETED
+			knownLive = inc != "" && t.sentTerm == r.term && st.status != v1alpha1.DELETED
 		}
 		forced, t.forced = t.forced, false
 		r.release(id)
@@ -411,9 +411,8 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	r.mu.Lock()
 	if rep := p.Publish; rep != nil {
 		r.scheduleResend(id, inc, snap, rep.Status, now) // first: it looks at the status sent before
-		delivered := *rep
 		t := r.entry(id)
-		t.sent, t.sentFor, t.sentTerm = &delivered, inc, r.term
+		t.sent, t.sentFor, t.sentTerm = deliveredOf(*rep), inc, r.term
 	}
 	if t := r.containers[id]; t != nil {
 		t.minted = nil // delivered, or nothing to send: the next status sent is a new change
@@ -484,8 +483,8 @@ func (r *Reporter) prune() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.eachTracked(func(id string, t *tracked) {
-		if t.sent != nil && t.sent.Status.Status == v1alpha1.DELETED && r.src.Snapshot(id).Empty() {
-			t.sent, t.sentFor = nil, ""
+		if t.sent.status == v1alpha1.DELETED && r.src.Snapshot(id).Empty() {
+			t.sent, t.sentFor = delivered{}, ""
 			r.forgetResend(id)
 		}
 	})

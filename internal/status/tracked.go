@@ -5,10 +5,10 @@ package status
 // them holds something (see release): the map of entries is bounded by the containers
 // the reporter still has business with, not by every id it ever saw.
 type tracked struct {
-	// sent is the last report delivered (nil: none), and sentFor the incarnation it was
-	// about. A new container with the id has had nothing sent yet, whatever the last
-	// one's status was.
-	sent    *Report
+	// sent is what is kept of the last report delivered (none: none), and sentFor the
+	// incarnation it was about. A new container with the id has had nothing sent yet,
+	// whatever the last one's status was.
+	sent    delivered
 	sentFor string
 	// sentTerm is the leadership (Reporter.term) in which sent was delivered.
 	sentTerm uint64
@@ -26,7 +26,7 @@ type tracked struct {
 
 // empty: the entry holds nothing, so it can go (sentFor means nothing without sent).
 func (t *tracked) empty() bool {
-	return t.sent == nil && !t.forced && t.minted == nil && t.waiting == "" && t.resend == nil
+	return t.sent.none() && !t.forced && t.minted == nil && t.waiting == "" && t.resend == nil
 }
 
 // entry is id's entry, made if there is none, to set a field of. r.mu is held. The

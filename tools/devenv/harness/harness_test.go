@@ -203,7 +203,9 @@ func TestLoseNode(t *testing.T) {
 	if _, err := e.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, "pinned pod Running", func() error {
+	// kwok starts the pod once it has taken the new node on: that took over 30 s in a
+	// clean-clone CI run (the pod still Pending), so the set-up waits longer.
+	testenv.Eventually(t, 90*time.Second, "pinned pod Running", func() error {
 		p, err := onePod(ctx, e.Client, ns, "app=pinned")
 		if err == nil && p.Status.Phase != corev1.PodRunning {
 			err = fmt.Errorf("phase %s", p.Status.Phase)

@@ -86,7 +86,8 @@ type ServiceOptions struct {
 	Size                      int
 	APIServer, NATS, Registry string
 	Log                       io.Writer // the service's log (JSON lines)
-	// CPUProfile, when set, is where a CPU profile of the whole measurement goes.
+	// CPUProfile, when set, is where a CPU profile of the whole measurement goes, and
+	// CPUProfile with ".heap" for ".cpu" where a heap profile taken idle goes.
 	CPUProfile string
 }
 
@@ -189,6 +190,11 @@ func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop
 
 	time.Sleep(2 * time.Second) // what the republish left behind settles
 	res.Idle = memory()
+	if o.CPUProfile != "" {
+		if err := writeHeapProfile(strings.Replace(o.CPUProfile, ".cpu", ".heap", 1)); err != nil {
+			return res, nil, err
+		}
+	}
 
 	// Known ids, made when needed: a table of them would be the driver's memory in the
 	// service's RSS.
@@ -258,6 +264,19 @@ func memory() Memory {
 	runtime.ReadMemStats(&ms)
 	m.HeapLiveBytes = ms.HeapAlloc
 	return m
+}
+
+// writeHeapProfile writes the heap profile (as of the last GC) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // procStatus is a "kB" line of /proc/self/status, in bytes; 0 if unknown.

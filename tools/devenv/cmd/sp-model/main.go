@@ -31,7 +31,7 @@ func main() {
 	registry := flag.String("registry", "", "internal (-child): the registry's URL")
 	logPath := flag.String("log", "", "internal (-child): the service's log file")
 	cpuProfile := flag.String("cpuprofile", "", "internal (-child): write the service process's CPU profile here")
-	profile := flag.String("profile", "", "sizes, comma-separated, whose service process writes a CPU profile (model-<size>.cpu.pprof in -logs)")
+	profile := flag.String("profile", "", "sizes, comma-separated, whose service process writes a CPU profile and, idle, a heap profile (model-<size>.cpu.pprof and .heap.pprof in -logs)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -95,8 +95,8 @@ func (s *Store) readRecord(ctx context.Context, id string, confirm bool) (found,
 // usually deletes the workload now, not once the DELETED is delivered; a dependent it
 // looks at only after letting go of the record's foregroundDeletion finalizer (none
 // blocks it: container.Objects.OwnedBy) sees a live owner and goes once the record
-// does. replaced: the record is
-// another one by now (a newer container of the id), and nothing was deleted.
+// does. replaced: the record is another one by now (a newer container of the id), and
+// nothing was deleted.
 func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Record, seen container.Observed) (replaced bool, err error) {
 	var depErr, svcErr error
 	var wg sync.WaitGroup

@@ -109,11 +109,10 @@ func (w *World) healControllerManager(ctx context.Context, st *controllerStall, 
 }
 
 // ownerless names the Deployments and Services whose record (owner) is gone, and the
-// pods whose Deployment is gone: the
-// garbage collector's to delete. Kubernetes 1.37.2's, like its ReplicaSet controller
-// (controllerManagerStall), can stop acting after an apiserver restart: it left a
-// Service for good whose record had gone (make chaos, seed 114630519, with records
-// owning their containers).
+// pods whose Deployment is gone: the garbage collector's to delete. Kubernetes
+// 1.37.2's, like its ReplicaSet controller (controllerManagerStall), can stop acting
+// after an apiserver restart: it left a Service for good whose record had gone (make
+// chaos, seed 114630519, with records owning their containers).
 func ownerless(f Final) []string {
 	records := map[string]bool{}
 	for _, r := range f.Records {

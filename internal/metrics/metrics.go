@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,8 +56,8 @@ func New(g Gauges) *Metrics {
 		}, []string{"route", "method"}),
 		kubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sp_kubernetes_requests_total",
-			Help: "Requests to the Kubernetes API, by method and status code (error when no answer came).",
-		}, []string{"method", "code"}),
+			Help: "Requests to the Kubernetes API, by resource, method and status code (error when no answer came).",
+		}, []string{"resource", "method", "code"}),
 		eventsSent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sp_status_events_published_total", Help: "Status events delivered, by status.",
 		}, []string{"status"}),
@@ -190,6 +191,36 @@ type recorder struct {
 
 func (r *recorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
 
+// kubeResources are the resource label's values besides "other": what the service
+// reads and writes. The label tells an operator which of its jobs the requests come from
+// (the containers' objects, the leader election's Lease, the start-up's access reviews)
+// and stays bounded whatever the path.
+var kubeResources = []string{"configmaps", "deployments", "pods", "services", "leases", "resourcequotas",
+	"selfsubjectaccessreviews", "selfsubjectrulesreviews", "namespaces"}
+
+// Resource is the resource of a Kubernetes API path (/api/v1/namespaces/ns/pods/name,
+// /apis/group/version/resource, …), "other" when it is none of kubeResources, "none"
+// for a path outside the resource APIs (/readyz, /version).
+func Resource(path string) string {
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(seg) >= 3 && seg[0] == "api":
+		seg = seg[2:]
+	case len(seg) >= 4 && seg[0] == "apis":
+		seg = seg[3:]
+	default:
+		return "none"
+	}
+	res := seg[0]
+	if res == "namespaces" && len(seg) >= 3 {
+		res = seg[2]
+	}
+	if slices.Contains(kubeResources, res) {
+		return res
+	}
+	return "other"
+}
+
 // Transport counts requests to the Kubernetes API (wrap a rest.Config with it).
 func (m *Metrics) Transport(rt http.RoundTripper) http.RoundTripper {
 	return &countingTransport{rt: rt, m: m}
@@ -206,7 +237,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err == nil {
 		code = resp.StatusCode
 	}
-	c.m.kubeRequests.WithLabelValues(r.Method, codeLabel(code)).Inc()
+	c.m.kubeRequests.WithLabelValues(Resource(r.URL.Path), Method(r.Method), codeLabel(code)).Inc()
 	return resp, err
 }
 

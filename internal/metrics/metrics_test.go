@@ -19,6 +19,24 @@ func TestLabelsAreBounded(t *testing.T) {
 			t.Errorf("Route(%.40q) = %q, want %q", tc.in, got, tc.route)
 		}
 	}
+	for in, want := range map[string]string{
+		"/api/v1/namespaces/dcm/configmaps/dcm-container-a":                   "configmaps",
+		"/api/v1/namespaces/dcm/pods":                                         "pods",
+		"/apis/apps/v1/namespaces/dcm/deployments/a-x7k2p":                    "deployments",
+		"/apis/coordination.k8s.io/v1/namespaces/dcm/leases/k8s-container-sp": "leases",
+		"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":              "selfsubjectaccessreviews",
+		"/api/v1/namespaces/dcm":                                              "namespaces",
+		"/api/v1/namespaces":                                                  "namespaces",
+		"/api/v1/namespaces/dcm/secrets/x":                                    "other",
+		"/apis/apps/v1/namespaces/dcm/" + strings.Repeat("x", 4096):           "other",
+		"/readyz": "none",
+		"/api":    "none",
+		"":        "none",
+	} {
+		if got := Resource(in); got != want {
+			t.Errorf("Resource(%.60q) = %q, want %q", in, got, want)
+		}
+	}
 	for in, want := range map[string]string{"GET": "GET", "DELETE": "DELETE", "get": "other", "BREW": "other", strings.Repeat("M", 4096): "other"} {
 		if got := Method(in); got != want {
 			t.Errorf("Method(%.20q) = %q, want %q", in, got, want)

@@ -245,9 +245,10 @@ apiserver_request_total{code="200",resource="deployments",verb="GET"} 5
 apiserver_request_total{code="200",resource="configmaps",verb="GET"} 7
 apiserver_request_total{code="201",resource="services",verb="POST"} 11
 apiserver_watch_list_duration_seconds_count{resource="pods"} 1
-sp_kubernetes_requests_total{code="404",method="GET"} 4
-sp_kubernetes_requests_total{code="200",method="GET"} 6
-sp_kubernetes_requests_total{code="201",method="POST"} 9
+sp_kubernetes_requests_total{code="404",method="GET",resource="configmaps"} 4
+sp_kubernetes_requests_total{code="200",method="GET",resource="configmaps"} 6
+sp_kubernetes_requests_total{code="201",method="POST",resource="deployments"} 9
+sp_kubernetes_requests_total{code="200",method="PUT",resource="leases"} 2
 not_a_number{x="y"} NaNx
 `
 	m, err := testbed.ParseProm(strings.NewReader(prom))
@@ -261,8 +262,8 @@ not_a_number{x="y"} NaNx
 	if wantBy := map[string]float64{"LIST pods": 3, "GET pods": 2, "GET deployments": 5}; n != 10 || !maps.Equal(by, wantBy) {
 		t.Errorf("readRequests = %v, %v; want 10, %v", n, by, wantBy)
 	}
-	if got := serviceKubeRequests(m); got != 19 {
-		t.Errorf("serviceKubeRequests = %v, want 19", got)
+	if got := serviceKubeRequests(m); got != 21 {
+		t.Errorf("serviceKubeRequests = %v, want 21", got)
 	}
 	if got := confirmations(m); got != 4 {
 		t.Errorf("confirmations = %v, want 4 (GETs answered 404)", got)
@@ -273,8 +274,17 @@ not_a_number{x="y"} NaNx
 	if got, want := startupRequests(m), map[string]float64{"LIST pods": 3, "WATCH-LIST pods": 1}; !maps.Equal(got, want) {
 		t.Errorf("startupRequests = %v, want %v", got, want)
 	}
-	if got, want := serviceRequestsByMethod(m), map[string]float64{"GET": 10, "POST": 9}; !maps.Equal(got, want) {
-		t.Errorf("serviceRequestsByMethod = %v, want %v", got, want)
+	for _, c := range []struct {
+		keep func(string) bool
+		want map[string]float64
+	}{
+		{allResources, map[string]float64{"GET": 10, "POST": 9, "PUT": 2}},
+		{notElection, map[string]float64{"GET": 10, "POST": 9}},
+		{election, map[string]float64{"PUT": 2}},
+	} {
+		if got := serviceRequestsByMethod(m, c.keep); !maps.Equal(got, c.want) {
+			t.Errorf("serviceRequestsByMethod = %v, want %v", got, c.want)
+		}
 	}
 }
 

@@ -356,8 +356,8 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 	}
 	res.ServiceKubeCalls = serviceKubeRequests(sm1) - serviceKubeRequests(sm0)
 	res.ServiceKubeBy = map[string]float64{}
-	m0 := serviceRequestsByMethod(sm0)
-	for k, v := range serviceRequestsByMethod(sm1) {
+	m0 := serviceRequestsByMethod(sm0, allResources)
+	for k, v := range serviceRequestsByMethod(sm1, allResources) {
 		if d := v - m0[k]; d != 0 {
 			res.ServiceKubeBy[k] = d
 		}

@@ -169,6 +169,13 @@ func (e *Env) RawSync(ctx context.Context, ns string) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// allResources, election and notElection pick what serviceRequestsByMethod counts: the
+// leader election's requests are its Lease's, and it sends about one every
+// status.RetryPeriod whatever the load.
+func allResources(string) bool  { return true }
+func election(r string) bool    { return r == "leases" }
+func notElection(r string) bool { return r != "leases" }
+
 var (
 	labelResource = regexp.MustCompile(`resource="([^"]*)"`)
 	labelVerb     = regexp.MustCompile(`verb="([^"]*)"`)
@@ -197,13 +204,20 @@ func startupRequests(m map[string]float64) map[string]float64 {
 	return out
 }
 
-func serviceRequestsByMethod(m map[string]float64) map[string]float64 {
+// serviceRequestsByMethod is the service's own count of its Kubernetes requests
+// (sp_kubernetes_requests_total) by method, of the resources keep takes (allResources:
+// every request).
+func serviceRequestsByMethod(m map[string]float64, keep func(resource string) bool) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
-		if strings.HasPrefix(k, "sp_kubernetes_requests_total{") {
-			if mt := labelMethod.FindStringSubmatch(k); mt != nil {
-				out[mt[1]] += v
-			}
+		if !strings.HasPrefix(k, "sp_kubernetes_requests_total{") {
+			continue
+		}
+		if r := labelResource.FindStringSubmatch(k); r != nil && !keep(r[1]) {
+			continue
+		}
+		if mt := labelMethod.FindStringSubmatch(k); mt != nil {
+			out[mt[1]] += v
 		}
 	}
 	return out
@@ -275,7 +289,7 @@ func (e *Env) Restart(ctx context.Context, old *Service, ns, bin string, ids []s
 	if err != nil {
 		return fail(err)
 	}
-	res.ServiceRequests = serviceRequestsByMethod(sm)
+	res.ServiceRequests = serviceRequestsByMethod(sm, allResources)
 	res.RSSBytes, _ = s.RSS()
 	res.HeapInuseBytes = sm["go_memstats_heap_inuse_bytes"]
 	at := logTimes(s.Log, "informer caches synced", "status: became the leader", "status: reporting; publishing every container's current status")

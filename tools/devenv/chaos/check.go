@@ -504,7 +504,11 @@ func (x *indexed) registryIsTruth() Result {
 		case known && !listed:
 			r.Violations = append(r.Violations, x.violation(id, "created through the registry and not deleted through it, but the registry does not list it", time.Time{}, x.in.Final.Time))
 		case st != x.truth(id):
-			r.Violations = append(r.Violations, x.violation(id, fmt.Sprintf("the registry says %s, the final state is %s", st, x.truth(id)), time.Time{}, x.in.Final.Time))
+			what := fmt.Sprintf("the registry says %s, the final state is %s", st, x.truth(id))
+			if c := x.in.Final.RegistryConsumer; c != nil {
+				what += "; the registry's consumer: " + c.String()
+			}
+			r.Violations = append(r.Violations, x.violation(id, what, time.Time{}, x.in.Final.Time))
 		}
 	}
 	return r.done()

@@ -66,6 +66,9 @@ type Final struct {
 	Registry map[string]string `json:"registry"`
 	// RegistryErr: the registry could not be listed.
 	RegistryErr string `json:"registry_err,omitempty"`
+	// RegistryConsumer: how far the registry's consumer of the stream had come (nil:
+	// it could not be read).
+	RegistryConsumer *ConsumerState `json:"registry_consumer,omitempty"`
 	// Views: per replica process, its LIST (id -> status and message).
 	Views map[string]map[string]APIView `json:"views"`
 	// Leaders: how many replicas said sp_leader 1.

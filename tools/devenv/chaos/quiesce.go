@@ -38,7 +38,7 @@ func (w *World) Quiesce(ctx context.Context, limit time.Duration) []string {
 		}
 	}
 	deadline := time.Now().Add(limit)
-	stall := controllerStall{}
+	stall, reg := controllerStall{}, registryStall{}
 	for {
 		unsettled, f := w.unsettled(ctx)
 		if len(unsettled) == 0 {
@@ -50,6 +50,7 @@ func (w *World) Quiesce(ctx context.Context, limit time.Duration) []string {
 		if f != nil {
 			w.healControllerManager(ctx, &stall, *f)
 		}
+		w.healRegistry(ctx, &reg)
 		sleep(ctx, 500*time.Millisecond)
 	}
 }
@@ -102,6 +103,47 @@ func (w *World) healControllerManager(ctx context.Context, st *controllerStall, 
 	err := w.Env.Cluster.StopComponent("kube-controller-manager")
 	err = errors.Join(err, w.Env.Cluster.StartComponent(context.WithoutCancel(ctx), "kube-controller-manager"))
 	if err != nil {
+		e.Err = err.Error()
+	}
+	e.End = time.Now()
+	_ = w.Hist.Add(e)
+}
+
+// registryConsumerStall is how long, at rest, the registry's consumer may stay behind
+// the stream without acknowledging anything more before the registry counts as stuck.
+// Its nats.go consumer resumes by itself after a NATS restart, within its missed
+// heartbeats (seconds); one that does not has stopped, which is DCM's to fix, not the
+// service's: the events are in the stream.
+const registryConsumerStall = 45 * time.Second
+
+// registryStall is since when the registry's consumer has been behind at one ack
+// floor, and whether the registry was restarted for it (at most once a run).
+type registryStall struct {
+	since     time.Time
+	floor     uint64
+	restarted bool
+}
+
+// healRegistry restarts the registry, as an operator would, once its consumer has been
+// behind the stream at one ack floor for registryConsumerStall at rest; its durable
+// consumer then resumes from that floor. A heal entry says so in the history.
+func (w *World) healRegistry(ctx context.Context, st *registryStall) {
+	if st.restarted || w.Rec == nil {
+		return
+	}
+	c, err := w.Rec.Consumer(ctx, registryConsumer)
+	if err != nil || !c.Behind() || c.AckFloor != st.floor || st.since.IsZero() {
+		st.since, st.floor = time.Now(), c.AckFloor
+		return
+	}
+	if time.Since(st.since) < registryConsumerStall {
+		return
+	}
+	st.restarted = true
+	e := Entry{Type: "heal", Kind: "registry-restart", Start: time.Now(), Target: registryConsumer,
+		Note: fmt.Sprintf("the registry's consumer stayed behind the stream for %s at rest: %s", time.Since(st.since).Round(time.Second), c)}
+	w.Registry.Stop()
+	if err := w.Registry.Start(); err != nil {
 		e.Err = err.Error()
 	}
 	e.End = time.Now()
@@ -199,6 +241,11 @@ func (w *World) unsettled(ctx context.Context) ([]string, *Final) {
 		if !live[id] && e.Status != "DELETED" {
 			out = append(out, fmt.Sprintf("%s: gone, last event %s", id, e.Status))
 		}
+	}
+	if c, err := w.Rec.Consumer(ctx, registryConsumer); err != nil {
+		out = append(out, "the registry's consumer: "+err.Error())
+	} else if c.Behind() {
+		out = append(out, "the registry's consumer: "+c.String())
 	}
 	if q, _ := w.Rec.Quiet(); q < quietFor {
 		out = append(out, fmt.Sprintf("stream not quiet (last event %s ago)", q.Round(time.Millisecond)))

@@ -134,6 +134,39 @@ func (r *Recorder) ReadAll(ctx context.Context) ([]Event, error) {
 	return out, nil
 }
 
+// ConsumerState is how far a durable consumer of the stream has come.
+type ConsumerState struct {
+	// Pending: stored and not yet delivered to it; AckPending: delivered and not
+	// acknowledged; Redelivered: delivered more than once and not acknowledged yet.
+	Pending     uint64 `json:"pending"`
+	AckPending  int    `json:"ack_pending"`
+	Redelivered int    `json:"redelivered"`
+	// AckFloor: the stream sequence up to which it has acknowledged everything.
+	AckFloor uint64 `json:"ack_floor"`
+}
+
+// Behind: something stored has not been handled by the consumer yet.
+func (c ConsumerState) Behind() bool { return c.Pending > 0 || c.AckPending > 0 }
+
+func (c ConsumerState) String() string {
+	return fmt.Sprintf("%d not delivered, %d not acknowledged (%d of them redelivered), all acknowledged up to #%d",
+		c.Pending, c.AckPending, c.Redelivered, c.AckFloor)
+}
+
+// Consumer is the state of the stream's durable consumer name.
+func (r *Recorder) Consumer(ctx context.Context, name string) (ConsumerState, error) {
+	c, err := r.stream.Consumer(ctx, name)
+	if err != nil {
+		return ConsumerState{}, fmt.Errorf("consumer %s: %w", name, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return ConsumerState{}, fmt.Errorf("consumer %s: %w", name, err)
+	}
+	return ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered,
+		AckFloor: info.AckFloor.Stream}, nil
+}
+
 // Close stops consuming.
 func (r *Recorder) Close() {
 	if r.cc != nil {

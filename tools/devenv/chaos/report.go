@@ -169,7 +169,7 @@ func (rep *Report) Markdown() string {
 	}
 
 	if len(rep.Heals) > 0 {
-		p("\n## The control plane healed at rest\n\nNot the service's doing: the run repaired the test world's control plane as an operator would (see Quiesce), then went on waiting for rest.\n\n| heal | when | why | what | error |\n| --- | --- | --- | --- | --- |\n")
+		p("\n## The test world healed at rest\n\nNot the service's doing: the run repaired the test world's control plane or DCM's registry as an operator would (see Quiesce), then went on waiting for rest.\n\n| heal | when | why | what | error |\n| --- | --- | --- | --- | --- |\n")
 		for _, h := range rep.Heals {
 			p("| %s | %s | %s | %s | %s |\n", h.Kind, h.Start.UTC().Format("15:04:05"), h.Note, h.Target, h.Err)
 		}

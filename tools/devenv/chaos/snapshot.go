@@ -23,6 +23,11 @@ func (w *World) Snapshot(ctx context.Context) Final {
 	if err != nil {
 		f.RegistryErr = err.Error()
 	}
+	if w.Rec != nil {
+		if c, err := w.Rec.Consumer(ctx, registryConsumer); err == nil {
+			f.RegistryConsumer = &c
+		}
+	}
 	f.Views = map[string]map[string]APIView{}
 	for _, name := range []string{"a", "b"} {
 		r := w.Replicas[name]

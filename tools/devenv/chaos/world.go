@@ -52,6 +52,9 @@ const namespace = "dcm-containers"
 const (
 	streamName     = "dcm-status"
 	streamSubjects = "dcm.*"
+	// registryConsumer is the durable consumer the registry (v0.1.0-rc.1) reads the
+	// stream with, acknowledging each event once its row has it.
+	registryConsumer = "service-provider-manager"
 )
 
 // Setup starts the world. On error, what was started is stopped.

@@ -17,11 +17,11 @@ func TestReadinessNamesCachesBehind(t *testing.T) {
 		want string // "" for ready
 	}{
 		{"none behind", nil, ""},
-		{"pods", []store.Lag{{Cache: store.CachePods, Since: since, For: 12 * time.Second, Behind: true, Why: "its watch is disconnected"}},
+		{"pods", []store.Lag{{Cache: store.CachePods, Title: "Pods", Since: since, For: 12 * time.Second, Behind: true, Why: "its watch is disconnected"}},
 			"Pods out of date since 2026-01-01T12:00:00Z (12s): its watch is disconnected"},
 		{"two", []store.Lag{
-			{Cache: store.CacheDeployments, Since: since, For: 6 * time.Second, Behind: true, Why: "its watch is reconnecting"},
-			{Cache: store.CacheRecords, Since: since, For: 100 * time.Second, Behind: true, Why: "its watch is connected but has sent nothing, not even a bookmark"}},
+			{Cache: store.CacheDeployments, Title: "Deployments", Since: since, For: 6 * time.Second, Behind: true, Why: "its watch is reconnecting"},
+			{Cache: store.CacheRecords, Title: "container records", Since: since, For: 100 * time.Second, Behind: true, Why: "its watch is connected but has sent nothing, not even a bookmark"}},
 			"Deployments out of date since 2026-01-01T12:00:00Z (6s): its watch is reconnecting; " +
 				"container records out of date since 2026-01-01T12:00:00Z (1m40s): its watch is connected but has sent nothing, not even a bookmark"},
 	} {

@@ -32,10 +32,10 @@
 //     DELETE on this replica sees it without waiting for the watch.
 //   - index.go: the ordered id set that pages a LIST; capacity.go: Count, what
 //     SP_MAX_CONTAINERS bounds.
-//   - freshness.go: each cache knows whether its watch is healthy (cacheState, a pure
-//     function of what its ListerWatcher saw and when); GET and LIST answer 503 once a
-//     cache they read has been out of date past the bound (Store.MaxStaleness for a
-//     broken watch, SilenceBound for a silent one).
+//   - freshness.go: each cache's watch is tracked (internal/freshness: cacheState, a
+//     pure function of what its ListerWatcher saw and when); GET and LIST answer 503
+//     once a cache they read has been out of date past the bound (Store.MaxStaleness
+//     for a broken watch, SilenceBound for a silent one).
 //   - errors.go: client-go errors classified into what a client can act on.
 //   - permissions.go: the RBAC the service needs (Required, deploy/base/role.yaml).
 package store

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/freshness"
 )
 
 // Store reads and writes containers in one namespace.
@@ -69,7 +70,7 @@ type Store struct {
 	// SilenceBound: a cache whose watch is connected but has sent nothing, not even a
 	// bookmark, for longer than this is behind. Default: the constant SilenceBound.
 	SilenceBound time.Duration
-	fresh        map[string]*freshness // by cache name
+	fresh        map[string]*freshness.Tracker // by cache name
 	// recent is each informer's cache with the objects this replica wrote on top, by
 	// kind (see wrote): what every read goes through.
 	recent [kinds]*recent
@@ -105,9 +106,9 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		// The caches hold every container's objects: only what the service reads.
 		informers.WithTransform(s.transform),
 	)
-	s.fresh = map[string]*freshness{}
+	s.fresh = map[string]*freshness.Tracker{}
 	for _, name := range Caches {
-		s.fresh[name] = &freshness{name: name, now: func() time.Time { return s.Clock.Now() }, log: log}
+		s.fresh[name] = freshness.NewTracker(name, cacheTitle[name], func() time.Time { return s.Clock.Now() }, log)
 	}
 	s.deployments = s.informer(&appsv1.Deployment{}, CacheDeployments, listWatch(client,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -166,7 +167,7 @@ func (s *Store) informer(obj runtime.Object, name string, lw cache.ListerWatcher
 	return s.factory.InformerFor(obj, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		// No informer index: the store's own (index.go) finds a container's objects,
 		// and the caches are of one namespace.
-		return cache.NewSharedIndexInformerWithOptions(&trackedLW{lw: lw, f: s.fresh[name]}, obj,
+		return cache.NewSharedIndexInformerWithOptions(s.fresh[name].Wrap(lw), obj,
 			cache.SharedIndexInformerOptions{ResyncPeriod: resync})
 	})
 }

@@ -1,0 +1,230 @@
+// Package freshness tells whether an informer's cache is current: each cache knows
+// whether its watch is healthy, so a read never answers from a cache that has been out
+// of date for longer than a known bound.
+//
+// A reflector (client-go's list-and-watch loop under each informer) recovers from a
+// failed watch on its own backoff: 0.8 s doubling up to 30 s, with up to as much again
+// of jitter, so after an outage one cache can stay behind for a minute while the others
+// are current, and nothing but its log says so. Each informer's ListerWatcher is
+// therefore wrapped (Tracker.Wrap) and reports what happens to it: lists, watches opened,
+// events, bookmarks, and watches that end or fail to open. cacheState is what those say,
+// a pure function of the signals and the time, and Tracker.Lag judges it:
+//
+//   - disconnected (no watch open, or one just opened that has not shown it works): the
+//     cache may have missed every change since the watch broke, or since its last list.
+//     It is behind once that has lasted longer than the staleness bound
+//     (SP_K8S_MAX_STALENESS, 5 s by default). A watch the apiserver closes on its timeout (every 5-10 minutes)
+//     is replaced within milliseconds, so only a real outage lasts that long.
+//   - connected: a watch is open and has shown it works. It is behind when it has been
+//     silent (no event, no bookmark) for longer than SilenceBound. The apiserver sends
+//     every watch a bookmark about once a minute (measured against kube-apiserver
+//     v1.37.2: the first 59.5 s after the watch opened, then every 60 s), so a longer
+//     silence means the stream hangs although its connection stays up (the HTTP/2
+//     health check of client-go, a ping after 30 s of silence and 15 s to answer, closes
+//     a connection that is dead, which is the disconnected case).
+//
+// A watch "shows it works" with its first event or bookmark, or by staying open for
+// watchSettle without failing: a watch resumed from a resource version the apiserver
+// has compacted away answers 410 Gone at once, and until the reflector has re-listed,
+// its cache is as old as the outage before.
+package freshness
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// SilenceBound is how long a connected watch may be silent before its cache counts as
+// behind: the apiserver's bookmarks come every 60 s, so 90 s is one missed bookmark and
+// half an interval of slack.
+const SilenceBound = 90 * time.Second
+
+// DefaultMaxStaleness is the staleness bound unless one is set (SP_K8S_MAX_STALENESS):
+// a disconnected watch this long leaves its cache behind.
+const DefaultMaxStaleness = 5 * time.Second
+
+// watchSettle is how long a watch opened after a gap must stay open, without an event,
+// to count as working: the apiserver answers a watch from a compacted resource version
+// with 410 Gone within milliseconds.
+const watchSettle = time.Second
+
+// signal is one thing a cache's ListerWatcher saw.
+type signal int
+
+const (
+	sigListed          signal = iota // a List returned its last page
+	sigListFailed                    // a List failed
+	sigWatchOpened                   // a Watch returned a watch (resuming from a resource version)
+	sigWatchListOpened               // a Watch returned a watch that first sends the whole state (watch-list)
+	sigWatchFailed                   // a Watch call failed
+	sigEvent                         // an added, modified or deleted object
+	sigBookmark                      // a bookmark
+	sigInitialEnd                    // the bookmark that ends a watch-list's initial events
+	sigWatchEnded                    // an error event, or the watch's channel closed, or it was stopped
+)
+
+// cacheState is what one cache's signals say about it. Signals of a watch that is not the
+// open one (its id differs) are ignored: the reflector may stop an old watch after it has
+// opened a new one.
+type cacheState struct {
+	synced  bool      // a list (or a watch-list's initial events) has completed
+	open    bool      // a watch is open
+	id      uint64    // of the open watch
+	initial bool      // the open watch is still sending its initial events
+	opened  time.Time // when the open watch opened
+	proven  bool      // the open watch has sent an event or bookmark (past its initial events)
+	heard   time.Time // the last list, event or bookmark: the cache was current then
+	// down is when the cache stopped being proven current: the watch broke, or the last
+	// list (it holds until a watch shows it works). Zero while a proven watch is open.
+	down time.Time
+}
+
+// apply is the state after signal sig of watch id (0 for list signals) at now.
+func (c cacheState) apply(sig signal, id uint64, now time.Time) cacheState {
+	switch sig {
+	case sigListed:
+		c.synced, c.heard, c.down = true, now, now
+	case sigListFailed, sigWatchFailed:
+		if !c.open && c.down.IsZero() {
+			c.down = now
+		}
+	case sigWatchOpened, sigWatchListOpened:
+		c.open, c.id, c.opened, c.proven = true, id, now, false
+		c.initial = sig == sigWatchListOpened
+		if c.down.IsZero() {
+			c.down = now
+		}
+	case sigEvent, sigBookmark, sigInitialEnd:
+		if !c.open || id != c.id {
+			break
+		}
+		if c.initial {
+			if sig != sigInitialEnd {
+				break // the cache is replaced only once the initial events are all in
+			}
+			c.initial, c.synced = false, true
+		}
+		c.proven, c.heard, c.down = true, now, time.Time{}
+	case sigWatchEnded:
+		if !c.open || id != c.id {
+			break
+		}
+		settled := c.settled(now)
+		c.open, c.initial = false, false
+		if settled {
+			c.down = now
+		} // else the gap before this watch goes on: it never showed it works
+	}
+	return c
+}
+
+// settled: the open watch works (see watchSettle).
+func (c cacheState) settled(now time.Time) bool {
+	return c.open && (c.proven || !c.initial && now.Sub(c.opened) >= watchSettle)
+}
+
+// lag judges the cache at now: since is when it may have started missing changes (zero
+// when it is current), behind whether that is past the bound, why says how.
+func (c cacheState) lag(now time.Time, maxStaleness, silence time.Duration) (since time.Time, behind bool, why string) {
+	switch {
+	case !c.synced:
+		return time.Time{}, false, "" // not loaded yet: reads answer 503 for that already
+	case c.settled(now):
+		last := c.heard
+		if c.opened.After(last) {
+			last = c.opened
+		}
+		if now.Sub(last) > silence {
+			return last, true, "its watch is connected but has sent nothing, not even a bookmark"
+		}
+		return time.Time{}, false, ""
+	case c.open && c.initial:
+		return c.down, now.Sub(c.down) > maxStaleness, "its watch is re-listing"
+	case c.open:
+		return c.down, now.Sub(c.down) > maxStaleness, "its watch is reconnecting"
+	}
+	return c.down, now.Sub(c.down) > maxStaleness, "its watch is disconnected"
+}
+
+// Tracker tracks one cache.
+type Tracker struct {
+	name, title string
+	now         func() time.Time
+	log         *slog.Logger // nil: no log
+
+	mu     sync.Mutex
+	state  cacheState
+	lastID uint64
+	// behind is what the last judgement said, so the log says once when the cache
+	// falls behind and once when it is current again (judged by every read, probe and
+	// scrape, so within seconds of the change).
+	behind      bool
+	behindSince time.Time
+}
+
+// NewTracker tracks the cache name (the metrics' label; title is how a message names
+// it) on the clock now; log (nil: none) says when it falls behind and when it is
+// current again.
+func NewTracker(name, title string, now func() time.Time, log *slog.Logger) *Tracker {
+	return &Tracker{name: name, title: title, now: now, log: log}
+}
+
+func (f *Tracker) note(sig signal, id uint64) {
+	f.mu.Lock()
+	f.state = f.state.apply(sig, id, f.now())
+	f.mu.Unlock()
+}
+
+func (f *Tracker) nextID() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastID++
+	return f.lastID
+}
+
+// Lag judges the cache now: behind once disconnected for longer than maxStaleness, or
+// connected and silent for longer than silence.
+func (f *Tracker) Lag(maxStaleness, silence time.Duration) Lag {
+	if f == nil { // a cache not tracked
+		return Lag{}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	since, behind, why := f.state.lag(now, maxStaleness, silence)
+	l := Lag{Cache: f.name, Title: f.title, Behind: behind, Why: why}
+	if !since.IsZero() {
+		l.Since, l.For = since, now.Sub(since)
+	}
+	if behind != f.behind && f.log != nil {
+		if behind {
+			f.log.Warn("cache behind: reads that need it answer 503 and /readyz fails until its watch is back",
+				"cache", f.name, "since", since, "why", why)
+		} else {
+			f.log.Info("cache current again", "cache", f.name, "behind_since", f.behindSince)
+		}
+	}
+	f.behind, f.behindSince = behind, since
+	return l
+}
+
+// Lag is how far behind one cache may be.
+type Lag struct {
+	Cache string // its name (deployments, pods, services or records)
+	Title string // how a message names it
+	// Since is when the cache may have started missing changes (zero when current); For
+	// is how long ago that was.
+	Since time.Time
+	For   time.Duration
+	// Behind: For is past the bound (the staleness bound when disconnected, the silence
+	// bound when connected but silent); reads that need the cache answer 503.
+	Behind bool
+	Why    string
+}
+
+func (l Lag) String() string {
+	return fmt.Sprintf("%s out of date since %s (%s): %s", l.Title,
+		l.Since.UTC().Format(time.RFC3339), l.For.Round(time.Second), l.Why)
+}

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/dcm-project/k8s-container-sp/internal/cached"
 )
 
 // Count is every id the caches know through a Deployment or a record, each once.
@@ -25,7 +27,7 @@ func TestCount(t *testing.T) {
 	add := func(i int, kinds ...int) { // kinds: 0 Deployment, 3 record (served's order)
 		objs := served(i, now)
 		for _, k := range kinds {
-			o, err := cacheObject(decoded(objs[k]))
+			o, err := cached.Of(decoded(objs[k]))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,9 +26,8 @@
 //     status reporter plans again from before any destructive step.
 //   - release.go: Release, the `release` command (uninstall): every record deleted,
 //     its workloads orphaned and left running.
-//   - store.go, transform.go, cached.go, compact.go, packed.go: the informers and their
-//     caches (each object cut to what readers need and packed), with this replica's
-//     own writes on top (recent.go, Store.wrote), so a read that follows a create or a
+//   - store.go: the informers and their caches (each object cut to what readers need
+//     and packed: internal/cached), with this replica's own writes on top (recent.go, Store.wrote), so a read that follows a create or a
 //     DELETE on this replica sees it without waiting for the watch.
 //   - index.go: the ordered id set that pages a LIST; capacity.go: Count, what
 //     SP_MAX_CONTAINERS bounds.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
+	"github.com/dcm-project/k8s-container-sp/internal/cached"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
@@ -42,18 +45,21 @@ func createdX(t *testing.T) (*corev1.ConfigMap, *appsv1.Deployment, *corev1.Serv
 	rec := container.NewRecord("x", container.Request{})
 	rec.Namespace, rec.UID, rec.ResourceVersion = "ns", "0b3c5a6e-6f5e-4c9d-8f7e-000000000001", "10"
 	rec.CreationTimestamp = metav1.Now()
-	dep, svc := testContainer(t, `{"spec": {"service_type": "container", "metadata": {"name": "web"},
+	var c v1alpha1.Container
+	if err := json.Unmarshal([]byte(`{"spec": {"service_type": "container", "metadata": {"name": "web"},
 		"image": {"reference": "quay.io/example/web:v1"},
 		"resources": {"cpu": {"min": 1, "max": 1}, "memory": {"min": "64MB", "max": "64MB"}},
-		"network": {"ports": [{"container_port": 80, "visibility": "internal"}]}}}`)
-	objs := container.Objects{Deployment: dep, Service: svc}.OwnedBy(rec.Name, rec.UID)
-	dep, svc = objs.Deployment, objs.Service
+		"network": {"ports": [{"container_port": 80, "visibility": "internal"}]}}}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := container.Build("x", &c.Spec, container.Options{Namespace: "ns", ExternalServiceType: corev1.ServiceTypeLoadBalancer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = objs.OwnedBy(rec.Name, rec.UID)
+	dep, svc := objs.Deployment, objs.Service
 	dep.Name, dep.Namespace, dep.UID, dep.ResourceVersion = "web-abcde", "ns", "0b3c5a6e-6f5e-4c9d-8f7e-000000000002", "11"
 	svc.Name, svc.Namespace, svc.UID, svc.ResourceVersion = "web-fghij", "ns", "0b3c5a6e-6f5e-4c9d-8f7e-000000000003", "12"
-	// testContainer builds container "abc": relabel as x.
-	for _, m := range []*metav1.ObjectMeta{&dep.ObjectMeta, &svc.ObjectMeta, &dep.Spec.Template.ObjectMeta} {
-		m.Labels[container.LabelInstanceID] = "x"
-	}
 	return rec, dep, svc
 }
 
@@ -104,7 +110,7 @@ func TestAnInformerDeleteDropsTheWrite(t *testing.T) {
 	rec, dep, _ := createdX(t)
 	s.wrote(recordKind, "x", rec)
 	s.wrote(deploymentKind, "x", dep)
-	cached, err := cacheObject(dep)
+	cached, err := cached.Of(dep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +126,7 @@ func TestCachedObjectsAreReadOnly(t *testing.T) {
 	rec, dep, svc := createdX(t)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abcde-1", Namespace: "ns", Labels: container.SystemLabels("x"), ResourceVersion: "9"}}
 	for _, obj := range []runtime.Object{rec, dep, svc, pod} {
-		c, err := cacheObject(obj)
+		c, err := cached.Of(obj)
 		if err != nil {
 			t.Fatal(err)
 		}

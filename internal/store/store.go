@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/dcm-project/k8s-container-sp/internal/cached"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/freshness"
 )
@@ -144,11 +145,18 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 // DELETE of an unknown id to wait.
 const DefaultReserveWindow = time.Second
 
+// transform is the informers' transform: cached.Of, with the id of a container's
+// objects held once (the one its first cached object has, found in the index) rather
+// than once per object.
+func (s *Store) transform(obj any) (any, error) {
+	return cached.OfSharing(obj, s.index.sharedID)
+}
+
 // wrote puts an object this replica wrote (the apiserver's answer) into its caches,
 // as their informer will: read-your-writes without waiting for the watch. The index
 // learns of it too; the watchers are told by the informer, as of any change.
 func (s *Store) wrote(k kind, id string, obj runtime.Object) {
-	c, err := cacheObjectSharing(obj, s.index.sharedID)
+	c, err := s.transform(obj)
 	if err != nil {
 		return
 	}
@@ -356,14 +364,14 @@ func (s *Store) snapshotOf(id string, refs []objRef) container.Snapshot {
 	for _, r := range refs {
 		switch r.kind {
 		case deploymentKind:
-			snap.Deployments = appendView[container.Deployment](snap.Deployments, s.recent[r.kind], s.namespace, r.name)
+			snap.Deployments = cached.AppendView[container.Deployment](snap.Deployments, s.recent[r.kind], s.namespace, r.name)
 		case podKind:
-			snap.Pods = appendView[container.Pod](snap.Pods, s.recent[r.kind], s.namespace, r.name)
+			snap.Pods = cached.AppendView[container.Pod](snap.Pods, s.recent[r.kind], s.namespace, r.name)
 		case serviceKind:
-			snap.Services = appendView[container.Service](snap.Services, s.recent[r.kind], s.namespace, r.name)
+			snap.Services = cached.AppendView[container.Service](snap.Services, s.recent[r.kind], s.namespace, r.name)
 		case recordKind:
 			if obj, ok, _ := s.recent[r.kind].GetByKey(s.namespace + "/" + r.name); ok {
-				if rec, ok := recordOf(obj, id); ok {
+				if rec, ok := cached.RecordOf(obj, id); ok {
 					snap.Record = &rec
 				}
 			}

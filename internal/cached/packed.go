@@ -1,4 +1,4 @@
-package store
+package cached
 
 import (
 	"encoding/binary"

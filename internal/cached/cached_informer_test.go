@@ -1,4 +1,4 @@
-package store
+package cached
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestCachedUpdatesReachHandlersAfterResyncChecks(t *testing.T) {
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return w, nil },
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(listThenWatch{lw}, &corev1.Pod{}, cache.SharedIndexInformerOptions{ResyncPeriod: 20 * time.Millisecond})
-	if err := inf.SetTransform(cacheObject); err != nil {
+	if err := inf.SetTransform(Of); err != nil {
 		t.Fatal(err)
 	}
 	updates := make(chan string, 10)

@@ -1,4 +1,4 @@
-package store
+package cached
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
@@ -8,20 +8,16 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// transform is the informers' transform: cacheObject, with the id of a container's
-// objects held once (the one its first cached object has, found in the index) rather
-// than once per object.
-func (s *Store) transform(obj any) (any, error) {
-	return cacheObjectSharing(obj, s.index.sharedID)
+// Of is the compact form of an object a cache holds (a transform for client-go's
+// informers): a Deployment, pod, Service or ConfigMap becomes what readers need of it
+// (cached.go); anything else is kept, without its managed fields.
+func Of(obj any) (any, error) {
+	return OfSharing(obj, func(id string) string { return id })
 }
 
-// cacheObject makes every object a cache holds its compact form (cached.go).
-func cacheObject(obj any) (any, error) {
-	return cacheObjectSharing(obj, func(id string) string { return id })
-}
-
-// cacheObjectSharing is cacheObject, the id of what it makes replaced by shared(id).
-func cacheObjectSharing(obj any, shared func(string) string) (any, error) {
+// OfSharing is Of, the container id of what it makes replaced by shared(id): so a
+// container's objects can hold its id once, not once each.
+func OfSharing(obj any, shared func(string) string) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		c := newCachedPod(container.PodOf(o), o.ResourceVersion)

@@ -1,4 +1,4 @@
-package store
+package cached
 
 import (
 	"strings"
@@ -19,10 +19,10 @@ import (
 // hundred), and even the service's views of them (container.Deployment, Pod, Service
 // and Record: only what the service reads) are a few hundred bytes of headers, times
 // and pointers. So the caches hold compact structs of their own (below, made of the
-// pieces in compact.go and packed.go), made by the informers' transform (cacheObject),
-// which give the views back exactly (view). Readers get views (appendView), never
-// Kubernetes objects. BenchmarkCacheBytesPerContainer measures the result, and
-// TestCompactGivesTheViewBack that nothing is lost.
+// pieces in compact.go and packed.go), made by the informers' transform (Of), which
+// give the views back exactly (view). Readers get views (AppendView, RecordOf), never
+// Kubernetes objects. The store's BenchmarkCacheBytesPerContainer measures the result,
+// and TestCompactGivesTheViewBack that nothing is lost.
 
 type cachedDeployment struct {
 	compactMeta
@@ -122,9 +122,9 @@ func (c *cachedService) view() container.Service {
 // are never written).
 type viewer[V any] interface{ view() V }
 
-// appendView appends the view of the object named name in an informer's cache, if the
+// AppendView appends the view of the object named name in an informer's cache, if the
 // cache holds it (the index may name an object the cache has just dropped).
-func appendView[V any](out []*V, c keyed, namespace, name string) []*V {
+func AppendView[V any](out []*V, c Keyed, namespace, name string) []*V {
 	obj, ok, _ := c.GetByKey(namespace + "/" + name)
 	if cached, isView := obj.(viewer[V]); ok && isView {
 		v := cached.view()
@@ -133,8 +133,8 @@ func appendView[V any](out []*V, c keyed, namespace, name string) []*V {
 	return out
 }
 
-// keyed is a cache read by key: an informer's, or one with this replica's writes on top.
-type keyed interface {
+// Keyed is a cache read by key: an informer's, or one with this replica's writes on top.
+type Keyed interface {
 	GetByKey(key string) (any, bool, error)
 }
 
@@ -168,8 +168,8 @@ func (c *cachedRecord) record() container.Record {
 		Owed: c.owed, Terminating: c.terminating, Created: c.created.time()}
 }
 
-// recordOf is the record of container id the cache holds, if any.
-func recordOf(obj any, id string) (container.Record, bool) {
+// RecordOf is the record of container id in obj, a cached ConfigMap, if it is one.
+func RecordOf(obj any, id string) (container.Record, bool) {
 	c, ok := obj.(*cachedRecord)
 	if !ok || !c.isRecord || c.id != id {
 		return container.Record{}, false

@@ -1,4 +1,4 @@
-package store
+package cached
 
 import (
 	"encoding/json"
@@ -17,12 +17,12 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// through puts obj through the cache as an informer would (transform, then keyed and
+// through puts obj through the cache as an informer would (transform, then Keyed and
 // indexed), and reads its view back as the store does.
 func through[V any](t *testing.T, obj metav1.Object) *V {
 	t.Helper()
 	idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
-	cached, err := cacheObject(obj)
+	cached, err := Of(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,10 +35,10 @@ func through[V any](t *testing.T, obj metav1.Object) *V {
 	if rv := cached.(metav1.Object).GetResourceVersion(); rv != obj.GetResourceVersion() {
 		t.Errorf("%s: resourceVersion %q, want %q (see cacheMeta)", obj.GetName(), rv, obj.GetResourceVersion())
 	}
-	read := func() []*V { return appendView[V](nil, idx, obj.GetNamespace(), obj.GetName()) }
+	read := func() []*V { return AppendView[V](nil, idx, obj.GetNamespace(), obj.GetName()) }
 	got := read()
 	if len(got) != 1 {
-		t.Fatalf("appendView found %d objects", len(got))
+		t.Fatalf("AppendView found %d objects", len(got))
 	}
 	// A reader gets a copy: changing it changes nothing in the cache.
 	var zero V
@@ -153,7 +153,7 @@ func TestCachedObjectsReadAsServed(t *testing.T) {
 }
 
 // A record reads as container.RecordOf reads the ConfigMap; a ConfigMap with a record's labels
-// but another name is not one, yet is keyed and its id known (IDs).
+// but another name is not one, yet is Keyed and its id known (IDs).
 func TestCachedRecordReadsAsServed(t *testing.T) {
 	cm := func(name string, owed bool) *corev1.ConfigMap {
 		l := container.NewRecord("abc", container.Request{})
@@ -180,7 +180,7 @@ func TestCachedRecordReadsAsServed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
-			obj, err := cacheObject(tc.cm.DeepCopy())
+			obj, err := Of(tc.cm.DeepCopy())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,15 +191,15 @@ func TestCachedRecordReadsAsServed(t *testing.T) {
 			if !ok {
 				t.Fatal("not found by its key")
 			}
-			if id := instanceIDOf(cached); id != "abc" {
+			if id := cached.(interface{ InstanceID() string }).InstanceID(); id != "abc" {
 				t.Errorf("id %q", id)
 			}
-			got, ok := recordOf(cached, "abc")
+			got, ok := RecordOf(cached, "abc")
 			want, wantOK := container.RecordOf(tc.cm, "abc")
 			if ok != tc.record || ok != wantOK || !sameView(got, want) {
 				t.Errorf("record %+v %v, want %+v %v", got, ok, want, wantOK)
 			}
-			if _, ok := recordOf(cached, "abd"); ok {
+			if _, ok := RecordOf(cached, "abd"); ok {
 				t.Error("the record of another id")
 			}
 		})
@@ -210,11 +210,11 @@ func TestCachedRecordReadsAsServed(t *testing.T) {
 // made passes through unchanged.
 func TestCacheObjectTwice(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: container.SystemLabels("abc")}}
-	once, err := cacheObject(pod)
+	once, err := Of(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	twice, err := cacheObject(once)
+	twice, err := Of(once)
 	if err != nil || twice != once {
 		t.Errorf("again: %v %v", twice, err)
 	}

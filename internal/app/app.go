@@ -87,8 +87,18 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	// Per-call deadlines, not rc.Timeout: that one would cut every watch too.
 	rc.Timeout = 0
 	rc.Wrap(withPerCallDeadline(KubeCallTimeout))
-	rc.Wrap(a.metrics.Transport)
-	client, err := kubernetes.NewForConfig(rc)
+	// Three clients, each counted under its own name (sp_kubernetes_requests_total's
+	// client label): the service's, the cache-miss confirmations' and the election's.
+	countedAs := func(name string) *rest.Config {
+		c := rest.CopyConfig(rc)
+		c.Wrap(a.metrics.Transport(name))
+		return c
+	}
+	client, err := kubernetes.NewForConfig(countedAs(metrics.ClientService))
+	if err != nil {
+		return nil, err
+	}
+	electionClient, err := kubernetes.NewForConfig(countedAs(metrics.ClientElection))
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +113,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	st.MaxStaleness = cfg.Kubernetes.MaxStaleness
 	// Confirming cache misses (a GET of an id this replica's cache does not know) has
 	// its own client, so its own rate limiter: unknown ids cannot starve other calls.
-	confirmRC := rest.CopyConfig(rc)
+	confirmRC := countedAs(metrics.ClientConfirm)
 	confirmRC.RateLimiter = store.NewConfirmLimiter() // ConfirmQPS, ConfirmBurst
 	if st.Confirm, err = kubernetes.NewForConfig(confirmRC); err != nil {
 		return nil, err
@@ -207,7 +217,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Failed:       a.metrics.EventFailed,
 	}, log)
 	a.election = &status.Election{
-		Client: client, Namespace: cfg.Kubernetes.Namespace, Name: cfg.Monitor.LeaderLease, ID: cfg.Monitor.Identity,
+		Client: electionClient, Namespace: cfg.Kubernetes.Namespace, Name: cfg.Monitor.LeaderLease, ID: cfg.Monitor.Identity,
 		Reporter: a.reporter, OnChange: a.leading.Store, Log: log,
 	}
 	a.server = &http.Server{

@@ -56,8 +56,8 @@ func New(g Gauges) *Metrics {
 		}, []string{"route", "method"}),
 		kubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sp_kubernetes_requests_total",
-			Help: "Requests to the Kubernetes API, by resource, method and status code (error when no answer came).",
-		}, []string{"resource", "method", "code"}),
+			Help: "Requests to the Kubernetes API, by client (service, confirm, election), resource, method and status code (error when no answer came).",
+		}, []string{"client", "resource", "method", "code"}),
 		eventsSent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sp_status_events_published_total", Help: "Status events delivered, by status.",
 		}, []string{"status"}),
@@ -191,11 +191,19 @@ type recorder struct {
 
 func (r *recorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
 
+// The client label's values: the service's own client (the store, the status
+// reporter, the permission check, the health probe), the one confirming cache misses
+// (a limiter of its own), and the leader election's (its ConfigMap lock).
+const (
+	ClientService  = "service"
+	ClientConfirm  = "confirm"
+	ClientElection = "election"
+)
+
 // kubeResources are the resource label's values besides "other": what the service
-// reads and writes. The label tells an operator which of its jobs the requests come from
-// (the containers' objects, the leader election's Lease, the start-up's access reviews)
-// and stays bounded whatever the path.
-var kubeResources = []string{"configmaps", "deployments", "pods", "services", "leases", "resourcequotas",
+// reads and writes. The label tells an operator what the requests are about and stays
+// bounded whatever the path.
+var kubeResources = []string{"configmaps", "deployments", "pods", "services", "resourcequotas",
 	"selfsubjectaccessreviews", "selfsubjectrulesreviews", "namespaces"}
 
 // Resource is the resource of a Kubernetes API path (/api/v1/namespaces/ns/pods/name,
@@ -221,14 +229,16 @@ func Resource(path string) string {
 	return "other"
 }
 
-// Transport counts requests to the Kubernetes API (wrap a rest.Config with it).
-func (m *Metrics) Transport(rt http.RoundTripper) http.RoundTripper {
-	return &countingTransport{rt: rt, m: m}
+// Transport counts the requests of client (one of the Client constants) to the
+// Kubernetes API: wrap its rest.Config with it.
+func (m *Metrics) Transport(client string) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{rt: rt, m: m, client: client} }
 }
 
 type countingTransport struct {
-	rt http.RoundTripper
-	m  *Metrics
+	rt     http.RoundTripper
+	m      *Metrics
+	client string
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -237,7 +247,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err == nil {
 		code = resp.StatusCode
 	}
-	c.m.kubeRequests.WithLabelValues(Resource(r.URL.Path), Method(r.Method), codeLabel(code)).Inc()
+	c.m.kubeRequests.WithLabelValues(c.client, Resource(r.URL.Path), Method(r.Method), codeLabel(code)).Inc()
 	return resp, err
 }
 

@@ -23,7 +23,7 @@ func TestLabelsAreBounded(t *testing.T) {
 		"/api/v1/namespaces/dcm/configmaps/dcm-container-a":                   "configmaps",
 		"/api/v1/namespaces/dcm/pods":                                         "pods",
 		"/apis/apps/v1/namespaces/dcm/deployments/a-x7k2p":                    "deployments",
-		"/apis/coordination.k8s.io/v1/namespaces/dcm/leases/k8s-container-sp": "leases",
+		"/apis/coordination.k8s.io/v1/namespaces/dcm/leases/k8s-container-sp": "other",
 		"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":              "selfsubjectaccessreviews",
 		"/api/v1/namespaces/dcm":                                              "namespaces",
 		"/api/v1/namespaces":                                                  "namespaces",

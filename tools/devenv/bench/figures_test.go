@@ -245,10 +245,10 @@ apiserver_request_total{code="200",resource="deployments",verb="GET"} 5
 apiserver_request_total{code="200",resource="configmaps",verb="GET"} 7
 apiserver_request_total{code="201",resource="services",verb="POST"} 11
 apiserver_watch_list_duration_seconds_count{resource="pods"} 1
-sp_kubernetes_requests_total{code="404",method="GET",resource="configmaps"} 4
-sp_kubernetes_requests_total{code="200",method="GET",resource="configmaps"} 6
-sp_kubernetes_requests_total{code="201",method="POST",resource="deployments"} 9
-sp_kubernetes_requests_total{code="200",method="PUT",resource="leases"} 2
+sp_kubernetes_requests_total{client="confirm",code="404",method="GET",resource="configmaps"} 4
+sp_kubernetes_requests_total{client="service",code="200",method="GET",resource="configmaps"} 6
+sp_kubernetes_requests_total{client="service",code="201",method="POST",resource="deployments"} 9
+sp_kubernetes_requests_total{client="election",code="200",method="PUT",resource="configmaps"} 2
 not_a_number{x="y"} NaNx
 `
 	m, err := testbed.ParseProm(strings.NewReader(prom))
@@ -278,7 +278,7 @@ not_a_number{x="y"} NaNx
 		keep func(string) bool
 		want map[string]float64
 	}{
-		{allResources, map[string]float64{"GET": 10, "POST": 9, "PUT": 2}},
+		{allClients, map[string]float64{"GET": 10, "POST": 9, "PUT": 2}},
 		{notElection, map[string]float64{"GET": 10, "POST": 9}},
 		{election, map[string]float64{"PUT": 2}},
 	} {

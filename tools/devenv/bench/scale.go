@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/metrics"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 )
 
@@ -169,17 +170,18 @@ func (e *Env) RawSync(ctx context.Context, ns string) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// allResources, election and notElection pick what serviceRequestsByMethod counts: the
-// leader election's requests are its Lease's, and it sends about one every
-// status.RetryPeriod whatever the load.
-func allResources(string) bool  { return true }
-func election(r string) bool    { return r == "leases" }
-func notElection(r string) bool { return r != "leases" }
+// allClients, election and notElection pick what serviceRequestsByMethod counts: the
+// leader election has a client of its own (its ConfigMap lock), which sends about one
+// request every status.RetryPeriod whatever the load.
+func allClients(string) bool    { return true }
+func election(c string) bool    { return c == metrics.ClientElection }
+func notElection(c string) bool { return c != metrics.ClientElection }
 
 var (
 	labelResource = regexp.MustCompile(`resource="([^"]*)"`)
 	labelVerb     = regexp.MustCompile(`verb="([^"]*)"`)
 	labelMethod   = regexp.MustCompile(`method="([^"]*)"`)
+	labelClient   = regexp.MustCompile(`client="([^"]*)"`)
 )
 
 // startupRequests picks from the apiserver's metrics the LISTs and the streamed initial
@@ -205,15 +207,15 @@ func startupRequests(m map[string]float64) map[string]float64 {
 }
 
 // serviceRequestsByMethod is the service's own count of its Kubernetes requests
-// (sp_kubernetes_requests_total) by method, of the resources keep takes (allResources:
+// (sp_kubernetes_requests_total) by method, of the clients keep takes (allClients:
 // every request).
-func serviceRequestsByMethod(m map[string]float64, keep func(resource string) bool) map[string]float64 {
+func serviceRequestsByMethod(m map[string]float64, keep func(client string) bool) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
 		if !strings.HasPrefix(k, "sp_kubernetes_requests_total{") {
 			continue
 		}
-		if r := labelResource.FindStringSubmatch(k); r != nil && !keep(r[1]) {
+		if c := labelClient.FindStringSubmatch(k); c != nil && !keep(c[1]) {
 			continue
 		}
 		if mt := labelMethod.FindStringSubmatch(k); mt != nil {
@@ -289,7 +291,7 @@ func (e *Env) Restart(ctx context.Context, old *Service, ns, bin string, ids []s
 	if err != nil {
 		return fail(err)
 	}
-	res.ServiceRequests = serviceRequestsByMethod(sm, allResources)
+	res.ServiceRequests = serviceRequestsByMethod(sm, allClients)
 	res.RSSBytes, _ = s.RSS()
 	res.HeapInuseBytes = sm["go_memstats_heap_inuse_bytes"]
 	at := logTimes(s.Log, "informer caches synced", "status: became the leader", "status: reporting; publishing every container's current status")

@@ -31,7 +31,7 @@ func TestMetrics(t *testing.T) {
 			`sp_http_requests_total{code="200",method="GET",route="container"} 1`,
 			`sp_http_requests_total{code="404",method="GET",route="container"} 1`,
 			`sp_http_request_duration_seconds_bucket{method="POST",route="containers",le=`,
-			`sp_kubernetes_requests_total{code="201",method="POST",resource="configmaps"}`,
+			`sp_kubernetes_requests_total{client="service",code="201",method="POST",resource="configmaps"}`,
 			`sp_status_events_published_total{status="RUNNING"}`,
 			"sp_status_events_failed_total 0",
 			"sp_status_events_pending 0",

@@ -95,15 +95,17 @@ type ConcurrencyRow struct {
 	// Retried: answers 503 (the service's in-flight cap) retried after Retry-After.
 	Retried int `json:"retried_503,omitempty"`
 	// CallsPerOp: Kubernetes requests per operation: the service's own count during
-	// its batches (everything it sent meanwhile, the reporter's too, but the leader
-	// election's), or the raw side's fixed number.
+	// its batches (everything it sent meanwhile, the reporter's too, but the background
+	// requests: the leader election's and the health probe's), or the raw side's fixed
+	// number.
 	CallsPerOp float64 `json:"kubernetes_calls_per_op"`
-	// CallsBy: the service's requests during its batches, by method, the election's
-	// left out (API rows).
+	// CallsBy: the service's requests during its batches, by method, the background
+	// ones left out (API rows).
 	CallsBy map[string]float64 `json:"service_kubernetes_requests_by_method,omitempty"`
-	// ElectionCalls: the leader election's requests during the batches (its Lease's
-	// renewals, about one every status.RetryPeriod whatever the load; API rows).
-	ElectionCalls float64 `json:"election_requests,omitempty"`
+	// BackgroundCalls: the background requests during the batches: the leader
+	// election's (its lock's renewals, about one every status.RetryPeriod) and the
+	// health probe's (one every 5 s), whatever the load (API rows).
+	BackgroundCalls float64 `json:"background_requests,omitempty"`
 	// LimiterFloorS: the least time the service's limiter lets its batches take,
 	// summed: the requests above the burst at QPS each (API rows).
 	LimiterFloorS float64 `json:"limiter_floor_s,omitempty"`
@@ -319,7 +321,7 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 					row.Seconds += took.Seconds()
 					row.Retried += retried
 					if side.via == "api" {
-						by0, by1 := serviceRequestsByMethod(m0, notElection), serviceRequestsByMethod(m1, notElection)
+						by0, by1 := serviceRequestsByMethod(m0, notBackground), serviceRequestsByMethod(m1, notBackground)
 						var calls float64
 						for k, v := range by1 {
 							if dv := v - by0[k]; dv != 0 {
@@ -328,11 +330,11 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 							}
 						}
 						var renewals float64
-						e0, e1 := serviceRequestsByMethod(m0, election), serviceRequestsByMethod(m1, election)
+						e0, e1 := serviceRequestsByMethod(m0, background), serviceRequestsByMethod(m1, background)
 						for k, v := range e1 {
 							renewals += v - e0[k]
 						}
-						row.ElectionCalls += renewals
+						row.BackgroundCalls += renewals
 						row.LimiterFloorS += limiterFloor(calls+renewals, res.ServiceQPS, res.ServiceBurst)
 					}
 				}

@@ -109,21 +109,21 @@ func TestConcurrencyVerdict(t *testing.T) {
 	}
 }
 
-// A requests row counts what the phase counted, the election's renewals shown beside
-// it and not counted.
+// A requests row counts what the phase counted, the background requests (election,
+// health probe) shown beside it and not counted.
 func TestCallsCheck(t *testing.T) {
 	create := ConcurrencyRow{Clients: 8, Op: "create", Via: "api", Ops: 100, Seconds: 10, CallsPerOp: 3.05,
-		CallsBy: map[string]float64{"POST": 300, "GET": 5}, ElectionCalls: 5}
+		CallsBy: map[string]float64{"POST": 300, "GET": 5}, BackgroundCalls: 5}
 	_, measured, limit, target, ok := callsCheck(create)
 	if ok || target != "≤ 3" || !strings.Contains(limit, "raw client-go: 3 (the record, then the Deployment and the Service)") ||
-		measured != "**3.05** (GET 5, POST 300 over 100 creates); the election's, not counted: 5 over the batches' 10.0 s" {
+		measured != "**3.05** (GET 5, POST 300 over 100 creates); background, not counted: 5 over the batches' 10.0 s" {
 		t.Errorf("create: %q, %q, %q, %v", measured, limit, target, ok)
 	}
 	del := ConcurrencyRow{Clients: 8, Op: "delete", Via: "api", Ops: 100, Seconds: 10, CallsPerOp: 4,
 		CallsBy: map[string]float64{"DELETE": 200, "GET": 100, "PATCH": 100}}
 	_, measured, limit, target, ok = callsCheck(del)
 	if !ok || target != "≤ 5: 3 on the request path + the reporter's 2" || !strings.Contains(limit, "raw client-go: 3 (the record, the Deployment and the Service)") ||
-		measured != "**4.00** (DELETE 200, GET 100, PATCH 100 over 100 deletes); the election's, not counted: 0 over the batches' 10.0 s" {
+		measured != "**4.00** (DELETE 200, GET 100, PATCH 100 over 100 deletes); background, not counted: 0 over the batches' 10.0 s" {
 		t.Errorf("delete: %q, %q, %q, %v", measured, limit, target, ok)
 	}
 }

@@ -249,6 +249,7 @@ sp_kubernetes_requests_total{client="confirm",code="404",method="GET",resource="
 sp_kubernetes_requests_total{client="service",code="200",method="GET",resource="configmaps"} 6
 sp_kubernetes_requests_total{client="service",code="201",method="POST",resource="deployments"} 9
 sp_kubernetes_requests_total{client="election",code="200",method="PUT",resource="configmaps"} 2
+sp_kubernetes_requests_total{client="service",code="200",method="GET",resource="none"} 1
 not_a_number{x="y"} NaNx
 `
 	m, err := testbed.ParseProm(strings.NewReader(prom))
@@ -262,8 +263,8 @@ not_a_number{x="y"} NaNx
 	if wantBy := map[string]float64{"LIST pods": 3, "GET pods": 2, "GET deployments": 5}; n != 10 || !maps.Equal(by, wantBy) {
 		t.Errorf("readRequests = %v, %v; want 10, %v", n, by, wantBy)
 	}
-	if got := serviceKubeRequests(m); got != 21 {
-		t.Errorf("serviceKubeRequests = %v, want 21", got)
+	if got := serviceKubeRequests(m); got != 22 {
+		t.Errorf("serviceKubeRequests = %v, want 22", got)
 	}
 	if got := confirmations(m); got != 4 {
 		t.Errorf("confirmations = %v, want 4 (GETs answered 404)", got)
@@ -275,12 +276,12 @@ not_a_number{x="y"} NaNx
 		t.Errorf("startupRequests = %v, want %v", got, want)
 	}
 	for _, c := range []struct {
-		keep func(string) bool
+		keep func(string, string) bool
 		want map[string]float64
 	}{
-		{allClients, map[string]float64{"GET": 10, "POST": 9, "PUT": 2}},
-		{notElection, map[string]float64{"GET": 10, "POST": 9}},
-		{election, map[string]float64{"PUT": 2}},
+		{allRequests, map[string]float64{"GET": 11, "POST": 9, "PUT": 2}},
+		{notBackground, map[string]float64{"GET": 10, "POST": 9}},
+		{background, map[string]float64{"GET": 1, "PUT": 2}},
 	} {
 		if got := serviceRequestsByMethod(m, c.keep); !maps.Equal(got, c.want) {
 			t.Errorf("serviceRequestsByMethod = %v, want %v", got, c.want)

@@ -365,8 +365,8 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 	}
 	res.ServiceKubeCalls = serviceKubeRequests(sm1) - serviceKubeRequests(sm0)
 	res.ServiceKubeBy = map[string]float64{}
-	m0 := serviceRequestsByMethod(sm0, allClients)
-	for k, v := range serviceRequestsByMethod(sm1, allClients) {
+	m0 := serviceRequestsByMethod(sm0, allRequests)
+	for k, v := range serviceRequestsByMethod(sm1, allRequests) {
 		if d := v - m0[k]; d != 0 {
 			res.ServiceKubeBy[k] = d
 		}

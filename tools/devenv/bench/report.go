@@ -101,7 +101,7 @@ func checks(r *Results) []check {
 				measured := fmt.Sprintf("%.1f/s / %.1f/s = **%.2f**", row.PerSecond, row.Raw.PerSecond, row.Ratio)
 				if !row.OK {
 					if row.Reason == "" {
-						row.Reason = "none measured"
+						row.Reason = "no cause measured: as many requests per " + row.Op + " as raw's, no limiter"
 					}
 					measured += "; reason: " + row.Reason
 				}
@@ -209,25 +209,26 @@ func checks(r *Results) []check {
 // callsCheck is the summary row of one client count's API creates (or deletes): the
 // service's Kubernetes requests per operation as the phase counted them
 // (ConcurrencyRow.CallsPerOp), one row per client count. The count is everything the
-// service sent during its batches but the leader election's (its Lease's renewals,
-// about one every status.RetryPeriod whatever the load: sp_kubernetes_requests_total's
-// resource label tells them apart), which the row shows beside it; for deletes, it
-// holds the reporter's work as far as it was done before the batch's last answer.
+// service sent during its batches but the background requests, which come at their own
+// pace whatever the load and which the row shows beside it: the leader election's
+// (sp_kubernetes_requests_total's client label) and the health probe's (its resource
+// label: none). For deletes, it holds the reporter's work as far as it was done before
+// the batch's last answer.
 func callsCheck(row ConcurrencyRow) (what, measured, limit, target string, ok bool) {
 	what = fmt.Sprintf("concurrent %ss, %d clients: the service's Kubernetes requests per %s", row.Op, row.Clients, row.Op)
 	most := float64(targetCallsPerCreate)
-	limit = fmt.Sprintf("all it sent during its batches but the election's; raw client-go: %d (the record, then the Deployment and the Service)", rawCallsPerCreate)
+	limit = fmt.Sprintf("all it sent during its batches but the background requests (election, health probe); raw client-go: %d (the record, then the Deployment and the Service)", rawCallsPerCreate)
 	target = fmt.Sprintf("≤ %d", targetCallsPerCreate)
 	if row.Op == "delete" {
 		most = targetCallsPerDelete
-		limit = fmt.Sprintf("all it sent during its batches but the election's, its reporter's too; raw client-go: %d (the record, the Deployment and the Service), no reporter", rawCallsPerDelete)
+		limit = fmt.Sprintf("all it sent during its batches but the background requests (election, health probe), its reporter's too; raw client-go: %d (the record, the Deployment and the Service), no reporter", rawCallsPerDelete)
 		target = fmt.Sprintf("≤ %d: 3 on the request path + the reporter's %d", targetCallsPerDelete, reporterCallsPerDelete)
 	}
 	if row.Ops == 0 {
 		return what, "none measured", limit, target, false
 	}
-	measured = fmt.Sprintf("**%.2f** (%s over %d %ss); the election's, not counted: %.0f over the batches' %.1f s",
-		row.CallsPerOp, kv(row.CallsBy), row.Ops, row.Op, row.ElectionCalls, row.Seconds)
+	measured = fmt.Sprintf("**%.2f** (%s over %d %ss); background, not counted: %.0f over the batches' %.1f s",
+		row.CallsPerOp, kv(row.CallsBy), row.Ops, row.Op, row.BackgroundCalls, row.Seconds)
 	return what, measured, limit, target, row.CallsPerOp <= most
 }
 

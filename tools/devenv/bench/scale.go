@@ -170,12 +170,16 @@ func (e *Env) RawSync(ctx context.Context, ns string) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// allClients, election and notElection pick what serviceRequestsByMethod counts: the
-// leader election has a client of its own (its ConfigMap lock), which sends about one
-// request every status.RetryPeriod whatever the load.
-func allClients(string) bool    { return true }
-func election(c string) bool    { return c == metrics.ClientElection }
-func notElection(c string) bool { return c != metrics.ClientElection }
+// allRequests, background and notBackground pick what serviceRequestsByMethod counts.
+// The background requests come at their own pace whatever the load: the leader
+// election's (a client of its own, its ConfigMap lock renewed about every
+// status.RetryPeriod) and the health probe's (the apiserver's /readyz, no resource,
+// every 5 s).
+func allRequests(string, string) bool { return true }
+func background(client, resource string) bool {
+	return client == metrics.ClientElection || resource == "none"
+}
+func notBackground(client, resource string) bool { return !background(client, resource) }
 
 var (
 	labelResource = regexp.MustCompile(`resource="([^"]*)"`)
@@ -207,15 +211,16 @@ func startupRequests(m map[string]float64) map[string]float64 {
 }
 
 // serviceRequestsByMethod is the service's own count of its Kubernetes requests
-// (sp_kubernetes_requests_total) by method, of the clients keep takes (allClients:
-// every request).
-func serviceRequestsByMethod(m map[string]float64, keep func(client string) bool) map[string]float64 {
+// (sp_kubernetes_requests_total) by method, of those keep takes by their client and
+// resource labels (allRequests: every request).
+func serviceRequestsByMethod(m map[string]float64, keep func(client, resource string) bool) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
 		if !strings.HasPrefix(k, "sp_kubernetes_requests_total{") {
 			continue
 		}
-		if c := labelClient.FindStringSubmatch(k); c != nil && !keep(c[1]) {
+		c, r := labelClient.FindStringSubmatch(k), labelResource.FindStringSubmatch(k)
+		if c != nil && r != nil && !keep(c[1], r[1]) {
 			continue
 		}
 		if mt := labelMethod.FindStringSubmatch(k); mt != nil {
@@ -291,7 +296,7 @@ func (e *Env) Restart(ctx context.Context, old *Service, ns, bin string, ids []s
 	if err != nil {
 		return fail(err)
 	}
-	res.ServiceRequests = serviceRequestsByMethod(sm, allClients)
+	res.ServiceRequests = serviceRequestsByMethod(sm, allRequests)
 	res.RSSBytes, _ = s.RSS()
 	res.HeapInuseBytes = sm["go_memstats_heap_inuse_bytes"]
 	at := logTimes(s.Log, "informer caches synced", "status: became the leader", "status: reporting; publishing every container's current status")

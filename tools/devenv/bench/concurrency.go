@@ -321,21 +321,16 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 					row.Seconds += took.Seconds()
 					row.Retried += retried
 					if side.via == "api" {
-						by0, by1 := serviceRequestsByMethod(m0, notBackground), serviceRequestsByMethod(m1, notBackground)
-						var calls float64
-						for k, v := range by1 {
-							if dv := v - by0[k]; dv != 0 {
-								row.CallsBy[k] += dv
-								calls += dv
-							}
+						var calls, bg float64
+						for k, d := range grown(serviceRequestsByMethod(m0, notBackground), serviceRequestsByMethod(m1, notBackground)) {
+							row.CallsBy[k] += d
+							calls += d
 						}
-						var renewals float64
-						e0, e1 := serviceRequestsByMethod(m0, background), serviceRequestsByMethod(m1, background)
-						for k, v := range e1 {
-							renewals += v - e0[k]
+						for _, d := range grown(serviceRequestsByMethod(m0, background), serviceRequestsByMethod(m1, background)) {
+							bg += d
 						}
-						row.BackgroundCalls += renewals
-						row.LimiterFloorS += limiterFloor(calls+renewals, res.ServiceQPS, res.ServiceBurst)
+						row.BackgroundCalls += bg
+						row.LimiterFloorS += limiterFloor(calls+bg, res.ServiceQPS, res.ServiceBurst)
 					}
 				}
 				from += size

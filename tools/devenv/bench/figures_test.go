@@ -325,3 +325,11 @@ Showing nodes accounting for 40.5MB, 90.00% of 45MB total
 		t.Errorf("parsePprofTop = %+v, %v; want %+v, 45", entries, total, want)
 	}
 }
+
+// A phase's counts are what grew during it; a count that did not change is not one.
+func TestGrown(t *testing.T) {
+	got := grown(map[string]float64{"GET": 2, "POST": 5, "PUT": 1}, map[string]float64{"GET": 7, "POST": 5, "DELETE": 3})
+	if want := map[string]float64{"GET": 5, "DELETE": 3}; !maps.Equal(got, want) {
+		t.Errorf("grown = %v, want %v", got, want)
+	}
+}

@@ -349,12 +349,7 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 	r0, by0 := readRequests(before)
 	r1, by1 := readRequests(after)
 	res.APIServerReads = r1 - r0
-	res.APIServerReadsBy = map[string]float64{}
-	for k, v := range by1 {
-		if d := v - by0[k]; d != 0 {
-			res.APIServerReadsBy[k] = d
-		}
-	}
+	res.APIServerReadsBy = grown(by0, by1)
 	if res.AuditedReadsBy, err = auditedReads(e.Cluster.AuditLogPath(), phase, time.Now()); err != nil {
 		return res, err
 	}
@@ -364,13 +359,7 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 		}
 	}
 	res.ServiceKubeCalls = serviceKubeRequests(sm1) - serviceKubeRequests(sm0)
-	res.ServiceKubeBy = map[string]float64{}
-	m0 := serviceRequestsByMethod(sm0, allRequests)
-	for k, v := range serviceRequestsByMethod(sm1, allRequests) {
-		if d := v - m0[k]; d != 0 {
-			res.ServiceKubeBy[k] = d
-		}
-	}
+	res.ServiceKubeBy = grown(serviceRequestsByMethod(sm0, allRequests), serviceRequestsByMethod(sm1, allRequests))
 	res.RSSBytes, _ = s.RSS()
 	res.HeapInuseBytes = sm1["go_memstats_heap_inuse_bytes"]
 	return res, nil

@@ -210,6 +210,18 @@ func startupRequests(m map[string]float64) map[string]float64 {
 	return out
 }
 
+// grown is how much each count grew from before to after (the counts that did not
+// change left out).
+func grown(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
 // serviceRequestsByMethod is the service's own count of its Kubernetes requests
 // (sp_kubernetes_requests_total) by method, of those keep takes by their client and
 // resource labels (allRequests: every request).
@@ -285,13 +297,7 @@ func (e *Env) Restart(ctx context.Context, old *Service, ns, bin string, ids []s
 	if err != nil {
 		return fail(err)
 	}
-	res.APIServer = map[string]float64{}
-	b0 := startupRequests(before)
-	for k, v := range startupRequests(after) {
-		if d := v - b0[k]; d != 0 {
-			res.APIServer[k] = d
-		}
-	}
+	res.APIServer = grown(startupRequests(before), startupRequests(after))
 	sm, err := s.Metrics()
 	if err != nil {
 		return fail(err)

@@ -49,8 +49,8 @@ func (w *World) Quiesce(ctx context.Context, limit time.Duration) []string {
 		}
 		if f != nil {
 			w.healControllerManager(ctx, &stall, *f)
+			w.healRegistry(&reg, *f)
 		}
-		w.healRegistry(ctx, &reg)
 		sleep(ctx, 500*time.Millisecond)
 	}
 }
@@ -125,14 +125,18 @@ type registryStall struct {
 }
 
 // healRegistry restarts the registry, as an operator would, once its consumer has been
-// behind the stream at one ack floor for registryConsumerStall at rest; its durable
-// consumer then resumes from that floor. A heal entry says so in the history.
-func (w *World) healRegistry(ctx context.Context, st *registryStall) {
-	if st.restarted || w.Rec == nil {
+// behind the stream at one ack floor for registryConsumerStall at rest (f: the world as
+// the rest check just read it, the consumer's state included); its durable consumer
+// then resumes from that floor. A heal entry says so in the history.
+func (w *World) healRegistry(st *registryStall, f Final) {
+	if st.restarted {
 		return
 	}
-	c, err := w.Rec.Consumer(ctx, registryConsumer)
-	if err != nil || !c.Behind() || c.AckFloor != st.floor || st.since.IsZero() {
+	var c ConsumerState // unread: as if it were not behind
+	if f.RegistryConsumer != nil {
+		c = *f.RegistryConsumer
+	}
+	if !c.Behind() || c.AckFloor != st.floor || st.since.IsZero() {
 		st.since, st.floor = time.Now(), c.AckFloor
 		return
 	}
@@ -244,8 +248,11 @@ func (w *World) unsettled(ctx context.Context) ([]string, *Final) {
 	}
 	if c, err := w.Rec.Consumer(ctx, registryConsumer); err != nil {
 		out = append(out, "the registry's consumer: "+err.Error())
-	} else if c.Behind() {
-		out = append(out, "the registry's consumer: "+c.String())
+	} else {
+		f.RegistryConsumer = &c
+		if c.Behind() {
+			out = append(out, "the registry's consumer: "+c.String())
+		}
 	}
 	if q, _ := w.Rec.Quiet(); q < quietFor {
 		out = append(out, fmt.Sprintf("stream not quiet (last event %s ago)", q.Round(time.Millisecond)))

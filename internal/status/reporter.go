@@ -340,7 +340,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		// chaos, seed 14: a container created and deleted while the leader's cache was
 		// behind got no DELETED, because the last one sent, its predecessor's, was
 		// already DELETED).
-		if !t.sent.none() && (inc == "" || t.sentFor == inc) {
+		if !t.sent.none() && (inc == "" || t.sentFor == printOf(inc)) {
 			st := t.sent // a copy: used unlocked
 			last = &st
 			knownLive = inc != "" && t.sentTerm == r.term && st.status != v1alpha1.DELETED
@@ -412,7 +412,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	if rep := p.Publish; rep != nil {
 		r.scheduleResend(id, inc, snap, rep.Status, now) // first: it looks at the status sent before
 		t := r.entry(id)
-		t.sent, t.sentFor, t.sentTerm = deliveredOf(*rep), inc, r.term
+		t.sent, t.sentFor, t.sentTerm = deliveredOf(*rep), printOf(inc), r.term
 	}
 	if t := r.containers[id]; t != nil {
 		t.minted = nil // delivered, or nothing to send: the next status sent is a new change
@@ -484,7 +484,7 @@ func (r *Reporter) prune() {
 	defer r.mu.Unlock()
 	r.eachTracked(func(id string, t *tracked) {
 		if t.sent.status == v1alpha1.DELETED && r.src.Snapshot(id).Empty() {
-			t.sent, t.sentFor = delivered{}, ""
+			t.sent, t.sentFor = delivered{}, incarnationPrint{}
 			r.forgetResend(id)
 		}
 	})

@@ -42,7 +42,7 @@ func (r *Reporter) scheduleResend(id, inc string, snap container.Snapshot, st co
 	if d <= 0 {
 		return
 	}
-	if t := r.containers[id]; t != nil && !t.sent.none() && t.sentFor == inc {
+	if t := r.containers[id]; t != nil && !t.sent.none() && t.sentFor == printOf(inc) {
 		return // not the incarnation's first status
 	}
 	live := snap.Live()

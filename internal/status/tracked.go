@@ -1,15 +1,18 @@
 package status
 
+import "crypto/sha256"
+
 // tracked is what the reporter remembers about one container id between two looks at
 // it. Every field is guarded by Reporter.mu, and the entry exists only while one of
 // them holds something (see release): the map of entries is bounded by the containers
 // the reporter still has business with, not by every id it ever saw.
 type tracked struct {
 	// sent is what is kept of the last report delivered (none: none), and sentFor the
-	// incarnation it was about. A new container with the id has had nothing sent yet,
-	// whatever the last one's status was.
+	// incarnation it was about (its print: a UID string is a 48-byte allocation per
+	// container). A new container with the id has had nothing sent yet, whatever the
+	// last one's status was.
 	sent    delivered
-	sentFor string
+	sentFor incarnationPrint
 	// sentTerm is the leadership (Reporter.term) in which sent was delivered.
 	sentTerm uint64
 	// forced: publish the next status even if unchanged (a republish, a resend).
@@ -55,4 +58,13 @@ func (r *Reporter) eachTracked(f func(id string, t *tracked)) {
 		f(id, t)
 		r.release(id) // deleting the current key while ranging is fine in Go
 	}
+}
+
+// incarnationPrint is an incarnation (a record's UID) in 16 bytes: the first 16 of its
+// SHA-256, so two incarnations of an id share a print but for a chance of 2^-128.
+type incarnationPrint [16]byte
+
+func printOf(inc string) incarnationPrint {
+	h := sha256.Sum256([]byte(inc))
+	return incarnationPrint(h[:16])
 }

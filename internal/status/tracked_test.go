@@ -85,8 +85,8 @@ func TestReporterReleasesAnEntryThatHoldsNothing(t *testing.T) {
 		name       string
 		set, clear func(*tracked)
 	}{
-		{"sent", func(e *tracked) { e.sent, e.sentFor = deliveredOf(*st(v1alpha1.RUNNING, "")), "r1" },
-			func(e *tracked) { e.sent, e.sentFor = delivered{}, "" }},
+		{"sent", func(e *tracked) { e.sent, e.sentFor = deliveredOf(*st(v1alpha1.RUNNING, "")), printOf("r1") },
+			func(e *tracked) { e.sent, e.sentFor = delivered{}, incarnationPrint{} }},
 		{"forced", func(e *tracked) { e.forced = true }, func(e *tracked) { e.forced = false }},
 		{"minted", func(e *tracked) { e.minted = &mintedEvent{inc: "r1", eventID: "e1"} }, func(e *tracked) { e.minted = nil }},
 		{"waiting", func(e *tracked) { e.waiting = whyNotStored }, func(e *tracked) { e.waiting = "" }},

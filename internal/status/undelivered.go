@@ -50,6 +50,11 @@ func (o *undelivered) done(id string) {
 	if ok && o.gen[id] == g {
 		delete(o.gen, id)
 	}
+	if len(o.gen) == 0 && len(o.taken) == 0 {
+		// A Go map keeps its room when emptied: after a republish of every container
+		// that is megabytes (4.6 MB at 100,000 in docs/model.md) held for nothing.
+		o.gen, o.taken = nil, nil
+	}
 }
 
 // failed records that the worker's attempt on id failed: owed until a retry succeeds

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,5 +80,32 @@ func TestRefOfTombstone(t *testing.T) {
 	id, r := refOf(deploymentKind, cache.DeletedFinalStateUnknown{Key: "ns/web-1", Obj: dep("c1")})
 	if id != "c1" || r != (objRef{name: "web-1", kind: deploymentKind}) {
 		t.Errorf("refOf(tombstone) = %q, %v", id, r)
+	}
+}
+
+// The transform shares an id the index does not have yet (an initial list transforms
+// every object of a kind before any handler runs): the entry it makes holds no refs,
+// is no container, and goes when its object's delete is handled.
+func TestSharedIDBeforeTheHandlers(t *testing.T) {
+	x := newContainerIndex()
+	first := string([]byte("c1")) // the first kind's copy of the label value
+	if got := x.sharedID(first); got != first {
+		t.Fatalf("sharedID = %q", got)
+	}
+	second := string([]byte("c1")) // another kind's copy
+	if got := x.sharedID(second); unsafe.StringData(got) != unsafe.StringData(first) {
+		t.Error("the second object does not share the first one's id")
+	}
+	if x.count() != 0 || x.refs("c1") != nil {
+		t.Errorf("an id only transformed is a container: count %d, refs %v", x.count(), x.refs("c1"))
+	}
+	x.add("c1", objRef{name: "web-1", kind: deploymentKind})
+	if x.count() != 1 || len(x.refs("c1")) != 1 {
+		t.Errorf("after its handler: count %d, refs %v", x.count(), x.refs("c1"))
+	}
+	x.sharedID("c2")                                     // a delete event's object, transformed...
+	x.remove("c2", objRef{name: "web-2", kind: podKind}) // ...and handled: nothing held it
+	if x.tree.Len() != 1 {
+		t.Errorf("%d entries, want 1: the entry of a deleted object's id stayed", x.tree.Len())
 	}
 }

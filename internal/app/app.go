@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/dcm-project/k8s-container-sp/internal/access"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
@@ -149,8 +150,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Health:       a.probe.Last,
 		Registration: registrar.State,
 		Permissions: func() string {
-			if missing := st.MissingPermissions(); len(missing) > 0 {
-				return st.DescribeMissing(missing)
+			if missing := st.Access.Missing(); len(missing) > 0 {
+				return st.Access.Describe(missing)
 			}
 			return ""
 		},
@@ -193,8 +194,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 			return nil
 		}},
 		httpapi.Check{Name: "permissions", Err: func() error {
-			if missing := st.MissingPermissions(); len(missing) > 0 {
-				return errorString(st.DescribeMissing(missing))
+			if missing := st.Access.Missing(); len(missing) > 0 {
+				return errorString(st.Access.Describe(missing))
 			}
 			return nil
 		}},
@@ -364,7 +365,7 @@ func (a *App) checkPermissions(ctx context.Context) error {
 	wasMissing := false
 	for {
 		wait := 5 * time.Minute
-		missing, err := a.store.CheckPermissions(ctx)
+		missing, err := a.store.Access.Check(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -372,7 +373,7 @@ func (a *App) checkPermissions(ctx context.Context) error {
 			a.log.Warn("cannot check Kubernetes permissions yet", "err", err)
 			wait = 5 * time.Second
 		case len(missing) > 0:
-			a.log.Error("missing Kubernetes permissions: "+a.store.DescribeMissing(missing), "missing", store.Names(missing))
+			a.log.Error("missing Kubernetes permissions: "+a.store.Access.Describe(missing), "missing", access.Names(missing))
 			wasMissing, wait = true, time.Minute
 		case wasMissing:
 			a.log.Info("Kubernetes permissions complete")

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
@@ -35,7 +36,7 @@ var apiDocExamples = []struct {
 	{"not-json", contractRow{method: "POST", target: "/api/v1alpha1/containers", contentType: "text/plain", body: "spec: {}"}},
 	{"not-found", contractRow{method: "GET", target: "/api/v1alpha1/containers/web-app-2", store: fails(store.ErrNotFound)}},
 	{"already-exists", contractRow{method: "POST", target: "/api/v1alpha1/containers?id=web-app-1", contentType: "application/json",
-		body: validBody, store: storeErr(store.KindConflict)}},
+		body: validBody, store: storeErr(kubeerr.KindConflict)}},
 	{"internal", contractRow{method: "POST", target: "/api/v1alpha1/containers?id=web-app-1", contentType: "application/json",
 		body: validBody, store: fails(errors.New(secret))}},
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
@@ -156,8 +157,8 @@ const internalEndpoint = `"endpoints":[{"address":"10.96.0.10","port":8080,"prot
 func fails(err error) *answer { return &answer{err: err} }
 
 // storeErr is a classified store failure whose cause must stay in the log.
-func storeErr(k store.Kind, fields ...container.Violation) *answer {
-	return fails(&store.Error{Kind: k, Message: "classified by the store", Fields: fields, Err: errors.New(secret)})
+func storeErr(k kubeerr.Kind, fields ...container.Violation) *answer {
+	return fails(&kubeerr.Error{Kind: k, Message: "classified by the store", Fields: fields, Err: errors.New(secret)})
 }
 
 // wireProblem is the problem+json body as a client reads it.
@@ -374,32 +375,32 @@ func TestErrorContract(t *testing.T) {
 
 		// POST create: the store's answers.
 		{name: "create/409 store conflict", method: "POST", target: base + "?id=web-1", contentType: jsonCT, body: validBody,
-			store: storeErr(store.KindConflict), status: 409, code: "already-exists",
+			store: storeErr(kubeerr.KindConflict), status: 409, code: "already-exists",
 			detail: `a container with id "web-1" already exists; it was not changed`},
 		{name: "create/409 the previous container is being deleted", method: "POST", target: base + "?id=web-1", contentType: jsonCT, body: validBody,
-			store:  fails(&store.Error{Kind: store.KindDeleting, RetryAfter: 5, Message: "the previous container with this id is being deleted; nothing was created; retry after 5 s"}),
+			store:  fails(&kubeerr.Error{Kind: kubeerr.KindDeleting, RetryAfter: 5, Message: "the previous container with this id is being deleted; nothing was created; retry after 5 s"}),
 			status: 409, code: "being-deleted", detail: "the previous container with this id is being deleted; nothing was created; retry after 5 s"},
 		{name: "create/400 store invalid with one field", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store:  storeErr(store.KindInvalid, container.Violation{Pointer: "#/spec/image/reference", Detail: "image.reference: refused"}),
+			store:  storeErr(kubeerr.KindInvalid, container.Violation{Pointer: "#/spec/image/reference", Detail: "image.reference: refused"}),
 			status: 400, code: invalidArg, pointer: "#/spec/image/reference", detail: "image.reference: refused"},
 		{name: "create/400 store invalid with two fields", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: storeErr(store.KindInvalid, container.Violation{Pointer: "#/spec/image/reference", Detail: "a"},
+			store: storeErr(kubeerr.KindInvalid, container.Violation{Pointer: "#/spec/image/reference", Detail: "a"},
 				container.Violation{Pointer: "#/spec/resources", Detail: "b"}),
 			status: 400, code: invalidArg, detail: multiple, errors: []string{"#/spec/resources", "#/spec/image/reference"}},
 		{name: "create/400 store invalid without fields", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: storeErr(store.KindInvalid), status: 400, code: invalidArg, detail: "the cluster refused the container; nothing was created"},
+			store: storeErr(kubeerr.KindInvalid), status: 400, code: invalidArg, detail: "the cluster refused the container; nothing was created"},
 		{name: "create/403 store quota", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store:  storeErr(store.KindQuota, container.Violation{Pointer: "#/spec/resources", Detail: "resources: exceeded quota"}),
+			store:  storeErr(kubeerr.KindQuota, container.Violation{Pointer: "#/spec/resources", Detail: "resources: exceeded quota"}),
 			status: 403, code: "permission-denied", pointer: "#/spec/resources", detail: "resources: exceeded quota"},
 		{name: "create/503 store unavailable", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: storeErr(store.KindUnavailable), status: 503, code: "unavailable", headers: retry},
+			store: storeErr(kubeerr.KindUnavailable), status: 503, code: "unavailable", headers: retry},
 		{name: "create/503 store permission: the detail names what the Role lacks", method: "POST", target: base, contentType: jsonCT,
-			body: validBody, store: storeErr(store.KindPermission), status: 503, code: "unavailable",
+			body: validBody, store: storeErr(kubeerr.KindPermission), status: 503, code: "unavailable",
 			detail: "classified by the store", headers: map[string]string{"Retry-After": "30"}},
 		{name: "create/500 store internal", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: storeErr(store.KindInternal), status: 500, code: "internal", detail: internalDetail},
+			store: storeErr(kubeerr.KindInternal), status: 500, code: "internal", detail: internalDetail},
 		{name: "create/500 store kind unknown", method: "POST", target: base, contentType: jsonCT, body: validBody,
-			store: storeErr(store.Kind(99)), status: 500, code: "internal", detail: internalDetail},
+			store: storeErr(kubeerr.Kind(99)), status: 500, code: "internal", detail: internalDetail},
 		{name: "create/500 plain error", method: "POST", target: base, contentType: jsonCT, body: validBody,
 			store: fails(errors.New(secret)), status: 500, code: "internal", detail: internalDetail},
 		{name: "create/500 panic in the store", method: "POST", target: base, contentType: jsonCT, body: validBody,
@@ -414,9 +415,9 @@ func TestErrorContract(t *testing.T) {
 			store: &answer{obs: []container.Observed{observed(t, "a")}}, status: 200, hasNot: []string{"endpoints"}},
 		{name: "get/404 not found", method: "GET", target: base + "/a", store: fails(store.ErrNotFound),
 			status: 404, code: "not-found", detail: `no container has id "a"`},
-		{name: "get/503 store unavailable", method: "GET", target: base + "/a", store: storeErr(store.KindUnavailable),
+		{name: "get/503 store unavailable", method: "GET", target: base + "/a", store: storeErr(kubeerr.KindUnavailable),
 			status: 503, code: "unavailable", headers: retry},
-		{name: "get/500 store internal", method: "GET", target: base + "/a", store: storeErr(store.KindInternal),
+		{name: "get/500 store internal", method: "GET", target: base + "/a", store: storeErr(kubeerr.KindInternal),
 			status: 500, code: "internal", detail: internalDetail},
 		{name: "get/400 malformed id", method: "GET", target: base + "/Bad_ID", status: 400, code: invalidArg},
 
@@ -442,14 +443,14 @@ func TestErrorContract(t *testing.T) {
 		{name: "list/200 endpoints", method: "GET", target: base, store: &answer{obs: []container.Observed{exposed(t, "a"), observed(t, "b")}},
 			status: 200, has: []string{`"id":"a"`, internalEndpoint}},
 		{name: "list/200 empty", method: "GET", target: base + "?page_token=", store: ok, status: 200, has: []string{`"containers":[]`}},
-		{name: "list/503 store unavailable", method: "GET", target: base, store: storeErr(store.KindUnavailable),
+		{name: "list/503 store unavailable", method: "GET", target: base, store: storeErr(kubeerr.KindUnavailable),
 			status: 503, code: "unavailable", headers: retry},
 
 		// DELETE.
 		{name: "delete/204", method: "DELETE", target: base + "/a", store: ok, status: 204},
 		{name: "delete/404 not found", method: "DELETE", target: base + "/a", store: fails(store.ErrNotFound),
 			status: 404, code: "not-found", detail: `no container has id "a"`},
-		{name: "delete/503 store unavailable", method: "DELETE", target: base + "/a", store: storeErr(store.KindUnavailable),
+		{name: "delete/503 store unavailable", method: "DELETE", target: base + "/a", store: storeErr(kubeerr.KindUnavailable),
 			status: 503, code: "unavailable", headers: retry},
 		{name: "delete/400 malformed id", method: "DELETE", target: base + "/Bad_ID", status: 400, code: invalidArg},
 

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/dcm-project/k8s-container-sp/internal/store"
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // A 503 says what happened when the store knows (its Message with a RetryAfter), else
@@ -18,10 +18,10 @@ func TestFromStoreUnavailable(t *testing.T) {
 		retryAfter int
 	}{
 		{"the Kubernetes API failed",
-			&store.Error{Kind: store.KindUnavailable, Message: "the Kubernetes API is unavailable", Err: errors.New("dial tcp: refused")},
+			&kubeerr.Error{Kind: kubeerr.KindUnavailable, Message: "the Kubernetes API is unavailable", Err: errors.New("dial tcp: refused")},
 			"the Kubernetes API is unavailable; retry later", 5},
 		{"our own limiter refused",
-			&store.Error{Kind: store.KindUnavailable, Message: "this provider limits how fast it confirms unknown container ids; retry after 3 s", RetryAfter: 3},
+			&kubeerr.Error{Kind: kubeerr.KindUnavailable, Message: "this provider limits how fast it confirms unknown container ids; retry after 3 s", RetryAfter: 3},
 			"this provider limits how fast it confirms unknown container ids; retry after 3 s", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
-	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
 // Store is what the handlers need from the cluster (internal/store implements it).
@@ -238,38 +238,38 @@ func registrationBody(st registration.State) *v1alpha1.RegistrationState {
 
 // fromStore turns a store error into the answer a client can act on.
 func fromStore(err error, id string) *Problem {
-	var se *store.Error
+	var se *kubeerr.Error
 	if !errors.As(err, &se) {
 		return internal(err)
 	}
 	switch se.Kind {
-	case store.KindNotFound:
+	case kubeerr.KindNotFound:
 		return notFound(fmt.Sprintf("no container has id %q", id))
-	case store.KindConflict:
+	case kubeerr.KindConflict:
 		if se.RetryAfter > 0 { // busy for a while (a create in progress): the store says why and when to come back
 			return &Problem{Status: http.StatusConflict, Code: "already-exists", Detail: se.Message, RetryAfter: se.RetryAfter, Cause: err}
 		}
 		return &Problem{Status: http.StatusConflict, Code: "already-exists",
 			Detail: fmt.Sprintf("a container with id %q already exists; it was not changed", id)}
-	case store.KindDeleting:
+	case kubeerr.KindDeleting:
 		// Not "already exists": GET says 404, and the id is free once the previous
 		// container's DELETED is delivered.
 		return &Problem{Status: http.StatusConflict, Code: "being-deleted", Detail: se.Message, RetryAfter: se.RetryAfter, Cause: err}
-	case store.KindKeyReused:
+	case kubeerr.KindKeyReused:
 		return &Problem{Status: http.StatusUnprocessableEntity, Code: "idempotency-key-reused", Detail: se.Message}
-	case store.KindInvalid:
+	case kubeerr.KindInvalid:
 		if len(se.Fields) == 0 {
 			return badRequest("the cluster refused the container; nothing was created")
 		}
 		return invalid(se.Fields...)
-	case store.KindQuota:
+	case kubeerr.KindQuota:
 		return &Problem{Status: http.StatusForbidden, Code: "permission-denied", Violations: se.Fields}
-	case store.KindPermission:
+	case kubeerr.KindPermission:
 		// The provider's set-up, not the client: say what is missing (the store names
 		// the permissions), and that it may work later, once the Role is fixed.
 		return &Problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
 			Detail: se.Message, RetryAfter: 30, Cause: err}
-	case store.KindUnavailable:
+	case kubeerr.KindUnavailable:
 		// The store says what happened (a cache behind, a miss it could not confirm, its
 		// own limiter) and, when it knows, when to come back; the Kubernetes API is
 		// blamed only when a call to it failed.
@@ -277,7 +277,7 @@ func fromStore(err error, id string) *Problem {
 		if p.RetryAfter == 0 {
 			p.RetryAfter = 5
 		}
-		if se.Message == "" || se.Message == store.UnavailableMessage {
+		if se.Message == "" || se.Message == kubeerr.UnavailableMessage {
 			p.Detail = "the Kubernetes API is unavailable; retry later"
 		}
 		return p

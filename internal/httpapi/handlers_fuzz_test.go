@@ -18,7 +18,7 @@ import (
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-	"github.com/dcm-project/k8s-container-sp/internal/store"
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // takenID is the id the fuzzed store already holds: a valid create with it is 409.
@@ -207,7 +207,7 @@ func (s *memStore) Create(ctx context.Context, id string, objs container.Objects
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held[id] {
-		return container.Observed{}, storeErr(store.KindConflict).err
+		return container.Observed{}, storeErr(kubeerr.KindConflict).err
 	}
 	s.held[id] = true
 	s.added = append(s.added, id)

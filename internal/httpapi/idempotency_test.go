@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-	"github.com/dcm-project/k8s-container-sp/internal/store"
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // keyStore records what a create reached the store with.
@@ -87,7 +87,7 @@ func TestAgentShapedCreate(t *testing.T) {
 		t.Errorf("a bad key reached the store")
 	}
 
-	st.err = &store.Error{Kind: store.KindKeyReused, Message: `Idempotency-Key "event-1" was used by a create with another spec`}
+	st.err = &kubeerr.Error{Kind: kubeerr.KindKeyReused, Message: `Idempotency-Key "event-1" was used by a create with another spec`}
 	rec = post("", bareSpec, "Idempotency-Key", "event-1")
 	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "idempotency-key-reused") || !strings.Contains(rec.Body.String(), `\"event-1\"`) {
 		t.Errorf("key reused: %d %s", rec.Code, rec.Body)

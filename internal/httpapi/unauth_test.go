@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 	"github.com/dcm-project/k8s-container-sp/internal/logtest"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
-	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
 // quotaStore refuses every create as a ResourceQuota does.
@@ -22,8 +22,8 @@ type quotaStore struct{ panicStore }
 const quotaMessage = `deployments.apps "web-x" is forbidden: exceeded quota: tenant-b-quota, requested: limits.memory=2Gi, used: limits.memory=61Gi, limited: limits.memory=62Gi`
 
 func (quotaStore) Create(context.Context, string, container.Objects) (container.Observed, error) {
-	return container.Observed{}, &store.Error{Kind: store.KindQuota, Message: "a resource quota refused the container",
-		Fields: []container.Violation{{Pointer: "#/spec/resources", Detail: "resources: " + store.QuotaText(quotaMessage)}},
+	return container.Observed{}, &kubeerr.Error{Kind: kubeerr.KindQuota, Message: "a resource quota refused the container",
+		Fields: []container.Violation{{Pointer: "#/spec/resources", Detail: "resources: " + kubeerr.QuotaText(quotaMessage)}},
 		Err:    errors.New(quotaMessage)}
 }
 

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // Confirmed reads container id from the apiserver, not the caches (status.Cluster): what
@@ -26,7 +28,7 @@ func (s *Store) Confirmed(ctx context.Context, id string) (container.Snapshot, e
 	case f.Read == absent, f.Read == answered && !f.Ours:
 		return snap, nil
 	case err != nil:
-		return snap, classify("reading the container record", err)
+		return snap, kubeerr.Classify("reading the container record", err)
 	}
 	rec := f.Rec
 	snap.Record = &rec
@@ -35,7 +37,7 @@ func (s *Store) Confirmed(ctx context.Context, id string) (container.Snapshot, e
 	}
 	deps, err := s.client.AppsV1().Deployments(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: container.InstanceSelector(id)})
 	if err != nil {
-		return snap, classify("listing Deployments", err)
+		return snap, kubeerr.Classify("listing Deployments", err)
 	}
 	snap.Deployments = container.DeploymentsOf(deps.Items)
 	// Oldest first, as the cache's snapshot: Live() picks the oldest live one.

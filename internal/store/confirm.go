@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // ConfirmWait bounds a confirmation's requests to the apiserver: the wait for the
@@ -81,7 +83,7 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 			if err == nil {
 				return o, nil
 			}
-			return container.Observed{}, &Error{Kind: KindUnavailable, Err: fmt.Errorf("the record of %q lives, the cache shows no container", id),
+			return container.Observed{}, &kubeerr.Error{Kind: kubeerr.KindUnavailable, Err: fmt.Errorf("the record of %q lives, the cache shows no container", id),
 				Message: "the container is being created, or this replica has not caught up with the cluster yet; retry later"}
 		}
 	}
@@ -102,10 +104,10 @@ func lookupOf(err error) lookup {
 // limiter did not let us ask it about.
 func unconfirmed(err error) error {
 	if errors.Is(err, errConfirmLimited) {
-		return &Error{Kind: KindUnavailable, RetryAfter: ConfirmRetryAfter, Err: fmt.Errorf("confirming a cache miss: %w", err),
+		return &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: ConfirmRetryAfter, Err: fmt.Errorf("confirming a cache miss: %w", err),
 			Message: fmt.Sprintf("this provider limits how fast it confirms unknown container ids with the Kubernetes API "+
 				"(%d per second, bursts of %d) and is at that limit; retry after %d s", ConfirmQPS, ConfirmBurst, ConfirmRetryAfter)}
 	}
-	return &Error{Kind: KindUnavailable, Err: fmt.Errorf("confirming a cache miss: %w", err),
+	return &kubeerr.Error{Kind: kubeerr.KindUnavailable, Err: fmt.Errorf("confirming a cache miss: %w", err),
 		Message: "the provider cannot confirm with the Kubernetes API that the container does not exist; retry later"}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // limiterRefusal is the error a client-go request returns when the Confirm client's
@@ -53,9 +55,9 @@ func TestUnconfirmed(t *testing.T) {
 			"the provider cannot confirm with the Kubernetes API", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var se *Error
-			if !errors.As(unconfirmed(tc.err), &se) || se.Kind != KindUnavailable {
-				t.Fatalf("unconfirmed(%v) = %v, want KindUnavailable", tc.err, unconfirmed(tc.err))
+			var se *kubeerr.Error
+			if !errors.As(unconfirmed(tc.err), &se) || se.Kind != kubeerr.KindUnavailable {
+				t.Fatalf("unconfirmed(%v) = %v, want kubeerr.KindUnavailable", tc.err, unconfirmed(tc.err))
 			}
 			if !strings.HasPrefix(se.Message, tc.detail) || se.RetryAfter != tc.retryAfter {
 				t.Errorf("message %q, retry after %d; want %q, %d", se.Message, se.RetryAfter, tc.detail, tc.retryAfter)

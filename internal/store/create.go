@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // Create makes a container in two round trips: its record (which reserves the id),
@@ -78,9 +80,9 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 		}
 		s.undo(record, made)
 		if depErr != nil {
-			return container.Observed{}, classify("creating Deployment", depErr)
+			return container.Observed{}, kubeerr.Classify("creating Deployment", depErr)
 		}
-		return container.Observed{}, classify("creating Service", svcErr)
+		return container.Observed{}, kubeerr.Classify("creating Service", svcErr)
 	}
 	s.wrote(deploymentKind, id, dep)
 	out := container.Objects{Deployment: dep}
@@ -95,12 +97,12 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 // reservation window (Store.ReserveWindow): the Kubernetes API was slow, and a DELETE
 // of the id may have answered 404 meanwhile; nothing was created.
 func errReservedLate(window time.Duration) error {
-	return &Error{Kind: KindUnavailable, RetryAfter: 1,
+	return &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: 1,
 		Message: fmt.Sprintf("reserving the container id took longer than %s (the Kubernetes API is slow); nothing was created; retry", window)}
 }
 
 // errTaken answers a create whose id another container holds.
-var errTaken = &Error{Kind: KindConflict, Message: "the container id is taken"}
+var errTaken = &kubeerr.Error{Kind: kubeerr.KindConflict, Message: "the container id is taken"}
 
 // deletingRetryAfter is the Retry-After (seconds) of a create whose id's previous
 // container is being deleted: its DELETED goes out within a debounce and a round trip
@@ -109,7 +111,7 @@ const deletingRetryAfter = 5
 
 // errBeingDeleted answers a create whose id's previous container is deleted and whose
 // DELETED is not delivered yet.
-var errBeingDeleted = &Error{Kind: KindDeleting, RetryAfter: deletingRetryAfter,
+var errBeingDeleted = &kubeerr.Error{Kind: kubeerr.KindDeleting, RetryAfter: deletingRetryAfter,
 	Message: fmt.Sprintf("the previous container with this id is being deleted; nothing was created; retry after %d s", deletingRetryAfter)}
 
 // reserve creates the id's record (keeping req on it); when the id has one, claimID
@@ -121,7 +123,7 @@ func (s *Store) reserve(ctx context.Context, id string, req container.Request) (
 	for {
 		c, err := records.Create(ctx, container.NewRecord(id, req), metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
-			return c, classify("creating the container record", err)
+			return c, kubeerr.Classify("creating the container record", err)
 		}
 		f, err := s.readRecord(ctx, id, false)
 		switch claimID(f, retried, req) {
@@ -131,7 +133,7 @@ func (s *Store) reserve(ctx context.Context, id string, req container.Request) (
 		case claimDeleting:
 			return nil, errBeingDeleted
 		case claimFailed:
-			return nil, classify("reading the container record", err)
+			return nil, kubeerr.Classify("reading the container record", err)
 		case claimSame:
 			return nil, &sameRequest{rec: f.Rec}
 		case claimKeyReused:
@@ -155,7 +157,7 @@ const maxReplays = 3
 
 // errTakenBack: the earlier attempt a replay waited for failed and took its record back.
 // A 503 once maxReplays creates have met it (a client that retries 5xx tries again).
-var errTakenBack = &Error{Kind: KindUnavailable, RetryAfter: 1,
+var errTakenBack = &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: 1,
 	Message: "earlier attempts with this Idempotency-Key failed meanwhile; nothing was created; retry"}
 
 // replay answers a create sent again with its Idempotency-Key (objs, the same spec):
@@ -206,7 +208,7 @@ func (s *Store) completeService(ctx context.Context, id string, rec container.Re
 	svc.Namespace = s.namespace
 	made, err := s.client.CoreV1().Services(s.namespace).Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
-		return container.Observed{}, classify("creating the Service of a half-made container", err)
+		return container.Observed{}, kubeerr.Classify("creating the Service of a half-made container", err)
 	}
 	s.wrote(serviceKind, id, made)
 	v := container.ServiceOf(made)
@@ -217,29 +219,29 @@ func (s *Store) completeService(ctx context.Context, id string, rec container.Re
 // undecided: a create's outcome is unknown (no answer, a timeout, the apiserver
 // overloaded), or it succeeded (nil).
 func undecided(err error) bool {
-	var se *Error
-	return err == nil || (errors.As(classify("", err), &se) && se.Kind == KindUnavailable)
+	var se *kubeerr.Error
+	return err == nil || (errors.As(kubeerr.Classify("", err), &se) && se.Kind == kubeerr.KindUnavailable)
 }
 
 // errHalfMade answers a create with an Idempotency-Key whose Deployment or Service
 // create got no answer: its record is kept for the retry.
-var errHalfMade = &Error{Kind: KindUnavailable, RetryAfter: 1,
+var errHalfMade = &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: 1,
 	Message: "the Kubernetes API did not answer while the container was being made; retry with the same Idempotency-Key"}
 
 // errKeyReused answers a create whose Idempotency-Key made the id's container with
 // another spec.
 func errKeyReused(key, id string) error {
-	return &Error{Kind: KindKeyReused, Message: fmt.Sprintf("Idempotency-Key %q was used by a create with another spec (container %s); nothing was changed: a new request needs a new key", key, id)}
+	return &kubeerr.Error{Kind: kubeerr.KindKeyReused, Message: fmt.Sprintf("Idempotency-Key %q was used by a create with another spec (container %s); nothing was changed: a new request needs a new key", key, id)}
 }
 
 // errStillInFlight answers a create sent again while its first attempt has not made
 // the container yet (or this replica's caches do not show it yet).
-var errStillInFlight = &Error{Kind: KindUnavailable, RetryAfter: 1,
+var errStillInFlight = &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: 1,
 	Message: "the first request with this Idempotency-Key is still in progress; retry"}
 
 // errSameBeingDeleted answers a create sent again whose container is being deleted: 503,
 // so a client that retries 5xx makes it again once the id is free.
-var errSameBeingDeleted = &Error{Kind: KindUnavailable, RetryAfter: deletingRetryAfter,
+var errSameBeingDeleted = &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: deletingRetryAfter,
 	Message: fmt.Sprintf("the container this Idempotency-Key made is being deleted; retry after %d s", deletingRetryAfter)}
 
 // undo takes back the record of a failed create, detached from the request's context
@@ -257,10 +259,10 @@ var errSameBeingDeleted = &Error{Kind: KindUnavailable, RetryAfter: deletingRetr
 // the status reporter settles a record no Deployment joined.
 func (s *Store) undo(record *corev1.ConfigMap, made *corev1.Service) {
 	try := func(ctx context.Context) error {
-		if err := s.dropFinalizer(ctx, record.Name, record.UID); err != nil {
+		if err := dropFinalizerOf(ctx, s.client, s.namespace, record.Name, record.UID); err != nil {
 			return err
 		}
-		if err := s.deleteRecordObject(ctx, record.Name, record.UID, metav1.DeletePropagationBackground); err != nil {
+		if err := deleteRecordIfThere(ctx, s.client, s.namespace, record.Name, record.UID, metav1.DeletePropagationBackground); err != nil {
 			return err
 		}
 		if made != nil {

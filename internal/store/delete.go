@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // Delete removes a container: its record, its Deployment and its Service are deleted
@@ -34,7 +36,7 @@ func (s *Store) delete(ctx context.Context, id string) error {
 		case deleteWait:
 			if w := lateCreateWait(began, s.Clock.Now(), s.ReserveWindow); w > 0 {
 				if err := sleep(ctx, w); err != nil {
-					return classify("waiting for creates that began before the DELETE", err)
+					return kubeerr.Classify("waiting for creates that began before the DELETE", err)
 				}
 			}
 			f.Waited = true
@@ -49,7 +51,7 @@ func (s *Store) delete(ctx context.Context, id string) error {
 			if confirm {
 				return unconfirmed(readErr)
 			}
-			return classify("reading the container record", readErr)
+			return kubeerr.Classify("reading the container record", readErr)
 		case deleteIt:
 			rec, seen := f.Record.Rec, container.Observed{}
 			if f.Cached != nil && !f.Cached.Terminating {
@@ -120,7 +122,7 @@ func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Re
 	case apierrors.IsNotFound(err):
 		return false, ErrNotFound // deleted, and its DELETED delivered, a moment ago
 	case err != nil:
-		return false, classify("deleting the container record", err)
+		return false, kubeerr.Classify("deleting the container record", err)
 	}
 	for _, e := range []error{depErr, svcErr} {
 		if e != nil && !gone(e) {

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/dcm-project/k8s-container-sp/internal/freshness"
+
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // Each cache's freshness is tracked (internal/freshness): a read never answers from a
@@ -86,7 +88,7 @@ func (s *Store) checkFresh() error {
 	if len(names) == 0 {
 		return nil
 	}
-	return &Error{Kind: KindUnavailable, RetryAfter: StaleRetryAfter, Err: fmt.Errorf("stale cache: %s", worst),
+	return &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: StaleRetryAfter, Err: fmt.Errorf("stale cache: %s", worst),
 		Message: fmt.Sprintf("this replica's view of %s has been out of date for %d s; retry later (another replica may answer)",
 			strings.Join(names, " and "), int(worst.For.Seconds()))}
 }

@@ -18,6 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dcm-project/k8s-container-sp/internal/freshness"
+
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // The wrapped ListerWatcher reports what the reflector does with it, and reads refuse a
@@ -74,8 +76,8 @@ func TestTrackedInformer(t *testing.T) {
 		t.Fatalf("past G: %+v, want behind for 6 s", l)
 	}
 	err := s.checkFresh()
-	var se *Error
-	if !errors.As(err, &se) || se.Kind != KindUnavailable || se.RetryAfter == 0 ||
+	var se *kubeerr.Error
+	if !errors.As(err, &se) || se.Kind != kubeerr.KindUnavailable || se.RetryAfter == 0 ||
 		se.Message != "this replica's view of Pods has been out of date for 6 s; retry later (another replica may answer)" {
 		t.Fatalf("read past G: %v", err)
 	}

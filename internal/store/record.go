@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // The writes to a record after its create: each one request, each guarded by the
@@ -20,7 +22,7 @@ import (
 // Finalize takes RecordFinalizer off a deleted record once its container's DELETED has
 // been delivered (status.Cluster), so the apiserver lets the record go. One PATCH.
 func (s *Store) Finalize(ctx context.Context, rec container.Record) error {
-	return classify("finalizing the container record", s.dropFinalizer(ctx, rec.Name, rec.UID))
+	return kubeerr.Classify("finalizing the container record", dropFinalizerOf(ctx, s.client, s.namespace, rec.Name, rec.UID))
 }
 
 // DeleteRecord deletes the record of a container that is gone or was never made (no
@@ -30,12 +32,12 @@ func (s *Store) Finalize(ctx context.Context, rec container.Record) error {
 // (which deletes anything else it owned after; a collector stuck after an apiserver
 // restart left a Service for good: the chaos run, seed 114630519).
 func (s *Store) DeleteRecord(ctx context.Context, rec container.Record, services []*container.Service) error {
-	if err := s.deleteRecordObject(ctx, rec.Name, rec.UID, metav1.DeletePropagationBackground); err != nil {
-		return classify("deleting the container record", err)
+	if err := deleteRecordIfThere(ctx, s.client, s.namespace, rec.Name, rec.UID, metav1.DeletePropagationBackground); err != nil {
+		return kubeerr.Classify("deleting the container record", err)
 	}
 	for _, v := range services {
 		if err := s.deleteService(ctx, v.Name, v.UID); err != nil {
-			return classify("deleting the Service of a deleted container", err)
+			return kubeerr.Classify("deleting the Service of a deleted container", err)
 		}
 	}
 	return nil
@@ -51,14 +53,10 @@ func (s *Store) deleteService(ctx context.Context, name string, uid types.UID) e
 	return nil
 }
 
-// dropFinalizer removes RecordFinalizer from record name with UID uid: a strategic
+// dropFinalizerOf removes RecordFinalizer from record name with UID uid: a strategic
 // merge patch that deletes it from the finalizers and states the UID, which the
 // apiserver refuses to change (422) when the name is another record's by now. Gone or
 // replaced is success.
-func (s *Store) dropFinalizer(ctx context.Context, name string, uid types.UID) error {
-	return dropFinalizerOf(ctx, s.client, s.namespace, name, uid)
-}
-
 func dropFinalizerOf(ctx context.Context, client kubernetes.Interface, ns, name string, uid types.UID) error {
 	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"$deleteFromPrimitiveList/finalizers":[%q]}}`, uid, container.RecordFinalizer)
 	_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
@@ -68,13 +66,8 @@ func dropFinalizerOf(ctx context.Context, client kubernetes.Interface, ns, name 
 	return err
 }
 
-// deleteRecordObject deletes record name if it still has UID uid, with the given
+// deleteRecordIfThere deletes record name if it still has UID uid, with the given
 // propagation; gone or replaced is success.
-func (s *Store) deleteRecordObject(ctx context.Context, name string, uid types.UID, propagation metav1.DeletionPropagation) error {
-	return deleteRecordIfThere(ctx, s.client, s.namespace, name, uid, propagation)
-}
-
-// deleteRecordIfThere is deleteRecordObject for callers without a Store (the uninstall).
 func deleteRecordIfThere(ctx context.Context, client kubernetes.Interface, ns, name string, uid types.UID, propagation metav1.DeletionPropagation) error {
 	if _, err := deleteRecordOf(ctx, client, ns, name, uid, propagation); !gone(err) {
 		return err

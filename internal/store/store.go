@@ -18,9 +18,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/dcm-project/k8s-container-sp/internal/access"
 	"github.com/dcm-project/k8s-container-sp/internal/cached"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/freshness"
+
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
 // Store reads and writes containers in one namespace.
@@ -40,7 +43,9 @@ type Store struct {
 	watchers watchers
 	// handled: the store's handler of each informer has seen its first list.
 	handled []cache.InformerSynced
-	access  access
+	// Access knows the permissions the store's calls need, and names what a refused one
+	// lacks (explainForbidden).
+	Access *access.Checker
 
 	// Clock tells the age of records (the abandoned-create rule) and how long a cache has been
 	// out of date (freshness.go).
@@ -102,6 +107,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		SilenceBound:  SilenceBound,
 	}
 	s.index = newContainerIndex()
+	s.Access = access.New(client, namespace, func() time.Time { return s.Clock.Now() })
 	s.factory = informers.NewSharedInformerFactoryWithOptions(client, resync,
 		informers.WithNamespace(namespace),
 		// The caches hold every container's objects: only what the service reads.
@@ -328,7 +334,7 @@ func (s *Store) WaitForSync(ctx context.Context) bool {
 // Shutdown stops the informers (after the Start context is cancelled) and waits.
 func (s *Store) Shutdown() { s.factory.Shutdown() }
 
-var errNotSynced = &Error{Kind: KindUnavailable, Message: "the provider has not loaded the cluster state yet"}
+var errNotSynced = &kubeerr.Error{Kind: kubeerr.KindUnavailable, Message: "the provider has not loaded the cluster state yet"}
 
 // Get returns one container from the caches. A miss is confirmed before it becomes a
 // 404 (see confirmMiss), so a 404 is authoritative even on a replica whose cache has not

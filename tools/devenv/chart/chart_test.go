@@ -154,7 +154,7 @@ func grants(rules []rbacv1.PolicyRule) []string {
 }
 
 // The chart's Role grants exactly what deploy/base/role.yaml grants (which grants exactly
-// what the service uses: store.Required), in the namespace the containers go to, to the chart's service
+// what the service uses: access.Required), in the namespace the containers go to, to the chart's service
 // account; the optional ClusterRole is deploy/base/clusterrole.yaml's, for the
 // containers' namespace only.
 func TestRoleRulesMatchKustomize(t *testing.T) {

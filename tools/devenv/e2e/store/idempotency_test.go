@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-	"github.com/dcm-project/k8s-container-sp/internal/store"
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
@@ -92,7 +92,7 @@ func TestSameRequestWhileTheFirstIsInFlight(t *testing.T) {
 	}
 	// The key with another spec: refused, nothing changed.
 	_, err := b.s.Create(context.Background(), id, keyedObjects(id, "event-1", "d2"))
-	if se := (*store.Error)(nil); !errors.As(err, &se) || se.Kind != store.KindKeyReused {
+	if se := (*kubeerr.Error)(nil); !errors.As(err, &se) || se.Kind != kubeerr.KindKeyReused {
 		t.Errorf("another spec with the key: %v", err)
 	}
 	if deps, _, _ := what(t, ns, id); len(deps) != 1 {
@@ -118,7 +118,7 @@ func TestSameRequestAfterTheFirstFailedHalfWay(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	close(release)
 	r1, r2 := <-first, <-second
-	if se := (*store.Error)(nil); !errors.As(r1.err, &se) || se.Kind != store.KindUnavailable {
+	if se := (*kubeerr.Error)(nil); !errors.As(r1.err, &se) || se.Kind != kubeerr.KindUnavailable {
 		t.Fatalf("the first attempt: %+v %v", r1.obs, r1.err)
 	}
 	if r2.err != nil {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
@@ -25,8 +26,8 @@ func TestRefusedCreateLeavesNothing(t *testing.T) {
 	objs := objectsOf("x")
 	objs.Deployment.Spec.Template.Spec.Containers[0].Image = ""
 	_, err := f.s.Create(context.Background(), "x", objs)
-	var se *store.Error
-	if !errors.As(err, &se) || se.Kind != store.KindInvalid {
+	var se *kubeerr.Error
+	if !errors.As(err, &se) || se.Kind != kubeerr.KindInvalid {
 		t.Fatalf("Create = %v, want KindInvalid", err)
 	}
 	waitFor(t, "nothing is left of the id", func() bool {
@@ -76,8 +77,8 @@ func TestCreateOfAnIDBeingDeleted(t *testing.T) {
 	}
 	stop := f.main.journal(f.ns)
 	_, err := f.s.Create(context.Background(), "x", objectsOf("x"))
-	var se *store.Error
-	if !errors.As(err, &se) || se.Kind != store.KindDeleting || se.RetryAfter == 0 {
+	var se *kubeerr.Error
+	if !errors.As(err, &se) || se.Kind != kubeerr.KindDeleting || se.RetryAfter == 0 {
 		t.Fatalf("Create = %v, want KindDeleting with a Retry-After", err)
 	}
 	checkRequests(t, "the refused create", stop(), "POST configmaps", "GET configmaps/"+container.RecordName("x"))
@@ -85,7 +86,7 @@ func TestCreateOfAnIDBeingDeleted(t *testing.T) {
 	if _, err := f.s.Create(context.Background(), "y", objectsOf("y")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.Create(context.Background(), "y", objectsOf("y")); !errors.As(err, &se) || se.Kind != store.KindConflict {
+	if _, err := f.s.Create(context.Background(), "y", objectsOf("y")); !errors.As(err, &se) || se.Kind != kubeerr.KindConflict {
 		t.Errorf("a second create of a live id = %v, want KindConflict", err)
 	}
 }

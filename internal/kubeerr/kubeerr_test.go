@@ -1,4 +1,4 @@
-package store
+package kubeerr
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func TestClassify(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var se *Error
-			if !errors.As(classify("op", tc.err), &se) {
+			if !errors.As(Classify("op", tc.err), &se) {
 				t.Fatal("not an *Error")
 			}
 			if se.Kind != tc.kind {

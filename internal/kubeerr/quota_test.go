@@ -1,4 +1,4 @@
-package store
+package kubeerr
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ func TestQuotaRefusalShowsNoUsage(t *testing.T) {
 		{"exceeded quota: q, requested: <script>=1, used: x=1, limited: x=1", "resources: the containers' namespace quota does not allow this container"},
 	}
 	for _, tc := range cases {
-		err := classify("creating Deployment", apierrors.NewForbidden(dep, "web-x", errors.New(tc.msg)))
+		err := Classify("creating Deployment", apierrors.NewForbidden(dep, "web-x", errors.New(tc.msg)))
 		var se *Error
 		if !errors.As(err, &se) || se.Kind != KindQuota || len(se.Fields) != 1 {
 			t.Fatalf("%q: %v", tc.msg, err)

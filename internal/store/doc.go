@@ -11,11 +11,14 @@
 // reporter has delivered its DELETED.
 //
 // The decisions are pure functions in decide.go, table-tested without a cluster
-// (decide_test.go); the other files make the client calls around them:
+// (decide_test.go); the other files make the client calls around them, whose exact
+// requests and handling of each answer are table-tested against a scripted apiserver
+// (scripted_test.go: create_test.go, delete_test.go), and what the cluster does with
+// them against the real control plane (tools/devenv/e2e/store):
 //
 //   - create.go: Create makes the record (claimID decides about a record that holds the
 //     id), then the Deployment and the Service at once; a failure takes the record back
-//     (undo, undoFor decides how). Two round trips, three requests.
+//     (undo). Two round trips, three requests.
 //   - delete.go: Delete deletes the record and the Deployment at once (planDelete;
 //     two requests), reading the record by name first when the cache shows none.
 //   - confirm.go: a GET that misses the cache reads the record by name before it
@@ -35,6 +38,6 @@
 //     pure function of what its ListerWatcher saw and when); GET and LIST answer 503
 //     once a cache they read has been out of date past the bound (Store.MaxStaleness
 //     for a broken watch, SilenceBound for a silent one).
-//   - errors.go: client-go errors classified into what a client can act on.
-//   - permissions.go: the RBAC the service needs (Required, deploy/base/role.yaml).
+//   - errors.go: ErrNotFound, and a refusal by RBAC named (internal/access); every
+//     other client-go error is classified by internal/kubeerr.
 package store

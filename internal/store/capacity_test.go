@@ -1,28 +1,17 @@
 package store
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/dcm-project/k8s-container-sp/internal/cached"
 )
 
 // Count is every id the caches know through a Deployment or a record, each once.
 func TestCount(t *testing.T) {
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(client, "dcm-containers", 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := emptyStore(t)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	add := func(i int, kinds ...int) { // kinds: 0 Deployment, 3 record (served's order)
 		objs := served(i, now)

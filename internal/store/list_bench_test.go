@@ -37,11 +37,18 @@ func filledStore(b *testing.B, n int) *Store {
 // emptyStore is a Store whose informers never start: the client points nowhere and is
 // never called.
 func emptyStore(tb testing.TB) *Store {
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
+	return storeOver(tb, &rest.Config{Host: "http://127.0.0.1:1"}, "dcm-containers")
+}
+
+// storeOver is a Store of namespace ns whose client talks to cfg's host; its informers
+// are not started.
+func storeOver(tb testing.TB, cfg *rest.Config, ns string) *Store {
+	tb.Helper()
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := New(client, "dcm-containers", 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := New(client, ns, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		tb.Fatal(err)
 	}

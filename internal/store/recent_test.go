@@ -3,7 +3,6 @@ package store
 import (
 	"encoding/json"
 	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
@@ -26,16 +24,7 @@ import (
 // read finds is only what the store wrote itself. Its client points nowhere; nothing
 // here sends a request.
 func unstarted(t *testing.T) *Store {
-	t.Helper()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(client, "ns", 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return storeOver(t, &rest.Config{Host: "http://127.0.0.1:1"}, "ns")
 }
 
 // createdX is container x's record, Deployment and Service as the apiserver answers a

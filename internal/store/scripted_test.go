@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -60,15 +58,8 @@ func newScripted(t *testing.T, answers map[string]answer) (*scripted, *Store) {
 	srv := httptest.NewServer(a)
 	t.Cleanup(srv.Close)
 	// JSON both ways (client-go sends protobuf by default): the answers are plain JSON.
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{
-		ContentType: "application/json", AcceptContentTypes: "application/json"}, QPS: 1000, Burst: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(client, "ns", 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storeOver(t, &rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{
+		ContentType: "application/json", AcceptContentTypes: "application/json"}, QPS: 1000, Burst: 1000}, "ns")
 	// A still clock: a create's record is always reserved in time, and a DELETE's wait
 	// for creates that began before it is the window, a millisecond.
 	s.Clock = clocktesting.NewFakePassiveClock(time.Now())

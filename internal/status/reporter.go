@@ -332,6 +332,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	// while this one is in flight sets it again and is not lost.
 	snap := r.src.Snapshot(id)
 	inc := incarnationOf(snap)
+	incPrint := printOf(inc)
 	r.mu.Lock()
 	var last *delivered
 	forced, knownLive := false, false
@@ -340,7 +341,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 		// chaos, seed 14: a container created and deleted while the leader's cache was
 		// behind got no DELETED, because the last one sent, its predecessor's, was
 		// already DELETED).
-		if !t.sent.none() && (inc == "" || t.sentFor == printOf(inc)) {
+		if !t.sent.none() && (inc == "" || t.sentFor == incPrint) {
 			st := t.sent // a copy: used unlocked
 			last = &st
 			knownLive = inc != "" && t.sentTerm == r.term && st.status != v1alpha1.DELETED
@@ -412,7 +413,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	if rep := p.Publish; rep != nil {
 		r.scheduleResend(id, inc, snap, rep.Status, now) // first: it looks at the status sent before
 		t := r.entry(id)
-		t.sent, t.sentFor, t.sentTerm = deliveredOf(*rep), printOf(inc), r.term
+		t.sent, t.sentFor, t.sentTerm = deliveredOf(*rep), incPrint, r.term
 	}
 	if t := r.containers[id]; t != nil {
 		t.minted = nil // delivered, or nothing to send: the next status sent is a new change

@@ -124,7 +124,7 @@ func TestContractScaleToZeroIsFailed(t *testing.T) {
 	srv := testenv.NATS(t)
 	events := newSink(t, srv.URL)
 	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
-	p.waitSynced(t)
+	p.waitReporting(t)
 	create(t, p, "scaled", spec("scaled", "nginx"))
 	events.waitStatus("scaled", "RUNNING", "", 30*time.Second)
 

@@ -186,14 +186,8 @@ func TestStatusFlushedOnStop(t *testing.T) {
 	// A debounce far longer than any wait below: nothing but the stop's flush can send
 	// the change before the stop, however slow the machine.
 	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=120000", "SP_MONITOR_DEBOUNCE_MAX_WAIT=240s"))
-	p.waitSynced(t)
 	// Let the start-up republish (of nothing) pass, or it would send the container.
-	testenv.Eventually(t, 30*time.Second, "reporter active", func() error {
-		if !p.App.Reporter().Active() {
-			return fmt.Errorf("not yet")
-		}
-		return nil
-	})
+	p.waitReporting(t)
 	create(t, p, "late", spec("late", "nginx"))
 	// The pod runs (kwok), the provider's own cache shows it (the reporter plans what to
 	// send from that cache when it sends: the apiserver may show the pod running while

@@ -184,6 +184,21 @@ func (p *provider) waitSynced(t *testing.T) {
 	}
 }
 
+// waitReporting waits until the provider's caches are loaded and its status reporter
+// leads and has queued its start-up republish. A test that counts events waits for it
+// before it creates: a container created earlier has its status sent twice, once as a
+// change and once by the republish, as the reporter means to.
+func (p *provider) waitReporting(t *testing.T) {
+	t.Helper()
+	p.waitSynced(t)
+	testenv.Eventually(t, 30*time.Second, "reporter active", func() error {
+		if !p.App.Reporter().Active() {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+}
+
 // Calls lists the requests this instance sent to the apiserver so far, in order.
 func (p *provider) Calls() []apiCall { return p.calls.list() }
 

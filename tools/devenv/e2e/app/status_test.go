@@ -75,7 +75,7 @@ func TestStatusEvents(t *testing.T) {
 	events := newStreamSink(t, stream)
 	// No cpu cap: "huge" asks more than any node has, to be unschedulable.
 	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100", "SP_MAX_CPU=0"))
-	p.waitSynced(t)
+	p.waitReporting(t)
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/dcm-project/k8s-container-sp/internal/metrics"
 )
 
 // KubeCallTimeout bounds every request to the Kubernetes API except watches.
@@ -27,7 +29,7 @@ func withPerCallDeadline(timeout time.Duration) func(http.RoundTripper) http.Rou
 }
 
 func (p *perCallDeadline) RoundTrip(r *http.Request) (*http.Response, error) {
-	if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
+	if metrics.IsWatch(r) {
 		return p.rt.RoundTrip(r)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)

@@ -172,6 +172,27 @@ func Method(m string) string {
 	return "other"
 }
 
+// kubeMethod is the method label of a request to the Kubernetes API: its HTTP method,
+// or WATCH for a watch, as the apiserver's own metrics name it. A watch is an
+// informer's: it starts again every 5 to 10 minutes (client-go's watch timeout)
+// whatever the load, so counted as a GET it would pass for a read.
+func kubeMethod(r *http.Request) string {
+	if IsWatch(r) {
+		return "WATCH"
+	}
+	return Method(r.Method)
+}
+
+// IsWatch reports whether a request to the Kubernetes API is a watch: a GET with
+// watch=true (or 1).
+func IsWatch(r *http.Request) bool {
+	if r.Method != http.MethodGet || !strings.Contains(r.URL.RawQuery, "watch=") {
+		return false
+	}
+	w := r.URL.Query().Get("watch")
+	return w == "true" || w == "1"
+}
+
 // Middleware records every HTTP request.
 func (m *Metrics) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -247,7 +268,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err == nil {
 		code = resp.StatusCode
 	}
-	c.m.kubeRequests.WithLabelValues(c.client, Resource(r.URL.Path), Method(r.Method), codeLabel(code)).Inc()
+	c.m.kubeRequests.WithLabelValues(c.client, Resource(r.URL.Path), kubeMethod(r), codeLabel(code)).Inc()
 	return resp, err
 }
 

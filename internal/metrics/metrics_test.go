@@ -44,6 +44,23 @@ func TestLabelsAreBounded(t *testing.T) {
 	}
 }
 
+func TestKubeMethod(t *testing.T) {
+	for _, c := range []struct{ method, url, want string }{
+		{"GET", "https://k/api/v1/namespaces/dcm/pods?labelSelector=x&watch=true&timeoutSeconds=300", "WATCH"},
+		{"GET", "https://k/api/v1/namespaces/dcm/pods?watch=1", "WATCH"},
+		{"GET", "https://k/api/v1/namespaces/dcm/pods?watch=false", "GET"},
+		{"GET", "https://k/api/v1/namespaces/dcm/pods?limit=500", "GET"},
+		{"GET", "https://k/api/v1/namespaces/dcm/configmaps/watch=true", "GET"},
+		{"POST", "https://k/api/v1/namespaces/dcm/pods?watch=true", "POST"},
+		{"BREW", "https://k/readyz", "other"},
+	} {
+		r := httptest.NewRequest(c.method, c.url, nil)
+		if got := kubeMethod(r); got != c.want {
+			t.Errorf("kubeMethod(%s %s) = %q, want %q", c.method, c.url, got, c.want)
+		}
+	}
+}
+
 // The reproduction from the hardening issue: thousands of distinct methods and paths
 // must not add a series each.
 func TestHostileRequestsAddNoSeries(t *testing.T) {

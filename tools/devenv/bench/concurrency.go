@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -96,15 +97,17 @@ type ConcurrencyRow struct {
 	Retried int `json:"retried_503,omitempty"`
 	// CallsPerOp: Kubernetes requests per operation: the service's own count during
 	// its batches (everything it sent meanwhile, the reporter's too, but the background
-	// requests: the leader election's and the health probe's), or the raw side's fixed
+	// requests: the leader election's, the health probe's and the informers' watches),
+	// or the raw side's fixed
 	// number.
 	CallsPerOp float64 `json:"kubernetes_calls_per_op"`
 	// CallsBy: the service's requests during its batches, by method, the background
 	// ones left out (API rows).
 	CallsBy map[string]float64 `json:"service_kubernetes_requests_by_method,omitempty"`
 	// BackgroundCalls: the background requests during the batches: the leader
-	// election's (its lock's renewals, about one every status.RetryPeriod) and the
-	// health probe's (one every 5 s), whatever the load (API rows).
+	// election's (its lock's renewals, about one every status.RetryPeriod), the
+	// health probe's (one every 5 s) and the informers' watches (each started again
+	// every 5 to 10 minutes), whatever the load (API rows).
 	BackgroundCalls float64 `json:"background_requests,omitempty"`
 	// LimiterFloorS: the least time the service's limiter lets its batches take,
 	// summed: the requests above the burst at QPS each (API rows).
@@ -330,6 +333,9 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 							bg += d
 						}
 						row.BackgroundCalls += bg
+						if r := readsOf(m0, m1); len(r) > 0 {
+							fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s: the service read: %s\n", clients, op, strings.Join(r, "; "))
+						}
 						row.LimiterFloorS += limiterFloor(calls+bg, res.ServiceQPS, res.ServiceBurst)
 					}
 				}
@@ -611,4 +617,19 @@ func (e *Env) concurrencyAlone(ctx context.Context, o Options, res *Results, log
 	}
 	res.Concurrent = &cr
 	return nil
+}
+
+// readsOf are the series of the service's GETs (sp_kubernetes_requests_total, any
+// client) that grew from m0 to m1, with how much: no create or delete of a container
+// the cache shows reads at the apiserver, so the log names each read by its client,
+// resource and code.
+func readsOf(m0, m1 map[string]float64) []string {
+	var out []string
+	for k, d := range grown(m0, m1) {
+		if strings.HasPrefix(k, "sp_kubernetes_requests_total{") && labelIs(k, labelMethod, http.MethodGet) {
+			out = append(out, fmt.Sprintf("%s %.0f", strings.TrimPrefix(k, "sp_kubernetes_requests_total"), d))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

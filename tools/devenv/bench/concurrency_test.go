@@ -110,7 +110,7 @@ func TestConcurrencyVerdict(t *testing.T) {
 }
 
 // A requests row counts what the phase counted, the background requests (election,
-// health probe) shown beside it and not counted.
+// health probe, watches) shown beside it and not counted.
 func TestCallsCheck(t *testing.T) {
 	create := ConcurrencyRow{Clients: 8, Op: "create", Via: "api", Ops: 100, Seconds: 10, CallsPerOp: 3.05,
 		CallsBy: map[string]float64{"POST": 300, "GET": 5}, BackgroundCalls: 5}

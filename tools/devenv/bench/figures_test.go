@@ -250,6 +250,7 @@ sp_kubernetes_requests_total{client="service",code="200",method="GET",resource="
 sp_kubernetes_requests_total{client="service",code="201",method="POST",resource="deployments"} 9
 sp_kubernetes_requests_total{client="election",code="200",method="PUT",resource="configmaps"} 2
 sp_kubernetes_requests_total{client="service",code="200",method="GET",resource="none"} 1
+sp_kubernetes_requests_total{client="service",code="200",method="WATCH",resource="pods"} 3
 not_a_number{x="y"} NaNx
 `
 	m, err := testbed.ParseProm(strings.NewReader(prom))
@@ -263,8 +264,8 @@ not_a_number{x="y"} NaNx
 	if wantBy := map[string]float64{"LIST pods": 3, "GET pods": 2, "GET deployments": 5}; n != 10 || !maps.Equal(by, wantBy) {
 		t.Errorf("readRequests = %v, %v; want 10, %v", n, by, wantBy)
 	}
-	if got := serviceKubeRequests(m); got != 22 {
-		t.Errorf("serviceKubeRequests = %v, want 22", got)
+	if got := serviceKubeRequests(m); got != 25 {
+		t.Errorf("serviceKubeRequests = %v, want 25", got)
 	}
 	if got := confirmations(m); got != 4 {
 		t.Errorf("confirmations = %v, want 4 (GETs answered 404)", got)
@@ -276,16 +277,34 @@ not_a_number{x="y"} NaNx
 		t.Errorf("startupRequests = %v, want %v", got, want)
 	}
 	for _, c := range []struct {
-		keep func(string, string) bool
+		keep func(string, string, string) bool
 		want map[string]float64
 	}{
-		{allRequests, map[string]float64{"GET": 11, "POST": 9, "PUT": 2}},
+		{allRequests, map[string]float64{"GET": 11, "POST": 9, "PUT": 2, "WATCH": 3}},
 		{notBackground, map[string]float64{"GET": 10, "POST": 9}},
-		{background, map[string]float64{"GET": 1, "PUT": 2}},
+		{background, map[string]float64{"GET": 1, "PUT": 2, "WATCH": 3}},
 	} {
 		if got := serviceRequestsByMethod(m, c.keep); !maps.Equal(got, c.want) {
 			t.Errorf("serviceRequestsByMethod = %v, want %v", got, c.want)
 		}
+	}
+}
+
+func TestReadsOf(t *testing.T) {
+	m0 := map[string]float64{
+		`sp_kubernetes_requests_total{client="service",code="200",method="GET",resource="configmaps"}`:  2,
+		`sp_kubernetes_requests_total{client="service",code="201",method="POST",resource="configmaps"}`: 5,
+	}
+	m1 := map[string]float64{
+		`sp_kubernetes_requests_total{client="service",code="200",method="GET",resource="configmaps"}`:  3,
+		`sp_kubernetes_requests_total{client="confirm",code="404",method="GET",resource="configmaps"}`:  1,
+		`sp_kubernetes_requests_total{client="service",code="201",method="POST",resource="configmaps"}`: 9,
+		`sp_kubernetes_requests_total{client="service",code="200",method="WATCH",resource="pods"}`:      1,
+	}
+	got := strings.Join(readsOf(m0, m1), "; ")
+	want := `{client="confirm",code="404",method="GET",resource="configmaps"} 1; {client="service",code="200",method="GET",resource="configmaps"} 1`
+	if got != want {
+		t.Errorf("readsOf = %s\nwant %s", got, want)
 	}
 }
 

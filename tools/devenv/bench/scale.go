@@ -173,13 +173,16 @@ func (e *Env) RawSync(ctx context.Context, ns string) (time.Duration, error) {
 // allRequests, background and notBackground pick what serviceRequestsByMethod counts.
 // The background requests come at their own pace whatever the load: the leader
 // election's (a client of its own, its ConfigMap lock renewed about every
-// status.RetryPeriod) and the health probe's (the apiserver's /readyz, no resource,
-// every 5 s).
-func allRequests(string, string) bool { return true }
-func background(client, resource string) bool {
-	return client == metrics.ClientElection || resource == "none"
+// status.RetryPeriod), the health probe's (the apiserver's /readyz, no resource,
+// every 5 s) and the informers' watches (method WATCH: each started again every 5 to
+// 10 minutes, client-go's watch timeout).
+func allRequests(string, string, string) bool { return true }
+func background(client, resource, method string) bool {
+	return client == metrics.ClientElection || resource == "none" || method == "WATCH"
 }
-func notBackground(client, resource string) bool { return !background(client, resource) }
+func notBackground(client, resource, method string) bool {
+	return !background(client, resource, method)
+}
 
 var (
 	labelResource = regexp.MustCompile(`resource="([^"]*)"`)
@@ -223,21 +226,19 @@ func grown(before, after map[string]float64) map[string]float64 {
 }
 
 // serviceRequestsByMethod is the service's own count of its Kubernetes requests
-// (sp_kubernetes_requests_total) by method, of those keep takes by their client and
-// resource labels (allRequests: every request).
-func serviceRequestsByMethod(m map[string]float64, keep func(client, resource string) bool) map[string]float64 {
+// (sp_kubernetes_requests_total) by method, of those keep takes by their client,
+// resource and method labels (allRequests: every request).
+func serviceRequestsByMethod(m map[string]float64, keep func(client, resource, method string) bool) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
 		if !strings.HasPrefix(k, "sp_kubernetes_requests_total{") {
 			continue
 		}
-		c, r := labelClient.FindStringSubmatch(k), labelResource.FindStringSubmatch(k)
-		if c != nil && r != nil && !keep(c[1], r[1]) {
+		c, r, mt := labelClient.FindStringSubmatch(k), labelResource.FindStringSubmatch(k), labelMethod.FindStringSubmatch(k)
+		if mt == nil || c != nil && r != nil && !keep(c[1], r[1], mt[1]) {
 			continue
 		}
-		if mt := labelMethod.FindStringSubmatch(k); mt != nil {
-			out[mt[1]] += v
-		}
+		out[mt[1]] += v
 	}
 	return out
 }

@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 

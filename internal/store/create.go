@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 

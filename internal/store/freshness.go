@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/dcm-project/k8s-container-sp/internal/freshness"
-
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 

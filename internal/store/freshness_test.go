@@ -18,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dcm-project/k8s-container-sp/internal/freshness"
-
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 

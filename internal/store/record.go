@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
-
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 

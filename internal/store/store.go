@@ -22,7 +22,6 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/cached"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/freshness"
-
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 

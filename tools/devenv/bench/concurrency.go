@@ -98,8 +98,7 @@ type ConcurrencyRow struct {
 	// CallsPerOp: Kubernetes requests per operation: the service's own count during
 	// its batches (everything it sent meanwhile, the reporter's too, but the background
 	// requests: the leader election's, the health probe's and the informers' watches),
-	// or the raw side's fixed
-	// number.
+	// or the raw side's fixed number.
 	CallsPerOp float64 `json:"kubernetes_calls_per_op"`
 	// CallsBy: the service's requests during its batches, by method, the background
 	// ones left out (API rows).

@@ -21,6 +21,7 @@ const recordPath = "configmaps/dcm-container-x"
 var (
 	unavailable  = refuse(apierrors.NewServiceUnavailable("the apiserver is restarting"))
 	recordExists = refuse(apierrors.NewAlreadyExists(schema.GroupResource{Resource: "configmaps"}, "dcm-container-x"))
+	recordGone   = refuse(apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "dcm-container-x"))
 )
 
 // Each way a create goes, as the exact requests it makes and what it answers: the

@@ -27,7 +27,6 @@ func TestDeleteRequests(t *testing.T) {
 		svc = "DELETE services/web-fghij"
 	)
 	conflict := refuse(apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "dcm-container-x", errors.New("the UID in the precondition does not match")))
-	gone := refuse(apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "dcm-container-x"))
 	forbidden := refuse(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "dcm-container-x", errors.New("RBAC")))
 	var checks []string // a permission check: one access review per permission
 	for range access.Required {
@@ -58,7 +57,7 @@ func TestDeleteRequests(t *testing.T) {
 			cached: true, answers: map[string]answer{"DELETE configmaps": conflict},
 			want: []string{"DELETE " + recordPath, dep, svc, "GET " + recordPath}, err: ErrNotFound},
 		{name: "the record gone a moment ago: 404",
-			cached: true, answers: map[string]answer{"DELETE configmaps": gone},
+			cached: true, answers: map[string]answer{"DELETE configmaps": recordGone},
 			want: []string{"DELETE " + recordPath, dep, svc}, err: ErrNotFound},
 		{name: "the record's delete fails: 503",
 			cached: true, answers: map[string]answer{"DELETE configmaps": unavailable},
@@ -108,7 +107,6 @@ func TestDeleteRequests(t *testing.T) {
 func TestRecordWrites(t *testing.T) {
 	rec := container.Record{Name: "dcm-container-x", UID: "uid-1"}
 	v := &container.Service{Meta: container.Meta{Name: "web-fghij"}, UID: "uid-2"}
-	gone := refuse(apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "dcm-container-x"))
 	for _, tc := range []struct {
 		name    string
 		do      func(*Store) error
@@ -119,14 +117,14 @@ func TestRecordWrites(t *testing.T) {
 		{"Finalize: one patch", func(s *Store) error { return s.Finalize(context.Background(), rec) },
 			nil, []string{"PATCH " + recordPath}, false},
 		{"Finalize of a record gone", func(s *Store) error { return s.Finalize(context.Background(), rec) },
-			map[string]answer{"PATCH configmaps": gone}, []string{"PATCH " + recordPath}, false},
+			map[string]answer{"PATCH configmaps": recordGone}, []string{"PATCH " + recordPath}, false},
 		{"Finalize fails", func(s *Store) error { return s.Finalize(context.Background(), rec) },
 			map[string]answer{"PATCH configmaps": unavailable}, []string{"PATCH " + recordPath}, true},
 		{"DeleteRecord, with the Services the cache shows", func(s *Store) error {
 			return s.DeleteRecord(context.Background(), rec, []*container.Service{v})
 		}, nil, []string{"DELETE " + recordPath, "DELETE services/web-fghij"}, false},
 		{"DeleteRecord of a record gone", func(s *Store) error { return s.DeleteRecord(context.Background(), rec, nil) },
-			map[string]answer{"DELETE configmaps": gone}, []string{"DELETE " + recordPath}, false},
+			map[string]answer{"DELETE configmaps": recordGone}, []string{"DELETE " + recordPath}, false},
 		{"DeleteRecord fails: its Services wait", func(s *Store) error {
 			return s.DeleteRecord(context.Background(), rec, []*container.Service{v})
 		}, map[string]answer{"DELETE configmaps": unavailable}, []string{"DELETE " + recordPath}, true},

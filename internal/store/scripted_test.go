@@ -101,9 +101,7 @@ func (a *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Unlock()
 	if scripted {
 		if ans.err != nil {
-			st := ans.err.(apierrors.APIStatus).Status()
-			st.Kind, st.APIVersion = "Status", "v1"
-			reply(w, int(st.Code), &st)
+			replyStatus(w, ans.err.(apierrors.APIStatus).Status())
 			return
 		}
 		reply(w, http.StatusOK, ans.obj)
@@ -126,9 +124,7 @@ func (a *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete, http.MethodPatch:
 		reply(w, http.StatusOK, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess})
 	default:
-		st := apierrors.NewNotFound(schema.GroupResource{Resource: resource}, name).Status()
-		st.Kind, st.APIVersion = "Status", "v1"
-		reply(w, http.StatusNotFound, &st)
+		replyStatus(w, apierrors.NewNotFound(schema.GroupResource{Resource: resource}, name).Status())
 	}
 }
 
@@ -145,6 +141,12 @@ func madeBy(obj runtime.Object, gvk schema.GroupVersionKind) runtime.Object {
 	m.SetCreationTimestamp(metav1.NewTime(time.Now().Truncate(time.Second)))
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	return obj
+}
+
+// replyStatus answers with a failure, as an apiserver does: a Status with its code.
+func replyStatus(w http.ResponseWriter, st metav1.Status) {
+	st.Kind, st.APIVersion = "Status", "v1"
+	reply(w, int(st.Code), &st)
 }
 
 func reply(w http.ResponseWriter, code int, obj runtime.Object) {

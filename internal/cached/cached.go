@@ -122,10 +122,10 @@ func (c *cachedService) view() container.Service {
 // are never written).
 type viewer[V any] interface{ view() V }
 
-// AppendView appends the view of the object named name in an informer's cache, if the
-// cache holds it (the index may name an object the cache has just dropped).
-func AppendView[V any](out []*V, c Keyed, namespace, name string) []*V {
-	obj, ok, _ := c.GetByKey(namespace + "/" + name)
+// AppendView appends the view of the object with key (Key) in an informer's cache, if
+// the cache holds it (the index may name an object the cache has just dropped).
+func AppendView[V any](out []*V, c Keyed, key string) []*V {
+	obj, ok, _ := c.GetByKey(key)
 	if cached, isView := obj.(viewer[V]); ok && isView {
 		v := cached.view()
 		out = append(out, &v)
@@ -148,6 +148,7 @@ type cachedRecord struct {
 	created         stamp
 	// isRecord: it is container id's record; else only its name is kept.
 	isRecord, owed, terminating bool
+	byName                      bool // as compactMeta's
 }
 
 func newCachedRecord(l *corev1.ConfigMap) *cachedRecord {
@@ -183,7 +184,7 @@ func RecordOf(obj any, id string) (container.Record, bool) {
 // the cached one is taken for a resync and reaches only handlers due one: without it,
 // after the first resync check, updates would stop reaching the status reporter).
 
-func (c *compactMeta) GetNamespace() string               { return c.namespace.Value() }
+func (c *compactMeta) GetNamespace() string               { return namespaceOf(c.namespace, c.byName) }
 func (c *compactMeta) GetName() string                    { return c.name }
 func (c *compactMeta) GetCreationTimestamp() metav1.Time  { return metav1.NewTime(c.created.time()) }
 func (c *compactMeta) GetDeletionTimestamp() *metav1.Time { return deletionTimestamp(c.deleting) }
@@ -200,7 +201,7 @@ func (c *cachedPod) GetResourceVersion() string        { return c.resourceVersio
 func (c *cachedService) GetResourceVersion() string    { return c.resourceVersion.String() }
 func (c *cachedService) GetUID() types.UID             { return types.UID(c.uid.String()) }
 
-func (c *cachedRecord) GetNamespace() string         { return c.namespace.Value() }
+func (c *cachedRecord) GetNamespace() string         { return namespaceOf(c.namespace, c.byName) }
 func (c *cachedRecord) GetName() string              { return c.name }
 func (c *cachedRecord) GetUID() types.UID            { return types.UID(c.uid.String()) }
 func (c *cachedRecord) GetResourceVersion() string   { return c.resourceVersion.String() }
@@ -211,6 +212,15 @@ func (c *cachedRecord) GetCreationTimestamp() metav1.Time {
 }
 func (c *cachedRecord) GetDeletionTimestamp() *metav1.Time {
 	return deletionTimestamp(c.terminating)
+}
+
+// namespaceOf is a cached object's namespace as client-go reads it: none when it is
+// keyed by its name alone (KeysByName).
+func namespaceOf(ns unique.Handle[string], byName bool) string {
+	if byName {
+		return ""
+	}
+	return ns.Value()
 }
 
 // labels are a cached object's labels as far as they are kept: the ones the informers

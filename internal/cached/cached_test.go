@@ -35,7 +35,7 @@ func through[V any](t *testing.T, obj metav1.Object) *V {
 	if rv := cached.(metav1.Object).GetResourceVersion(); rv != obj.GetResourceVersion() {
 		t.Errorf("%s: resourceVersion %q, want %q (see cacheMeta)", obj.GetName(), rv, obj.GetResourceVersion())
 	}
-	read := func() []*V { return AppendView[V](nil, idx, obj.GetNamespace(), obj.GetName()) }
+	read := func() []*V { return AppendView[V](nil, idx, Key(obj.GetNamespace(), obj.GetName(), false)) }
 	got := read()
 	if len(got) != 1 {
 		t.Fatalf("AppendView found %d objects", len(got))

@@ -94,6 +94,9 @@ type compactMeta struct {
 	incarnation uuidOr
 	created     stamp
 	deleting    bool
+	// byName: the informer keys it by its name alone (KeysByName), so to client-go its
+	// namespace reads as empty.
+	byName bool
 }
 
 func compactMetaOf(m container.Meta) compactMeta {

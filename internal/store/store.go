@@ -79,6 +79,8 @@ type Store struct {
 	// recent is each informer's cache with the objects this replica wrote on top, by
 	// kind (see wrote): what every read goes through.
 	recent [kinds]*recent
+	// byName: the caches key an object by its name alone (cached.KeysByName).
+	byName bool
 }
 
 // recentTTL bounds how long an object this replica wrote is read from its own
@@ -104,6 +106,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		ReserveWindow: DefaultReserveWindow,
 		MaxStaleness:  DefaultMaxStaleness,
 		SilenceBound:  SilenceBound,
+		byName:        cached.KeysByName(),
 	}
 	s.index = newContainerIndex()
 	s.Access = access.New(client, namespace, func() time.Time { return s.Clock.Now() })
@@ -154,8 +157,11 @@ const DefaultReserveWindow = time.Second
 // objects held once (the one its first cached object has, found in the index) rather
 // than once per object.
 func (s *Store) transform(obj any) (any, error) {
-	return cached.OfSharing(obj, s.index.sharedID)
+	return cached.OfSharing(obj, s.index.sharedID, s.byName)
 }
+
+// key is the caches' key of the object named name.
+func (s *Store) key(name string) string { return cached.Key(s.namespace, name, s.byName) }
 
 // wrote puts an object this replica wrote (the apiserver's answer) into its caches,
 // as their informer will: read-your-writes without waiting for the watch. The index
@@ -369,13 +375,13 @@ func (s *Store) snapshotOf(id string, refs []objRef) container.Snapshot {
 	for _, r := range refs {
 		switch r.kind {
 		case deploymentKind:
-			snap.Deployments = cached.AppendView[container.Deployment](snap.Deployments, s.recent[r.kind], s.namespace, r.name)
+			snap.Deployments = cached.AppendView[container.Deployment](snap.Deployments, s.recent[r.kind], s.key(r.name))
 		case podKind:
-			snap.Pods = cached.AppendView[container.Pod](snap.Pods, s.recent[r.kind], s.namespace, r.name)
+			snap.Pods = cached.AppendView[container.Pod](snap.Pods, s.recent[r.kind], s.key(r.name))
 		case serviceKind:
-			snap.Services = cached.AppendView[container.Service](snap.Services, s.recent[r.kind], s.namespace, r.name)
+			snap.Services = cached.AppendView[container.Service](snap.Services, s.recent[r.kind], s.key(r.name))
 		case recordKind:
-			if obj, ok, _ := s.recent[r.kind].GetByKey(s.namespace + "/" + r.name); ok {
+			if obj, ok, _ := s.recent[r.kind].GetByKey(s.key(r.name)); ok {
 				if rec, ok := cached.RecordOf(obj, id); ok {
 					snap.Record = &rec
 				}

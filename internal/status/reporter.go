@@ -411,7 +411,7 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	}
 	r.mu.Lock()
 	if rep := p.Publish; rep != nil {
-		r.scheduleResend(id, inc, snap, rep.Status, now) // first: it looks at the status sent before
+		r.scheduleResend(id, inc, incPrint, snap, rep.Status, now) // first: it looks at the status sent before
 		t := r.entry(id)
 		t.sent, t.sentFor, t.sentTerm = deliveredOf(*rep), incPrint, r.term
 	}

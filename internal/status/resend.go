@@ -28,12 +28,12 @@ type resend struct {
 }
 
 // scheduleResend arranges the resend after st, just delivered for container id
-// (incarnation inc, as snap showed it at now), when st is the first status delivered for
+// (incarnation inc, whose print is incPrint, as snap showed it at now), when st is the first status delivered for
 // that incarnation and the container is young: created less than ResendAfter ago. (An
 // older container is one DCM has stored long since; without that bound a new leader,
 // whose first delivery of every container is its start-up republish, would send every
 // status twice.) A DELETED drops a pending resend. r.mu is held.
-func (r *Reporter) scheduleResend(id, inc string, snap container.Snapshot, st container.Status, now time.Time) {
+func (r *Reporter) scheduleResend(id, inc string, incPrint incarnationPrint, snap container.Snapshot, st container.Status, now time.Time) {
 	d := r.opts.ResendAfter
 	if st.Status == v1alpha1.DELETED {
 		r.forgetResend(id)
@@ -42,7 +42,7 @@ func (r *Reporter) scheduleResend(id, inc string, snap container.Snapshot, st co
 	if d <= 0 {
 		return
 	}
-	if t := r.containers[id]; t != nil && !t.sent.none() && t.sentFor == printOf(inc) {
+	if t := r.containers[id]; t != nil && !t.sent.none() && t.sentFor == incPrint {
 		return // not the incarnation's first status
 	}
 	live := snap.Live()

@@ -70,7 +70,7 @@ func TestReporterReleasesAnEntryThatHoldsNothing(t *testing.T) {
 	rep.RepublishAll() // no container known: clears the minted ids and forces none
 	check("republished", 0)
 	rep.mu.Lock()
-	rep.scheduleResend("a", "r1", liveSnap("a-1"), container.Status{Status: v1alpha1.PENDING}, t0)
+	rep.scheduleResend("a", "r1", printOf("r1"), liveSnap("a-1"), container.Status{Status: v1alpha1.PENDING}, t0)
 	rep.mu.Unlock()
 	check("resend scheduled", 1)
 	rep.stopResends()

@@ -164,8 +164,6 @@ func TestDeployRBACIsEnough(t *testing.T) {
 	}
 }
 
-// The Deployment and Service of deploy/base are valid for the apiserver (server-side dry
-// run) and the shipped configuration loads.
 // dcmRole is DCM's Role (testdata/dcm-role.yaml) verbatim, named as deploy/base's
 // RoleBinding refers to it.
 func dcmRole(t *testing.T) *rbacv1.Role {
@@ -326,6 +324,8 @@ func TestPodSecurityFollowsTheNamespace(t *testing.T) {
 	}
 }
 
+// The Deployment and Service of deploy/base are valid for the apiserver (server-side dry
+// run) and the shipped configuration loads.
 func TestDeployManifestsAreValid(t *testing.T) {
 	ns := testenv.Namespace(t)
 	cs := testenv.Cluster(t).Client

@@ -39,7 +39,7 @@ func TestConcurrencyRounds(t *testing.T) {
 }
 
 func TestConcurrencyOps(t *testing.T) {
-	for _, c := range []struct{ n, clients, want int }{{96, 8, 96}, {96, 32, 96}, {96, 64, 128}, {200, 64, 200}} {
+	for _, c := range []struct{ n, clients, want int }{{96, 8, 96}, {96, 32, 256}, {96, 64, 512}, {600, 64, 600}} {
 		if got := concurrencyOps(c.n, c.clients); got != c.want {
 			t.Errorf("concurrencyOps(%d, %d) = %d, want %d", c.n, c.clients, got, c.want)
 		}

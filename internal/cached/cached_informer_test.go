@@ -41,12 +41,7 @@ func TestCachedUpdatesReachHandlersAfterResyncChecks(t *testing.T) {
 	}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	go inf.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		t.Fatal("not synced")
-	}
+	runSynced(t, inf)
 	time.Sleep(200 * time.Millisecond) // several resync checks: the handler is not due one
 
 	pod.ResourceVersion, pod.Status.Phase = "2", corev1.PodFailed
@@ -59,6 +54,19 @@ func TestCachedUpdatesReachHandlersAfterResyncChecks(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the update never reached the handler")
 	}
+}
+
+// runSynced runs inf until the test ends (30 s at most) and waits until it has synced;
+// the context it returns ends with the run.
+func runSynced(t *testing.T, inf cache.SharedIndexInformer) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("not synced")
+	}
+	return ctx
 }
 
 // listThenWatch makes the reflector list, then watch (the scripted watch sends no
@@ -104,12 +112,7 @@ func TestRelistDeletesNothing(t *testing.T) {
 			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) { deletes <- obj }}); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			go inf.RunWithContext(ctx)
-			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-				t.Fatal("not synced")
-			}
+			ctx := runSynced(t, inf)
 			if _, ok, _ := inf.GetStore().GetByKey(Key("ns", "p", byName)); !ok {
 				t.Fatalf("the cache has no key %q: %v", Key("ns", "p", byName), inf.GetStore().ListKeys())
 			}

@@ -17,36 +17,50 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// through puts obj through the cache as an informer would (transform, then Keyed and
-// indexed), and reads its view back as the store does.
+// through puts obj through the table as its reflector would, and reads its view back
+// as the store does.
 func through[V any](t *testing.T, obj metav1.Object) *V {
 	t.Helper()
-	idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
-	cached, err := Of(obj)
-	if err != nil {
+	tab := NewTable(obj.GetNamespace(), time.Now)
+	o, ok := Of(obj)
+	if !ok {
+		t.Fatalf("%T is not taken", obj)
+	}
+	if rv := o.GetResourceVersion(); rv != obj.GetResourceVersion() {
+		t.Errorf("%s: resourceVersion %q, want %q", obj.GetName(), rv, obj.GetResourceVersion())
+	}
+	if err := tab.Source(o.Kind()).Add(obj); err != nil {
 		t.Fatal(err)
 	}
-	if err := idx.Add(cached); err != nil {
-		t.Fatal(err)
+	read := func() *V {
+		snap := tab.Snapshot(container.InstanceID(obj.GetLabels()))
+		var all []any
+		for _, d := range snap.Deployments {
+			all = append(all, d)
+		}
+		for _, p := range snap.Pods {
+			all = append(all, p)
+		}
+		for _, s := range snap.Services {
+			all = append(all, s)
+		}
+		if len(all) != 1 {
+			t.Fatalf("the snapshot holds %d objects", len(all))
+		}
+		v, ok := all[0].(*V)
+		if !ok {
+			t.Fatalf("the snapshot holds a %T", all[0])
+		}
+		return v
 	}
-	if _, ok, _ := idx.GetByKey(obj.GetNamespace() + "/" + obj.GetName()); !ok {
-		t.Fatalf("cached %s not found by its key", obj.GetName())
-	}
-	if rv := cached.(metav1.Object).GetResourceVersion(); rv != obj.GetResourceVersion() {
-		t.Errorf("%s: resourceVersion %q, want %q (see cacheMeta)", obj.GetName(), rv, obj.GetResourceVersion())
-	}
-	read := func() []*V { return AppendView[V](nil, idx, Key(obj.GetNamespace(), obj.GetName(), false)) }
 	got := read()
-	if len(got) != 1 {
-		t.Fatalf("AppendView found %d objects", len(got))
-	}
 	// A reader gets a copy: changing it changes nothing in the cache.
 	var zero V
-	*got[0] = zero
-	if again := read(); reflect.DeepEqual(*again[0], zero) {
+	*got = zero
+	if again := read(); reflect.DeepEqual(*again, zero) {
 		t.Errorf("%s: a reader changed the cache", obj.GetName())
 	}
-	return read()[0]
+	return read()
 }
 
 func testContainer(t *testing.T, body string) (*appsv1.Deployment, *corev1.Service) {
@@ -153,7 +167,7 @@ func TestCachedObjectsReadAsServed(t *testing.T) {
 }
 
 // A record reads as container.RecordOf reads the ConfigMap; a ConfigMap with a record's labels
-// but another name is not one, yet is Keyed and its id known (IDs).
+// but another name is not one, yet its id is known (IDs, Count).
 func TestCachedRecordReadsAsServed(t *testing.T) {
 	cm := func(name string, owed bool) *corev1.ConfigMap {
 		l := container.NewRecord("abc", container.Request{})
@@ -179,28 +193,17 @@ func TestCachedRecordReadsAsServed(t *testing.T) {
 		{"not a record: another name", cm("someone-elses", false), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			idx := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
-			obj, err := Of(tc.cm.DeepCopy())
-			if err != nil {
+			tab := NewTable("ns", time.Now)
+			if err := tab.Source(Records).Add(tc.cm.DeepCopy()); err != nil {
 				t.Fatal(err)
 			}
-			if err := idx.Add(obj); err != nil {
-				t.Fatal(err)
+			if n := tab.Count(); n != 1 {
+				t.Errorf("Count %d: a ConfigMap with a record's labels is a known id", n)
 			}
-			cached, ok, _ := idx.GetByKey("ns/" + tc.cm.Name)
-			if !ok {
-				t.Fatal("not found by its key")
-			}
-			if id := cached.(interface{ InstanceID() string }).InstanceID(); id != "abc" {
-				t.Errorf("id %q", id)
-			}
-			got, ok := RecordOf(cached, "abc")
+			got := tab.Snapshot("abc").Record
 			want, wantOK := container.RecordOf(tc.cm, "abc")
-			if ok != tc.record || ok != wantOK || !sameView(got, want) {
-				t.Errorf("record %+v %v, want %+v %v", got, ok, want, wantOK)
-			}
-			if _, ok := RecordOf(cached, "abd"); ok {
-				t.Error("the record of another id")
+			if (got != nil) != tc.record || wantOK != tc.record || got != nil && !sameView(*got, want) {
+				t.Errorf("record %+v, want %+v %v", got, want, wantOK)
 			}
 		})
 	}
@@ -210,13 +213,20 @@ func TestCachedRecordReadsAsServed(t *testing.T) {
 // made passes through unchanged.
 func TestCacheObjectTwice(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: container.SystemLabels("abc")}}
-	once, err := Of(pod)
-	if err != nil {
-		t.Fatal(err)
+	once, ok := Of(pod)
+	if !ok {
+		t.Fatal("a pod is not taken")
 	}
-	twice, err := Of(once)
-	if err != nil || twice != once {
-		t.Errorf("again: %v %v", twice, err)
+	twice, ok := Of(once)
+	if !ok || twice != once {
+		t.Errorf("again: %v %v", twice, ok)
+	}
+	if again, err := Transform(cache.DeletedFinalStateUnknown{Key: "p", Obj: once}); err != nil || again != once {
+		t.Errorf("a tombstone: %v %v", again, err)
+	}
+	other := &corev1.Secret{}
+	if kept, err := Transform(other); err != nil || kept != other {
+		t.Errorf("a Secret is kept as it is: %v %v", kept, err)
 	}
 }
 

@@ -1,9 +1,10 @@
 package cached
 
 import (
+	"encoding/binary"
 	"strconv"
+	"sync"
 	"time"
-	"unique"
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
@@ -35,78 +36,109 @@ func (s stamp) time() time.Time {
 	return time.Unix(0, int64(s))
 }
 
-// uuidOr is a UUID in its canonical form as its 16 bytes, or any other string as
-// itself (nil: "").
-type uuidOr struct {
-	b     uuid.UUID
-	other *string
-}
+// uuidOr is a UUID in its canonical form as its 16 bytes, or any other string (an
+// apiserver's UIDs are random UUIDs; tests use others) as an index into others, marked
+// by a version nibble of 0xf that no UUID of the apiserver's has (a canonical UUID
+// with it is kept in others too). The zero value is "".
+type uuidOr uuid.UUID
 
 func uuidOf(s string) uuidOr {
 	if s == "" {
 		return uuidOr{}
 	}
-	if u, err := uuid.Parse(s); err == nil && u != uuid.Nil && u.String() == s {
-		return uuidOr{b: u}
+	if u, err := uuid.Parse(s); err == nil && u != uuid.Nil && u[6]>>4 != 0xf && u.String() == s {
+		return uuidOr(u)
 	}
-	return uuidOr{other: &s}
+	var u uuidOr
+	binary.BigEndian.PutUint64(u[8:], uint64(others.index(s)))
+	u[6] = 0xf0
+	return u
 }
 
 func (u uuidOr) String() string {
 	switch {
-	case u.other != nil:
-		return *u.other
-	case u.b == uuid.Nil:
+	case u == uuidOr{}:
 		return ""
+	case u[6]>>4 == 0xf:
+		return others.at(int(binary.BigEndian.Uint64(u[8:])))
 	}
-	return u.b.String()
+	return uuid.UUID(u).String()
 }
 
 // version is a resourceVersion: an etcd revision as a number (a string would take 16
-// bytes and an allocation), or, as it is opaque to clients, any other string as itself.
-type version struct {
-	n     uint64
-	other *string
-}
+// bytes and an allocation), or, as it is opaque to clients, any other string as an
+// index into others with the top bit set.
+type version uint64
+
+const otherVersion = 1 << 63
 
 func versionOf(s string) version {
-	if n, err := strconv.ParseUint(s, 10, 64); err == nil && strconv.FormatUint(n, 10) == s {
-		return version{n: n}
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil && n < otherVersion && strconv.FormatUint(n, 10) == s {
+		return version(n)
 	}
-	return version{other: &s}
+	return version(otherVersion | uint64(others.index(s)))
 }
 
 func (v version) String() string {
-	if v.other != nil {
-		return *v.other
+	if v&otherVersion != 0 {
+		return others.at(int(v &^ otherVersion))
 	}
-	return strconv.FormatUint(v.n, 10)
+	return strconv.FormatUint(uint64(v), 10)
 }
 
-// compactMeta is container.Meta, and what the informers need of an object (the rest
-// of metav1.Object reads as unset: readOnlyMeta). The store's caches hold one
-// namespace: it is interned.
-// A container's objects share one copy of its id (Store.transform).
+// number is the version as a revision; false when it is another string.
+func (v version) number() (uint64, bool) { return uint64(v), v&otherVersion == 0 }
+
+// others holds, once each, the UIDs and resourceVersions that are not what an
+// apiserver sends (uuidOr, version), so the cached parts keep a fixed size. It only
+// grows: a real cluster adds nothing to it.
+var others interned
+
+type interned struct {
+	mu      sync.Mutex
+	all     []string
+	byValue map[string]int
+}
+
+func (o *interned) index(s string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if i, ok := o.byValue[s]; ok {
+		return i
+	}
+	if o.byValue == nil {
+		o.byValue = map[string]int{}
+	}
+	o.all = append(o.all, s)
+	o.byValue[s] = len(o.all) - 1
+	return len(o.all) - 1
+}
+
+func (o *interned) at(i int) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if i < 0 || i >= len(o.all) {
+		return ""
+	}
+	return o.all[i]
+}
+
+// compactMeta is container.Meta but for the namespace (the table's) and the id (its
+// entry's).
 type compactMeta struct {
-	readOnlyMeta
-	name, id    string
-	namespace   unique.Handle[string]
+	name        string
 	incarnation uuidOr
 	created     stamp
 	deleting    bool
-	// byName: the informer keys it by its name alone (KeysByName), so to client-go its
-	// namespace reads as empty.
-	byName bool
 }
 
 func compactMetaOf(m container.Meta) compactMeta {
-	return compactMeta{name: m.Name, id: m.ID, namespace: unique.Make(m.Namespace),
-		incarnation: uuidOf(m.Incarnation), created: stampOf(m.Created), deleting: m.Deleting}
+	return compactMeta{name: m.Name, incarnation: uuidOf(m.Incarnation), created: stampOf(m.Created), deleting: m.Deleting}
 }
 
-func (c *compactMeta) meta() container.Meta {
-	return container.Meta{Name: c.name, Namespace: c.namespace.Value(), Created: c.created.time(),
-		Deleting: c.deleting, ID: c.id, Incarnation: c.incarnation.String()}
+func (c *compactMeta) meta(ns, id string) container.Meta {
+	return container.Meta{Name: c.name, Namespace: ns, Created: c.created.time(),
+		Deleting: c.deleting, ID: id, Incarnation: c.incarnation.String()}
 }
 
 // deploymentConditions are a Deployment's conditions, interned: every available

@@ -37,7 +37,7 @@ func TestCompactGivesTheViewBack(t *testing.T) {
 		"no env, no ports, empty env": {Container: container.Container{Env: []container.EnvVar{}, Ports: []int32{}}},
 	}
 	for name, d := range deployments {
-		if got := newCachedDeployment(d, "1").view(); !sameView(got, d) {
+		if got := newCachedDeployment(d, "1").view(d.Namespace, d.ID); !sameView(got, d) {
 			t.Errorf("deployment %s: read back as %+v, want %+v", name, got, d)
 		}
 	}
@@ -51,7 +51,7 @@ func TestCompactGivesTheViewBack(t *testing.T) {
 			ReadinessGates: true, Changed: at},
 	}
 	for name, p := range pods {
-		if got := newCachedPod(p, "1").view(); !sameView(got, p) {
+		if got := newCachedPod(p, "1").view(p.Namespace, p.ID); !sameView(got, p) {
 			t.Errorf("pod %s: read back as %+v, want %+v", name, got, p)
 		}
 	}
@@ -63,7 +63,7 @@ func TestCompactGivesTheViewBack(t *testing.T) {
 		"no ports, odd uid": {UID: "uid-9", Ports: []container.ServicePort{}},
 	}
 	for name, s := range services {
-		if got := newCachedService(s, "1").view(); !sameView(got, s) {
+		if got := newCachedService(s, "1").view(s.Namespace, s.ID); !sameView(got, s) {
 			t.Errorf("service %s: read back as %+v, want %+v", name, got, s)
 		}
 	}

@@ -3,68 +3,159 @@ package cached
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	clientfeatures "k8s.io/client-go/features"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Of is the compact form of an object a cache holds (a transform for client-go's
-// informers): a Deployment, pod, Service or ConfigMap becomes what readers need of it
-// (cached.go); anything else is kept, without its managed fields. Its key is
-// namespace/name (Key).
-func Of(obj any) (any, error) {
-	return OfSharing(obj, func(id string) string { return id }, false)
+// Kind is the kind of a cached object.
+type Kind uint8
+
+const (
+	Deployments Kind = iota
+	Pods
+	Services
+	Records
+	kinds // how many
+)
+
+// Object is a Kubernetes object as the table takes it (Of): the id of the container it
+// belongs to ("" when it is none's) and the part the table keeps of it. It is what a
+// reflector's watch-list holds while it streams the initial list (the reflector keeps
+// it in a store of its own, keyed by name, until the list ends), so it is a
+// runtime.Object with the metadata a key needs.
+type Object struct {
+	readOnlyMeta
+	kind Kind
+	id   string
+	dep  *cachedDeployment
+	pod  *cachedPod
+	svc  *cachedService
+	rec  *cachedRecord
 }
 
-// OfSharing is Of, the container id of what it makes replaced by shared(id), so that a
-// container's objects can hold its id once, not once each; byName: its key is its
-// name alone (see KeysByName).
-func OfSharing(obj any, shared func(string) string, byName bool) (any, error) {
+// Of is what the table keeps of obj, a Deployment, pod, Service or ConfigMap (the
+// reflectors' transform); false for anything else. An Object is its own.
+func Of(obj any) (*Object, bool) {
 	switch o := obj.(type) {
-	case *corev1.Pod:
-		c := newCachedPod(container.PodOf(o), o.ResourceVersion)
-		c.id, c.byName = shared(c.id), byName
-		return c, nil
+	case *Object:
+		return o, true
 	case *appsv1.Deployment:
-		c := newCachedDeployment(container.DeploymentOf(o), o.ResourceVersion)
-		c.id, c.byName = shared(c.id), byName
-		return c, nil
+		return &Object{kind: Deployments, id: container.InstanceID(o.Labels),
+			dep: newCachedDeployment(container.DeploymentOf(o), o.ResourceVersion)}, true
+	case *corev1.Pod:
+		return &Object{kind: Pods, id: container.InstanceID(o.Labels), pod: newCachedPod(container.PodOf(o), o.ResourceVersion)}, true
 	case *corev1.Service:
-		c := newCachedService(container.ServiceOf(o), o.ResourceVersion)
-		c.id, c.byName = shared(c.id), byName
-		return c, nil
+		return &Object{kind: Services, id: container.InstanceID(o.Labels),
+			svc: newCachedService(container.ServiceOf(o), o.ResourceVersion)}, true
 	case *corev1.ConfigMap:
-		c := newCachedRecord(o)
-		c.id, c.byName = shared(c.id), byName
-		return c, nil
+		id := container.InstanceID(o.Labels)
+		return &Object{kind: Records, id: id, rec: newCachedRecord(o, id)}, true
+	case cache.DeletedFinalStateUnknown:
+		return Of(o.Obj)
 	}
-	// Anything else (client-go may hand an object to the transform again, a tombstone's
-	// included): kept as it is, without its managed fields.
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
+	return nil, false
+}
+
+// Transform is Of as a client-go transform: anything Of does not take is kept as it is.
+func Transform(obj any) (any, error) {
+	if o, ok := Of(obj); ok {
+		return o, nil
 	}
 	return obj, nil
 }
 
-// KeysByName reports whether the informers' caches can key a cached object by its name
-// alone. client-go keys an object by "namespace/name", a string of its own for each
-// object of each cache (14.5 MB at 100,000 containers, docs/model.md), but by its name
-// when its namespace reads as empty: the same string as the name the object holds.
-// That is safe only when every key an informer compares is taken of a transformed
-// object, which holds with client-go's atomic FIFO (feature AtomicFIFO, on by default
-// since v0.36: a relist reaches the cache as one replacement of transformed objects).
-// Without it, a relist keys the listed objects before the transform, by
-// namespace/name, and would take every cached one for deleted. The caches hold one
-// namespace, so a name is unique in each.
-func KeysByName() bool {
-	return clientfeatures.FeatureGates().Enabled(clientfeatures.AtomicFIFO)
+// ID is the id of the container the object belongs to.
+func (o *Object) ID() string { return o.id }
+
+// Kind is the object's kind.
+func (o *Object) Kind() Kind { return o.kind }
+
+func (o *Object) GetName() string {
+	switch o.kind {
+	case Deployments:
+		return o.dep.name
+	case Pods:
+		return o.pod.name
+	case Services:
+		return o.svc.name
+	}
+	return o.rec.name
 }
 
-// Key is the key of the cached object named name in namespace (byName: see KeysByName).
-func Key(namespace, name string, byName bool) string {
-	if byName {
-		return name
+func (o *Object) version() version {
+	switch o.kind {
+	case Deployments:
+		return o.dep.resourceVersion
+	case Pods:
+		return o.pod.resourceVersion
+	case Services:
+		return o.svc.resourceVersion
 	}
-	return namespace + "/" + name
+	return o.rec.resourceVersion
 }
+
+func (o *Object) GetResourceVersion() string { return o.version().String() }
+
+// GetNamespace is empty: the table is of one namespace, so a name is a key.
+func (o *Object) GetNamespace() string { return "" }
+
+func (o *Object) GetUID() types.UID {
+	switch o.kind {
+	case Deployments:
+		return types.UID(o.dep.uid.String())
+	case Services:
+		return types.UID(o.svc.uid.String())
+	case Records:
+		return types.UID(o.rec.uid.String())
+	}
+	return ""
+}
+
+// Nothing changes an Object, so a copy is the object itself.
+func (o *Object) DeepCopyObject() runtime.Object      { return o }
+func (readOnlyMeta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+var (
+	_ metav1.Object  = (*Object)(nil)
+	_ runtime.Object = (*Object)(nil)
+)
+
+// readOnlyMeta completes metav1.Object for Object: nothing changes it (a reflector only
+// keys it), so its setters do nothing, and what is not kept reads as unset.
+type readOnlyMeta struct{}
+
+func (readOnlyMeta) GetNamespace() string                          { return "" }
+func (readOnlyMeta) SetNamespace(string)                           {}
+func (readOnlyMeta) GetName() string                               { return "" }
+func (readOnlyMeta) SetName(string)                                {}
+func (readOnlyMeta) GetGenerateName() string                       { return "" }
+func (readOnlyMeta) SetGenerateName(string)                        {}
+func (readOnlyMeta) GetUID() types.UID                             { return "" }
+func (readOnlyMeta) SetUID(types.UID)                              {}
+func (readOnlyMeta) GetResourceVersion() string                    { return "" }
+func (readOnlyMeta) SetResourceVersion(string)                     {}
+func (readOnlyMeta) GetGeneration() int64                          { return 0 }
+func (readOnlyMeta) SetGeneration(int64)                           {}
+func (readOnlyMeta) GetSelfLink() string                           { return "" }
+func (readOnlyMeta) SetSelfLink(string)                            {}
+func (readOnlyMeta) GetCreationTimestamp() metav1.Time             { return metav1.Time{} }
+func (readOnlyMeta) SetCreationTimestamp(metav1.Time)              {}
+func (readOnlyMeta) GetDeletionTimestamp() *metav1.Time            { return nil }
+func (readOnlyMeta) SetDeletionTimestamp(*metav1.Time)             {}
+func (readOnlyMeta) GetDeletionGracePeriodSeconds() *int64         { return nil }
+func (readOnlyMeta) SetDeletionGracePeriodSeconds(*int64)          {}
+func (readOnlyMeta) GetLabels() map[string]string                  { return nil }
+func (readOnlyMeta) SetLabels(map[string]string)                   {}
+func (readOnlyMeta) GetAnnotations() map[string]string             { return nil }
+func (readOnlyMeta) SetAnnotations(map[string]string)              {}
+func (readOnlyMeta) GetFinalizers() []string                       { return nil }
+func (readOnlyMeta) SetFinalizers([]string)                        {}
+func (readOnlyMeta) GetOwnerReferences() []metav1.OwnerReference   { return nil }
+func (readOnlyMeta) SetOwnerReferences([]metav1.OwnerReference)    {}
+func (readOnlyMeta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (readOnlyMeta) SetManagedFields([]metav1.ManagedFieldsEntry)  {}

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -103,5 +104,29 @@ func TestDebounceZeroFiresAtOnce(t *testing.T) {
 	d.touch("a")
 	if len(r.fired) != 2 {
 		t.Errorf("fired %d, want 2", len(r.fired))
+	}
+}
+
+// Keys due in the same millisecond share one timer, so a relist that touches every
+// container at once arms a few timers, not one (and, when it fires, a goroutine) per
+// container.
+func TestDebounceKeysDueTogetherShareATimer(t *testing.T) {
+	r := newRecorder()
+	d := newDebouncer(r.clock, 100*time.Millisecond, time.Second, r.fire)
+	for i := range 1000 {
+		d.touch(fmt.Sprint(i))
+	}
+	r.step(time.Millisecond / 2)
+	d.touch("later")
+	if n := len(d.ticks); n != 2 || r.clock.Waiters() != 2 {
+		t.Fatalf("%d ticks, %d timers for 1001 keys touched within 2 ms; want 2", n, r.clock.Waiters())
+	}
+	r.step(100 * time.Millisecond)
+	if len(r.fired) != 1000 || d.pending() != 1 {
+		t.Errorf("fired %d, pending %d; want 1000, 1", len(r.fired), d.pending())
+	}
+	r.step(time.Millisecond)
+	if len(r.fired) != 1001 || d.pending() != 0 || len(d.ticks) != 0 {
+		t.Errorf("fired %d, pending %d, ticks %d", len(r.fired), d.pending(), len(d.ticks))
 	}
 }

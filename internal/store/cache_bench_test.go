@@ -119,8 +119,7 @@ func decoded(obj any) any {
 
 // BenchmarkCacheBytesPerContainer reports what one container costs in the store's
 // caches, kind by kind and in all: its objects as the apiserver serves them, decoded,
-// put through the store's cache transform, and held by its informer caches and its index
-// (index.go) as its informers' handlers put them. The index entry is counted with the
+// and put in the store's table as its reflectors put them. The entry is counted with the
 // Deployment (the first kind put).
 // go test -run '^$' -bench CacheBytesPerContainer ./internal/store
 func BenchmarkCacheBytesPerContainer(b *testing.B) {
@@ -136,11 +135,7 @@ func cacheBytes(b *testing.B, n int, spec *v1alpha1.ContainerSpec) float64 {
 	for k, name := range []string{"deployment", "pod", "service", "record"} {
 		h0 := liveHeap()
 		for i := range n {
-			o, err := s.transform(decoded(servedSpec(i, now, spec)[k]))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.put(kind(k), o); err != nil {
+			if err := s.put(kind(k), decoded(servedSpec(i, now, spec)[k])); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/dcm-project/k8s-container-sp/internal/cached"
 )
 
 // Count is every id the caches know through a Deployment or a record, each once.
@@ -16,11 +14,7 @@ func TestCount(t *testing.T) {
 	add := func(i int, kinds ...int) { // kinds: 0 Deployment, 3 record (served's order)
 		objs := served(i, now)
 		for _, k := range kinds {
-			o, err := cached.Of(decoded(objs[k]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.put(kind(k), o); err != nil {
+			if err := s.put(kind(k), decoded(objs[k])); err != nil {
 				t.Fatal(err)
 			}
 		}

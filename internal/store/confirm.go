@@ -63,7 +63,7 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 	var f found
 	var err error
 	for {
-		switch answerMiss(f, s.index.ended(id, string(f.Rec.UID)), s.Clock.Now(), s.CreateTimeout) {
+		switch answerMiss(f, s.table.Ended(id, string(f.Rec.UID)), s.Clock.Now(), s.CreateTimeout) {
 		case missReadRecord:
 			f, err = s.readRecord(ctx, id, true)
 		case missNotFound:

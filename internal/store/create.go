@@ -51,7 +51,7 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 		s.undo(record, nil)
 		return container.Observed{}, errReservedLate(s.ReserveWindow)
 	}
-	s.wrote(recordKind, id, record)
+	s.wrote(record)
 
 	objs = objs.OwnedBy(record.Name, record.UID)
 	dep, svc := objs.Deployment, objs.Service
@@ -83,10 +83,10 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 		}
 		return container.Observed{}, kubeerr.Classify("creating Service", svcErr)
 	}
-	s.wrote(deploymentKind, id, dep)
+	s.wrote(dep)
 	out := container.Objects{Deployment: dep}
 	if svc != nil {
-		s.wrote(serviceKind, id, svc)
+		s.wrote(svc)
 		out.Service = svc
 	}
 	return out.Observed(), nil
@@ -209,7 +209,7 @@ func (s *Store) completeService(ctx context.Context, id string, rec container.Re
 	if err != nil {
 		return container.Observed{}, kubeerr.Classify("creating the Service of a half-made container", err)
 	}
-	s.wrote(serviceKind, id, made)
+	s.wrote(made)
 	v := container.ServiceOf(made)
 	o.Service = &v
 	return o, nil

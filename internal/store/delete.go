@@ -130,7 +130,7 @@ func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Re
 		}
 	}
 	if c != nil {
-		s.wrote(recordKind, id, c)
+		s.wrote(c)
 	}
 	return false, nil
 }

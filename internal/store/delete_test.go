@@ -75,9 +75,9 @@ func TestDeleteRequests(t *testing.T) {
 			api, s := newScripted(t, tc.answers)
 			if tc.cached {
 				rec, d, v := createdX(t)
-				s.wrote(recordKind, "x", rec)
-				s.wrote(deploymentKind, "x", d)
-				s.wrote(serviceKind, "x", v)
+				s.wrote(rec)
+				s.wrote(d)
+				s.wrote(v)
 			}
 			err := s.Delete(context.Background(), "x")
 			if got, want := api.requests(), slices.Sorted(slices.Values(tc.want)); !slices.Equal(got, want) {

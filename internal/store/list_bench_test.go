@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-
-	"github.com/dcm-project/k8s-container-sp/internal/cached"
 )
 
 // filledStore is a Store whose caches hold n containers, put in as its informers would
@@ -22,11 +20,7 @@ func filledStore(b *testing.B, n int) *Store {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	for i := range n {
 		for k, obj := range served(i, now) {
-			o, err := cached.Of(decoded(obj))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.put(kind(k), o); err != nil {
+			if err := s.put(kind(k), decoded(obj)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -31,17 +29,15 @@ type Store struct {
 	namespace string
 	log       *slog.Logger
 
-	factory     informers.SharedInformerFactory
-	deployments cache.SharedIndexInformer
-	pods        cache.SharedIndexInformer
-	services    cache.SharedIndexInformer
-	records     cache.SharedIndexInformer
-	// index finds a container's cached objects (index.go); watchers are told of
-	// changes once it has them (Watch).
-	index    *containerIndex
-	watchers watchers
-	// handled: the store's handler of each informer has seen its first list.
-	handled []cache.InformerSynced
+	// table is the cache: every container's objects, one entry each, written by the
+	// reflectors (one per kind, listing and watching straight into it) and by this
+	// replica's own writes (wrote). The watchers are told of each change once the
+	// table has it (Watch).
+	table      *cached.Table
+	sources    [kinds]*cached.Source
+	reflectors [kinds]*cache.Reflector
+	running    sync.WaitGroup
+	watchers   watchers
 	// Access knows the permissions the store's calls need, and names what a refused one
 	// lacks (explainForbidden).
 	Access *access.Checker
@@ -76,25 +72,22 @@ type Store struct {
 	// bookmark, for longer than this is behind. Default: the constant SilenceBound.
 	SilenceBound time.Duration
 	fresh        map[string]*freshness.Tracker // by cache name
-	// recent is each informer's cache with the objects this replica wrote on top, by
-	// kind (see wrote): what every read goes through.
-	recent [kinds]*recent
-	// byName: the caches key an object by its name alone (cached.KeysByName).
-	byName bool
 }
 
-// recentTTL bounds how long an object this replica wrote is read from its own
-// write rather than from the informer's cache: the informer shows it within
-// milliseconds, and a cache behind by more than MaxStaleness answers 503 anyway.
-const recentTTL = time.Minute
+// The kinds of the cached objects, as the table names them.
+const (
+	deploymentKind = cached.Deployments
+	podKind        = cached.Pods
+	serviceKind    = cached.Services
+	recordKind     = cached.Records
+	kinds          = 4
+)
 
-// recentSize bounds how many objects of each kind are held so: more than the creates
-// and deletes in flight at once.
-const recentSize = 1024
+type kind = cached.Kind
 
-// New builds the store and its informers (not started). Every informer watches only
-// objects labelled as DCM containers, in the configured namespace, and reports the
-// health of its watch (see freshness.go).
+// New builds the store and its reflectors (not started). Every reflector lists and
+// watches only objects labelled as DCM containers, in the configured namespace, and
+// reports the health of its watch (see freshness.go).
 func New(client kubernetes.Interface, namespace string, resync time.Duration, log *slog.Logger) (*Store, error) {
 	s := &Store{
 		client:        client,
@@ -106,45 +99,33 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		ReserveWindow: DefaultReserveWindow,
 		MaxStaleness:  DefaultMaxStaleness,
 		SilenceBound:  SilenceBound,
-		byName:        cached.KeysByName(),
 	}
-	s.index = newContainerIndex()
-	s.Access = access.New(client, namespace, func() time.Time { return s.Clock.Now() })
-	s.factory = informers.NewSharedInformerFactoryWithOptions(client, resync,
-		informers.WithNamespace(namespace),
-		// The caches hold every container's objects: only what the service reads.
-		informers.WithTransform(s.transform),
-	)
+	now := func() time.Time { return s.Clock.Now() }
+	s.Access = access.New(client, namespace, now)
+	s.table = cached.NewTable(namespace, now)
+	s.table.OnChange(s.watchers.tell)
 	s.fresh = map[string]*freshness.Tracker{}
 	for _, name := range Caches {
 		s.fresh[name] = freshness.NewTracker(name, cacheTitle[name], func() time.Time { return s.Clock.Now() }, log)
 	}
-	s.deployments = s.informer(&appsv1.Deployment{}, CacheDeployments, listWatch(client,
+	s.reflect(deploymentKind, &appsv1.Deployment{}, CacheDeployments, resync, listWatch(client,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return client.AppsV1().Deployments(namespace).List(ctx, o)
 		}, client.AppsV1().Deployments(namespace).Watch))
-	s.pods = s.informer(&corev1.Pod{}, CachePods, listWatch(client,
+	s.reflect(podKind, &corev1.Pod{}, CachePods, resync, listWatch(client,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Pods(namespace).List(ctx, o)
 		}, client.CoreV1().Pods(namespace).Watch))
-	s.services = s.informer(&corev1.Service{}, CacheServices, listWatch(client,
+	s.reflect(serviceKind, &corev1.Service{}, CacheServices, resync, listWatch(client,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Services(namespace).List(ctx, o)
 		}, client.CoreV1().Services(namespace).Watch))
 	// Records are ConfigMaps: only those labelled as records are listed and watched,
 	// never the namespace's other ConfigMaps.
-	s.records = s.informer(&corev1.ConfigMap{}, CacheRecords, listWatchSelected(client, container.RecordSelector,
+	s.reflect(recordKind, &corev1.ConfigMap{}, CacheRecords, resync, listWatchSelected(client, container.RecordSelector,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().ConfigMaps(namespace).List(ctx, o)
 		}, client.CoreV1().ConfigMaps(namespace).Watch))
-	for k, inf := range s.informers() {
-		s.recent[k] = newRecent(inf.GetStore(), recentTTL, recentSize, func() time.Time { return s.Clock.Now() })
-		reg, err := inf.AddEventHandler(s.handler(kind(k)))
-		if err != nil {
-			return nil, err
-		}
-		s.handled = append(s.handled, reg.HasSynced)
-	}
 	return s, nil
 }
 
@@ -153,42 +134,19 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 // DELETE of an unknown id to wait.
 const DefaultReserveWindow = time.Second
 
-// transform is the informers' transform: cached.Of, with the id of a container's
-// objects held once (the one its first cached object has, found in the index) rather
-// than once per object.
-func (s *Store) transform(obj any) (any, error) {
-	return cached.OfSharing(obj, s.index.sharedID, s.byName)
-}
+// wrote puts an object this replica wrote (the apiserver's answer) into the table, as
+// its watch will: read-your-writes without waiting for the watch. The watchers are
+// told by the watch, as of any change.
+func (s *Store) wrote(obj runtime.Object) { s.table.Wrote(obj) }
 
-// key is the caches' key of the object named name.
-func (s *Store) key(name string) string { return cached.Key(s.namespace, name, s.byName) }
-
-// wrote puts an object this replica wrote (the apiserver's answer) into its caches,
-// as their informer will: read-your-writes without waiting for the watch. The index
-// learns of it too; the watchers are told by the informer, as of any change.
-func (s *Store) wrote(k kind, id string, obj runtime.Object) {
-	c, err := s.transform(obj)
-	if err != nil {
-		return
-	}
-	m, ok := c.(metav1.Object)
-	if !ok {
-		return
-	}
-	s.recent[k].wrote(c)
-	s.index.add(id, objRef{name: m.GetName(), kind: k})
-}
-
-// informer is the factory's informer of obj's type, built as the factory's own would be
-// (resync, the transform the factory sets) but over a ListerWatcher
-// that reports the health of its watch to the cache's freshness.
-func (s *Store) informer(obj runtime.Object, name string, lw cache.ListerWatcher) cache.SharedIndexInformer {
-	return s.factory.InformerFor(obj, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		// No informer index: the store's own (index.go) finds a container's objects,
-		// and the caches are of one namespace.
-		return cache.NewSharedIndexInformerWithOptions(s.fresh[name].Wrap(lw), obj,
-			cache.SharedIndexInformerOptions{ResyncPeriod: resync})
-	})
+// reflect makes the reflector of kind k: client-go's, as an informer would make it
+// (the resync period, the watch-list when the client can stream one), over a
+// ListerWatcher that reports the health of its watch to the cache's freshness, writing
+// into the table.
+func (s *Store) reflect(k kind, obj runtime.Object, name string, resync time.Duration, lw cache.ListerWatcher) {
+	s.sources[k] = s.table.Source(k)
+	s.reflectors[k] = cache.NewReflectorWithOptions(s.fresh[name].Wrap(lw), obj, s.sources[k],
+		cache.ReflectorOptions{Name: name, ResyncPeriod: resync})
 }
 
 // listWatch lists and watches the objects labelled as DCM containers, as the informer
@@ -217,63 +175,20 @@ func listWatchSelected(client kubernetes.Interface, sel string,
 	}, client)
 }
 
-func (s *Store) informers() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{s.deployments, s.pods, s.services, s.records}
-}
-
 // Watch calls changed with a container's id on every change to its record,
 // Deployment, Pods or Service (what the status reporter decides on) until the returned
-// function is called. It is called once the store's index has the change (see
-// containerIndex), from the informer's handler goroutine: it must not block.
+// function is called. It is called once the table has the change, from the goroutine
+// of a kind's reflector: it must not block.
 func (s *Store) Watch(changed func(id string)) (stop func(), err error) {
 	stop = s.watchers.add(changed)
 	// As an informer tells a handler added late of every object it holds: a watcher
 	// that starts late (a new leadership) hears of every id the caches hold, a
 	// Service a gone container left behind included.
-	all := func(*indexEntry) bool { return true }
-	s.index.after("", all, func(id string, _ []objRef) bool {
+	s.table.EachID(cached.Any, func(id string) bool {
 		changed(id)
 		return true
 	})
 	return stop, nil
-}
-
-// handler is the store's event handler of the informer of kind k: it keeps the index,
-// then tells the watchers.
-func (s *Store) handler(k kind) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { s.changed(k, nil, obj) },
-		UpdateFunc: func(old, obj any) {
-			s.changed(k, old, obj)
-		},
-		DeleteFunc: func(obj any) {
-			s.recent[k].gone(finalState(obj)) // a write of ours is not read back over it
-			if id, r := refOf(k, obj); id != "" {
-				if m, ok := finalState(obj).(metav1.Object); ok && k == deploymentKind {
-					s.index.endDeployment(id, container.IncarnationOf(m))
-				}
-				s.index.remove(id, r)
-				s.watchers.tell(id)
-			}
-		},
-	}
-}
-
-// changed indexes an object added or updated (old: its previous state, for an update;
-// an update may move an object to another id if someone relabels it).
-func (s *Store) changed(k kind, old, obj any) {
-	s.recent[k].seen(obj) // the informer may have caught up with a write of ours
-	id, r := refOf(k, obj)
-	if old != nil {
-		if was, wr := refOf(k, old); was != "" && was != id {
-			s.index.remove(was, wr)
-			s.watchers.tell(was)
-		}
-	}
-	if id != "" {
-		s.index.add(id, r)
-		s.watchers.tell(id)
-	}
 }
 
 // watchers are the functions Watch was given.
@@ -307,20 +222,27 @@ func (w *watchers) tell(id string) {
 	}
 }
 
-// Start starts the informers; they stop when ctx ends.
+// Start starts the reflectors; they stop when ctx ends. Each starts once the one
+// before it has its first list in the table: a reflector holds its whole first list
+// (as the table keeps it, in a store of its own) until the list ends, so four lists
+// streamed at once hold four of them. At 100,000 containers that took the live heap
+// to 235 MB during the sync and the heap to 450 MB, which the process kept as RSS long
+// after (docs/model.md); one at a time, it holds one.
 func (s *Store) Start(ctx context.Context) {
-	s.factory.Start(ctx.Done())
+	s.running.Go(func() {
+		for k, r := range s.reflectors {
+			s.running.Go(func() { r.RunWithContext(ctx) })
+			if !cache.WaitForCacheSync(ctx.Done(), s.sources[k].HasSynced) {
+				return
+			}
+		}
+	})
 }
 
-// Synced reports whether every cache has completed its first list.
+// Synced reports whether every cache has its first list.
 func (s *Store) Synced() bool {
-	for _, inf := range s.informers() {
-		if !inf.HasSynced() {
-			return false
-		}
-	}
-	for _, handled := range s.handled {
-		if !handled() {
+	for _, src := range s.sources {
+		if !src.HasSynced() {
 			return false
 		}
 	}
@@ -329,15 +251,11 @@ func (s *Store) Synced() bool {
 
 // WaitForSync blocks until the caches are synced or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	synced := slices.Clone(s.handled)
-	for _, inf := range s.informers() {
-		synced = append(synced, inf.HasSynced)
-	}
-	return cache.WaitForCacheSync(ctx.Done(), synced...)
+	return cache.WaitForCacheSync(ctx.Done(), s.Synced)
 }
 
-// Shutdown stops the informers (after the Start context is cancelled) and waits.
-func (s *Store) Shutdown() { s.factory.Shutdown() }
+// Shutdown waits for the reflectors to stop (after the Start context is cancelled).
+func (s *Store) Shutdown() { s.running.Wait() }
 
 var errNotSynced = &kubeerr.Error{Kind: kubeerr.KindUnavailable, Message: "the provider has not loaded the cluster state yet"}
 
@@ -364,41 +282,13 @@ func (s *Store) observed(id string) (container.Observed, bool) {
 }
 
 // Snapshot reads one container's objects from the caches, its record included.
-func (s *Store) Snapshot(id string) container.Snapshot {
-	return s.snapshotOf(id, s.index.refs(id))
-}
-
-// snapshotOf reads the objects refs name from the caches (with this replica's own
-// writes on top: Store.wrote).
-func (s *Store) snapshotOf(id string, refs []objRef) container.Snapshot {
-	var snap container.Snapshot
-	for _, r := range refs {
-		switch r.kind {
-		case deploymentKind:
-			snap.Deployments = cached.AppendView[container.Deployment](snap.Deployments, s.recent[r.kind], s.key(r.name))
-		case podKind:
-			snap.Pods = cached.AppendView[container.Pod](snap.Pods, s.recent[r.kind], s.key(r.name))
-		case serviceKind:
-			snap.Services = cached.AppendView[container.Service](snap.Services, s.recent[r.kind], s.key(r.name))
-		case recordKind:
-			if obj, ok, _ := s.recent[r.kind].GetByKey(s.key(r.name)); ok {
-				if rec, ok := cached.RecordOf(obj, id); ok {
-					snap.Record = &rec
-				}
-			}
-		}
-	}
-	slices.SortFunc(snap.Deployments, func(a, b *container.Deployment) int {
-		return a.Created.Compare(b.Created)
-	})
-	return snap
-}
+func (s *Store) Snapshot(id string) container.Snapshot { return s.table.Snapshot(id) }
 
 // IDs lists every container id the caches know: live, being deleted, or with a record
 // (a DELETED still owed).
 func (s *Store) IDs() []string {
 	var ids []string
-	s.index.after("", (*indexEntry).known, func(id string, _ []objRef) bool {
+	s.table.EachID(cached.Known, func(id string) bool {
 		ids = append(ids, id)
 		return true
 	})
@@ -423,11 +313,10 @@ func (s *Store) List(after string, limit int) ([]container.Observed, bool, error
 func (s *Store) page(after string, limit int) ([]container.Observed, bool) {
 	var out []container.Observed
 	more := false
-	live := func(e *indexEntry) bool { return e.has(deploymentKind) }
-	s.index.after(after, live, func(id string, refs []objRef) bool {
-		o, ok := s.snapshotOf(id, refs).Observed()
+	s.table.Walk(after, cached.Live, func(_ string, snap container.Snapshot) bool {
+		o, ok := snap.Observed()
 		if !ok {
-			return true // being deleted, or gone since the id was listed
+			return true // being deleted
 		}
 		if len(out) == limit {
 			more = true
@@ -437,25 +326,6 @@ func (s *Store) page(after string, limit int) ([]container.Observed, bool) {
 		return true
 	})
 	return out, more
-}
-
-// finalState is a deleted object's last state as its informer knew it.
-func finalState(obj any) any {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return d.Obj
-	}
-	return obj
-}
-
-// instanceIDOf is the DCM id of a cached object (or of a deleted one's last state).
-func instanceIDOf(obj any) string {
-	switch o := finalState(obj).(type) {
-	case interface{ InstanceID() string }:
-		return o.InstanceID()
-	case metav1.Object:
-		return container.InstanceID(o.GetLabels())
-	}
-	return ""
 }
 
 // waitCached waits (bounded by ctx) until done() holds for what the informer caches

@@ -10,17 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
-	"github.com/dcm-project/k8s-container-sp/internal/cached"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// unstarted is a Store whose informers never start: its caches stay empty, so what a
+// unstarted is a Store whose reflectors never start: its caches stay empty, so what a
 // read finds is only what the store wrote itself. Its client points nowhere; nothing
 // here sends a request.
 func unstarted(t *testing.T) *Store {
@@ -53,17 +50,17 @@ func createdX(t *testing.T) (*corev1.ConfigMap, *appsv1.Deployment, *corev1.Serv
 }
 
 // Read-your-writes: what a create wrote is read back from this replica's caches before
-// any informer has shown it (Store.wrote), and a DELETE's answer (the record
+// any watch has shown it (Store.wrote), and a DELETE's answer (the record
 // terminating) hides the container at once.
-func TestWritesAreReadBackBeforeTheInformers(t *testing.T) {
+func TestWritesAreReadBackBeforeTheWatch(t *testing.T) {
 	s := unstarted(t)
 	rec, dep, svc := createdX(t)
 	if snap := s.Snapshot("x"); !snap.Empty() {
 		t.Fatalf("an unstarted store shows %+v", snap)
 	}
-	s.wrote(recordKind, "x", rec)
-	s.wrote(deploymentKind, "x", dep)
-	s.wrote(serviceKind, "x", svc)
+	s.wrote(rec)
+	s.wrote(dep)
+	s.wrote(svc)
 	o, ok := s.observed("x")
 	if !ok || o.Deployment.Name != dep.Name || o.Deployment.UID != dep.UID || o.Service == nil || o.Service.Name != svc.Name {
 		t.Fatalf("after the create's writes: %+v %v; want the container", o, ok)
@@ -78,7 +75,7 @@ func TestWritesAreReadBackBeforeTheInformers(t *testing.T) {
 	gone := rec.DeepCopy()
 	now := metav1.NewTime(time.Now())
 	gone.DeletionTimestamp, gone.ResourceVersion = &now, "13"
-	s.wrote(recordKind, "x", gone)
+	s.wrote(gone)
 	if _, ok := s.observed("x"); ok {
 		t.Error("after the DELETE's answer the container is still shown")
 	}
@@ -86,73 +83,39 @@ func TestWritesAreReadBackBeforeTheInformers(t *testing.T) {
 		t.Errorf("the record after the DELETE: %+v, want it terminating, owed", r)
 	}
 	// An older write never hides a newer one (resourceVersions compare).
-	s.wrote(recordKind, "x", rec)
+	s.wrote(rec)
 	if r := s.Snapshot("x").Record; r == nil || !r.Terminating {
 		t.Errorf("an older answer read over a newer one: %+v", r)
 	}
 }
 
-// The informer's deletion of an object drops this replica's write of it: a read does
-// not bring back what the informer has seen go.
-func TestAnInformerDeleteDropsTheWrite(t *testing.T) {
+// The watch's deletion of an object drops this replica's write of it, and a write the
+// apiserver answered before that delete, put in the table after it, is not read back:
+// a read does not bring back what the watch has seen go. A new object of the same name
+// (a record made again) is.
+func TestAWatchDeleteDropsTheWrite(t *testing.T) {
 	s := unstarted(t)
 	rec, dep, _ := createdX(t)
-	s.wrote(recordKind, "x", rec)
-	s.wrote(deploymentKind, "x", dep)
-	cached, err := cached.Of(dep)
-	if err != nil {
+	s.wrote(rec)
+	s.wrote(dep)
+	if err := s.sources[deploymentKind].Delete(dep); err != nil {
 		t.Fatal(err)
 	}
-	s.handler(deploymentKind).OnDelete(cached)
 	if snap := s.Snapshot("x"); len(snap.Deployments) != 0 || snap.Live() != nil {
-		t.Errorf("after the informer's delete: %+v", snap.Deployments)
+		t.Errorf("after the watch's delete: %+v", snap.Deployments)
 	}
-}
-
-// The cached objects are runtime.Objects (as client-go's caches expect), read-only: a copy is the object itself, setters change nothing, and what is
-// not kept reads as unset.
-func TestCachedObjectsAreReadOnly(t *testing.T) {
-	rec, dep, svc := createdX(t)
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abcde-1", Namespace: "ns", Labels: container.SystemLabels("x"), ResourceVersion: "9"}}
-	for _, obj := range []runtime.Object{rec, dep, svc, pod} {
-		c, err := cached.Of(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ro := c.(runtime.Object)
-		if ro.DeepCopyObject() != ro || ro.GetObjectKind() != schema.EmptyObjectKind {
-			t.Errorf("%T: a copy is not itself, or it has a kind", c)
-		}
-		m := c.(metav1.Object)
-		name, rv := m.GetName(), m.GetResourceVersion()
-		m.SetName("other")
-		m.SetResourceVersion("1")
-		m.SetLabels(map[string]string{"a": "b"})
-		m.SetUID(types.UID("u"))
-		m.SetNamespace("other")
-		m.SetGenerateName("g")
-		m.SetGeneration(3)
-		m.SetSelfLink("s")
-		m.SetCreationTimestamp(metav1.Now())
-		m.SetDeletionTimestamp(nil)
-		m.SetDeletionGracePeriodSeconds(nil)
-		m.SetAnnotations(nil)
-		m.SetFinalizers(nil)
-		m.SetOwnerReferences(nil)
-		m.SetManagedFields(nil)
-		if m.GetName() != name || m.GetResourceVersion() != rv || m.GetNamespace() != "ns" {
-			t.Errorf("%T changed by its setters", c)
-		}
-		if m.GetGenerateName() != "" || m.GetGeneration() != 0 || m.GetSelfLink() != "" || m.GetAnnotations() != nil ||
-			m.GetFinalizers() != nil || m.GetOwnerReferences() != nil || m.GetManagedFields() != nil || m.GetDeletionGracePeriodSeconds() != nil {
-			t.Errorf("%T: what is not kept does not read as unset", c)
-		}
-		if container.InstanceID(m.GetLabels()) != "x" {
-			t.Errorf("%T: labels %v", c, m.GetLabels())
-		}
-		_ = m.GetCreationTimestamp()
-		_ = m.GetDeletionTimestamp()
-		_ = m.GetUID()
+	if err := s.sources[recordKind].Delete(rec); err != nil {
+		t.Fatal(err)
+	}
+	s.wrote(rec) // an answer that comes late
+	if r := s.Snapshot("x").Record; r != nil {
+		t.Errorf("a write older than the watch's delete is read back: %+v", r)
+	}
+	again := rec.DeepCopy()
+	again.UID, again.ResourceVersion = "0b3c5a6e-6f5e-4c9d-8f7e-000000000009", "20"
+	s.wrote(again)
+	if r := s.Snapshot("x").Record; r == nil || r.UID != again.UID {
+		t.Errorf("a record made again after the delete is not read: %+v", r)
 	}
 }
 

@@ -1,0 +1,195 @@
+package cached
+
+import (
+	"sync/atomic"
+
+	"k8s.io/client-go/tools/cache"
+)
+
+// Source is the table as a client-go reflector's store for one kind: what the
+// reflector lists and watches goes straight into the table (an informer would put a
+// queue, an indexer of its own and a listener between them), and every change is told
+// (Table.OnChange) once the table has it.
+type Source struct {
+	t      *Table
+	kind   Kind
+	synced atomic.Bool
+}
+
+// Source is the store of kind k's reflector.
+func (t *Table) Source(k Kind) *Source { return &Source{t: t, kind: k} }
+
+// HasSynced: the reflector's first list is in the table.
+func (s *Source) HasSynced() bool { return s.synced.Load() }
+
+// Transformer makes the reflector's watch-list hold what the table keeps of each
+// object while it streams the initial list, not the objects as decoded.
+func (s *Source) Transformer() cache.TransformFunc { return Transform }
+
+var (
+	_ cache.TransformingStore = (*Source)(nil)
+	_ cache.ReflectorStore    = (*Source)(nil)
+)
+
+// Add and Update take an object the watch added or changed.
+func (s *Source) Add(obj any) error    { return s.take(obj, false) }
+func (s *Source) Update(obj any) error { return s.take(obj, true) }
+
+func (s *Source) take(obj any, update bool) error {
+	o, ok := Of(obj)
+	if !ok || o.id == "" {
+		return nil
+	}
+	s.t.mu.Lock()
+	s.t.update(o, update)
+	s.t.mu.Unlock()
+	s.t.tell(o.id)
+	return nil
+}
+
+// Delete takes an object the watch deleted: its part goes unless the table holds a
+// newer one (a new object of the same name this replica wrote), and it is remembered,
+// so a write of it that comes later is not read back (Table.Wrote).
+func (s *Source) Delete(obj any) error {
+	o, ok := Of(obj)
+	if !ok || o.id == "" {
+		return nil
+	}
+	v := o.version()
+	s.t.mu.Lock()
+	s.t.drop(o.id, o.kind, o.GetName(), &v)
+	if o.kind != Pods { // the service writes no pods
+		s.t.bury(o.kind, o.GetName(), v)
+	}
+	s.t.mu.Unlock()
+	s.t.tell(o.id)
+	return nil
+}
+
+// Replace takes a whole list (the first, or a relist after the watch failed): every
+// listed object is taken, and a part of this kind the list does not have goes, unless
+// it is newer than the list (a write of ours made after it). Every container touched is
+// told, as an informer tells its handlers of every object of a relist.
+func (s *Source) Replace(list []any, resourceVersion string) error {
+	listed := make(map[string]string, len(list)) // name: id
+	objs := make([]*Object, 0, len(list))
+	for _, obj := range list {
+		if o, ok := Of(obj); ok && o.id != "" {
+			listed[o.GetName()] = o.id
+			objs = append(objs, o)
+		}
+	}
+	at := versionOf(resourceVersion)
+	var touched []string
+	s.t.mu.Lock()
+	var gone []string
+	s.t.tree.Ascend(func(e *entry) bool {
+		if e.hasUnlisted(s.kind, listed, at) {
+			gone = append(gone, e.id)
+		}
+		return true
+	})
+	for _, id := range gone {
+		s.t.mutate(id, func(e *entry) {
+			if inc, ok := e.dropUnlisted(s.kind, listed, at); ok {
+				s.t.ended[id] = inc
+			}
+		})
+	}
+	for _, o := range objs {
+		s.t.update(o, false) // an object listed under another id went above
+		touched = append(touched, o.id)
+	}
+	s.t.mu.Unlock()
+	s.synced.Store(true)
+	for _, id := range append(gone, touched...) {
+		s.t.tell(id)
+	}
+	return nil
+}
+
+// Resync tells every container with an object of this kind, as an informer's resync
+// does (the status reporter looks at each again).
+func (s *Source) Resync() error {
+	var ids []string
+	s.t.mu.RLock()
+	s.t.tree.Ascend(func(e *entry) bool {
+		if e.count(s.kind) > 0 {
+			ids = append(ids, e.id)
+		}
+		return true
+	})
+	s.t.mu.RUnlock()
+	for _, id := range ids {
+		s.t.tell(id)
+	}
+	return nil
+}
+
+func (t *Table) tell(id string) {
+	if t.changed != nil {
+		t.changed(id)
+	}
+}
+
+func (e *entry) count(k Kind) int {
+	switch k {
+	case Deployments:
+		return e.deployments.len()
+	case Pods:
+		return e.pods.len()
+	case Services:
+		return e.services.len()
+	}
+	return e.records.len()
+}
+
+// unlisted: a part of container id that a list at version at does not have (under this
+// id), and is not newer than the list.
+func unlisted[T part](id string, listed map[string]string, at version) func(*T) bool {
+	return func(v *T) bool {
+		return listed[(*v).partName()] != id && notNewer((*v).partVersion(), at)
+	}
+}
+
+func (e *entry) hasUnlisted(k Kind, listed map[string]string, at version) bool {
+	found := false
+	see := func(p bool) { found = found || p }
+	switch k {
+	case Deployments:
+		e.deployments.each(func(v *cachedDeployment) { see(unlisted[cachedDeployment](e.id, listed, at)(v)) })
+	case Pods:
+		e.pods.each(func(v *cachedPod) { see(unlisted[cachedPod](e.id, listed, at)(v)) })
+	case Services:
+		e.services.each(func(v *cachedService) { see(unlisted[cachedService](e.id, listed, at)(v)) })
+	case Records:
+		e.records.each(func(v *cachedRecord) { see(unlisted[cachedRecord](e.id, listed, at)(v)) })
+	}
+	return found
+}
+
+// dropUnlisted drops the unlisted parts of kind k; ended is the incarnation of a
+// Deployment dropped (deployment: one was).
+func (e *entry) dropUnlisted(k Kind, listed map[string]string, at version) (ended uuidOr, deployment bool) {
+	switch k {
+	case Deployments:
+		gone := unlisted[cachedDeployment](e.id, listed, at)
+		e.deployments.keep(func(v *cachedDeployment) bool {
+			if gone(v) {
+				ended, deployment = v.incarnation, true
+				return false
+			}
+			return true
+		})
+	case Pods:
+		gone := unlisted[cachedPod](e.id, listed, at)
+		e.pods.keep(func(v *cachedPod) bool { return !gone(v) })
+	case Services:
+		gone := unlisted[cachedService](e.id, listed, at)
+		e.services.keep(func(v *cachedService) bool { return !gone(v) })
+	case Records:
+		gone := unlisted[cachedRecord](e.id, listed, at)
+		e.records.keep(func(v *cachedRecord) bool { return !gone(v) })
+	}
+	return ended, deployment
+}

@@ -28,11 +28,11 @@ type cachedDeployment struct {
 	resourceVersion version
 	// genLen: GenerateName is the name's first genLen bytes (a generated name starts
 	// with it); when it is not, generateName is it.
-	genLen       int32
-	generateName unique.Handle[string]
-	replicas     int32
-	hasReplicas  bool
-	userLabels   container.Labels
+	genLen                int32
+	replicas              int32
+	hasReplicas, deleting bool
+	generateName          unique.Handle[string]
+	userLabels            container.Labels
 	// spec packs the container and its resources (packContainer).
 	spec       string
 	conditions unique.Handle[deploymentConditions]
@@ -43,7 +43,7 @@ func newCachedDeployment(d container.Deployment, rv string) *cachedDeployment {
 	c := &cachedDeployment{compactMeta: compactMetaOf(d.Meta), uid: uuidOf(string(d.UID)), resourceVersion: versionOf(rv), userLabels: d.UserLabels,
 		spec:       packContainer(d.Container, d.Resources),
 		conditions: unique.Make(deploymentConditions{d.Available, d.Progressing, d.ReplicaFailure}),
-		changed:    stampOf(d.Changed)}
+		changed:    stampOf(d.Changed), deleting: d.Deleting}
 	if strings.HasPrefix(d.Name, d.GenerateName) {
 		c.genLen = int32(len(d.GenerateName))
 	} else {
@@ -56,7 +56,7 @@ func newCachedDeployment(d container.Deployment, rv string) *cachedDeployment {
 }
 
 func (c *cachedDeployment) view(ns, id string) container.Deployment {
-	d := container.Deployment{Meta: c.meta(ns, id), UID: types.UID(c.uid.String()), UserLabels: c.userLabels, Changed: c.changed.time()}
+	d := container.Deployment{Meta: c.meta(ns, id, c.deleting), UID: types.UID(c.uid.String()), UserLabels: c.userLabels, Changed: c.changed.time()}
 	if c.genLen >= 0 {
 		d.GenerateName = c.name[:c.genLen]
 	} else {
@@ -76,21 +76,21 @@ type cachedPod struct {
 	compactMeta
 	resourceVersion version
 	state           unique.Handle[podState]
-	// messages packs the state's messages (packStrings; "" when it has none).
+	// messages packs its IP and the state's messages (packStrings; "" when it has
+	// none).
 	messages string
-	ip       string
 	changed  stamp
 }
 
 func newCachedPod(p container.Pod, rv string) *cachedPod {
 	st, msg := podStateOf(&p)
 	return &cachedPod{compactMeta: compactMetaOf(p.Meta), resourceVersion: versionOf(rv), state: unique.Make(st),
-		messages: packStrings(msg[:]), ip: p.IP, changed: stampOf(p.Changed)}
+		messages: packStrings(msg[:]), changed: stampOf(p.Changed)}
 }
 
 func (c *cachedPod) view(ns, id string) container.Pod {
-	p := container.Pod{Meta: c.meta(ns, id), IP: c.ip, Changed: c.changed.time()}
 	st := c.state.Value()
+	p := container.Pod{Meta: c.meta(ns, id, st.deleting), Changed: c.changed.time()}
 	st.fill(&p, unpackStrings(c.messages, podMessages))
 	return p
 }
@@ -99,21 +99,28 @@ type cachedService struct {
 	compactMeta
 	resourceVersion version
 	uid             uuidOr
-	serviceType     unique.Handle[corev1.ServiceType]
-	clusterIP       string
-	// ports packs its ports (packServicePorts).
-	ports      string
-	externalIP string
+	kind            unique.Handle[serviceKind]
+	// addresses packs its ports, cluster IP and external address (packService).
+	addresses string
+}
+
+// serviceKind is what many Services share: their type, and whether they are being
+// deleted.
+type serviceKind struct {
+	serviceType corev1.ServiceType
+	deleting    bool
 }
 
 func newCachedService(s container.Service, rv string) *cachedService {
 	return &cachedService{compactMeta: compactMetaOf(s.Meta), resourceVersion: versionOf(rv), uid: uuidOf(string(s.UID)),
-		serviceType: unique.Make(s.Type), clusterIP: s.ClusterIP, ports: packServicePorts(s.Ports), externalIP: s.ExternalIP}
+		kind: unique.Make(serviceKind{s.Type, s.Deleting}), addresses: packService(s.Ports, s.ClusterIP, s.ExternalIP)}
 }
 
 func (c *cachedService) view(ns, id string) container.Service {
-	return container.Service{Meta: c.meta(ns, id), UID: types.UID(c.uid.String()), Type: c.serviceType.Value(),
-		ClusterIP: c.clusterIP, Ports: unpackServicePorts(c.ports), ExternalIP: c.externalIP}
+	k := c.kind.Value()
+	ports, clusterIP, externalIP := unpackService(c.addresses)
+	return container.Service{Meta: c.meta(ns, id, k.deleting), UID: types.UID(c.uid.String()), Type: k.serviceType,
+		ClusterIP: clusterIP, Ports: ports, ExternalIP: externalIP}
 }
 
 // cachedRecord is a ConfigMap the record informer holds: the record, when it is one.

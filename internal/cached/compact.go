@@ -123,22 +123,22 @@ func (o *interned) at(i int) string {
 	return o.all[i]
 }
 
-// compactMeta is container.Meta but for the namespace (the table's) and the id (its
-// entry's).
+// compactMeta is container.Meta but for the namespace (the table's), the id (its
+// entry's) and Deleting (each part keeps it where it costs no bytes: beside other
+// small fields, or in a value it interns).
 type compactMeta struct {
 	name        string
 	incarnation uuidOr
 	created     stamp
-	deleting    bool
 }
 
 func compactMetaOf(m container.Meta) compactMeta {
-	return compactMeta{name: m.Name, incarnation: uuidOf(m.Incarnation), created: stampOf(m.Created), deleting: m.Deleting}
+	return compactMeta{name: m.Name, incarnation: uuidOf(m.Incarnation), created: stampOf(m.Created)}
 }
 
-func (c *compactMeta) meta(ns, id string) container.Meta {
+func (c *compactMeta) meta(ns, id string, deleting bool) container.Meta {
 	return container.Meta{Name: c.name, Namespace: ns, Created: c.created.time(),
-		Deleting: c.deleting, ID: id, Incarnation: c.incarnation.String()}
+		Deleting: deleting, ID: id, Incarnation: c.incarnation.String()}
 }
 
 // deploymentConditions are a Deployment's conditions, interned: every available
@@ -152,6 +152,7 @@ type deploymentConditions struct {
 // cluster are in one of a few states (Running and Ready; Pending, ContainerCreating...).
 // Messages are often one pod's own (a back-off names the pod): they are held apart.
 type podState struct {
+	deleting                 bool
 	phase                    corev1.PodPhase
 	reason                   string
 	readinessGates           bool
@@ -170,9 +171,10 @@ type podState struct {
 	terminatedCode, lastCode int32
 }
 
-// podMessages are the messages of a pod's state, in this order.
+// podMessages are the IP and the messages of a pod's state, in this order.
 const (
-	podMessage = iota
+	podIP = iota
+	podMessage
 	notScheduledMessage
 	waitingMessage
 	terminatedMessage
@@ -181,9 +183,9 @@ const (
 )
 
 func podStateOf(p *container.Pod) (podState, [podMessages]string) {
-	st := podState{phase: p.Phase, reason: p.Reason, readinessGates: p.ReadinessGates, ready: p.Ready, containersReady: p.ContainersReady}
+	st := podState{deleting: p.Deleting, phase: p.Phase, reason: p.Reason, readinessGates: p.ReadinessGates, ready: p.Ready, containersReady: p.ContainersReady}
 	var msg [podMessages]string
-	msg[podMessage] = p.Message
+	msg[podIP], msg[podMessage] = p.IP, p.Message
 	if r := p.NotScheduled; r != nil {
 		st.notScheduled, st.notScheduledReason, msg[notScheduledMessage] = true, r.Reason, r.Message
 	}
@@ -204,6 +206,7 @@ func podStateOf(p *container.Pod) (podState, [podMessages]string) {
 
 // fill sets p's status from st and its messages.
 func (st *podState) fill(p *container.Pod, msg []string) {
+	p.Deleting, p.IP = st.deleting, msg[podIP]
 	p.Phase, p.Reason, p.Message = st.phase, st.reason, msg[podMessage]
 	p.ReadinessGates, p.Ready, p.ContainersReady = st.readinessGates, st.ready, st.containersReady
 	if st.notScheduled {

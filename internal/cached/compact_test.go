@@ -35,6 +35,7 @@ func TestCompactGivesTheViewBack(t *testing.T) {
 			Available: container.Condition{Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable", Message: "no"},
 			Changed:   at.Add(time.Second)},
 		"no env, no ports, empty env": {Container: container.Container{Env: []container.EnvVar{}, Ports: []int32{}}},
+		"being deleted":               {Meta: container.Meta{Name: "web-x7k2p", Deleting: true}, GenerateName: "web-"},
 	}
 	for name, d := range deployments {
 		if got := newCachedDeployment(d, "1").view(d.Namespace, d.ID); !sameView(got, d) {
@@ -49,6 +50,7 @@ func TestCompactGivesTheViewBack(t *testing.T) {
 			Container: &container.ContainerStatus{Restarts: 7, Waiting: &container.Reason{Reason: "CrashLoopBackOff", Message: "back-off pod=web"},
 				Terminated: &container.Exit{Reason: "Error", Message: "boom", Code: -1}, LastExit: &container.Exit{Reason: "OOMKilled", Code: 137}},
 			ReadinessGates: true, Changed: at},
+		"being deleted, no IP": {Meta: container.Meta{Name: "p", Deleting: true}, Phase: corev1.PodRunning},
 	}
 	for name, p := range pods {
 		if got := newCachedPod(p, "1").view(p.Namespace, p.ID); !sameView(got, p) {
@@ -61,6 +63,7 @@ func TestCompactGivesTheViewBack(t *testing.T) {
 			Ports:      []container.ServicePort{{Port: 80, TargetPort: 8080, NodePort: 30001, Protocol: corev1.ProtocolTCP}, {Port: 53, Protocol: corev1.ProtocolUDP}},
 			ExternalIP: "lb.example.com"},
 		"no ports, odd uid": {UID: "uid-9", Ports: []container.ServicePort{}},
+		"being deleted":     {Meta: container.Meta{Name: "s", Deleting: true}, Type: corev1.ServiceTypeClusterIP, ClusterIP: "None"},
 	}
 	for name, s := range services {
 		if got := newCachedService(s, "1").view(s.Namespace, s.ID); !sameView(got, s) {

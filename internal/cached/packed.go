@@ -137,30 +137,26 @@ func cpuOf(s string) v1alpha1.CpuQuantity {
 	return q
 }
 
-// packServicePorts packs a Service's ports.
-func packServicePorts(ports []container.ServicePort) string {
-	if ports == nil {
-		return ""
-	}
-	p := packer(nil).n(len(ports) + 1)
+// packService packs a Service's ports (a list, nil apart from empty), cluster IP and
+// external address.
+func packService(ports []container.ServicePort, clusterIP, externalIP string) string {
+	p := packer(nil).list(len(ports), ports == nil)
 	for _, sp := range ports {
 		p = p.n(int(uint32(sp.Port))).n(int(uint32(sp.TargetPort))).n(int(uint32(sp.NodePort))).str(string(sp.Protocol))
 	}
-	return string(p)
+	return string(p.str(clusterIP).str(externalIP))
 }
 
-func unpackServicePorts(s string) []container.ServicePort {
+func unpackService(s string) (ports []container.ServicePort, clusterIP, externalIP string) {
 	u := unpacker{s}
-	n, ok := u.list()
-	if !ok {
-		return nil
+	if n, ok := u.list(); ok {
+		ports = make([]container.ServicePort, n)
+		for i := range ports {
+			ports[i] = container.ServicePort{Port: int32(uint32(u.n())), TargetPort: int32(uint32(u.n())), NodePort: int32(uint32(u.n()))}
+			ports[i].Protocol = corev1.Protocol(u.str())
+		}
 	}
-	out := make([]container.ServicePort, n)
-	for i := range out {
-		out[i] = container.ServicePort{Port: int32(uint32(u.n())), TargetPort: int32(uint32(u.n())), NodePort: int32(uint32(u.n()))}
-		out[i].Protocol = corev1.Protocol(u.str())
-	}
-	return out
+	return ports, u.str(), u.str()
 }
 
 // packStrings packs a few strings, "" when all are empty (most pods have no message).

@@ -1,11 +1,11 @@
-// Package freshness tells whether an informer's cache is current: each cache knows
+// Package freshness tells whether a cache is current: each cache knows
 // whether its watch is healthy, so a read never answers from a cache that has been out
 // of date for longer than a known bound.
 //
-// A reflector (client-go's list-and-watch loop under each informer) recovers from a
+// A reflector (client-go's list-and-watch loop) recovers from a
 // failed watch on its own backoff: 0.8 s doubling up to 30 s, with up to as much again
 // of jitter, so after an outage one cache can stay behind for a minute while the others
-// are current, and nothing but its log says so. Each informer's ListerWatcher is
+// are current, and nothing but its log says so. Each reflector's ListerWatcher is
 // therefore wrapped (Tracker.Wrap) and reports what happens to it: lists, watches opened,
 // events, bookmarks, and watches that end or fail to open. cacheState is what those say,
 // a pure function of the signals and the time, and Tracker.Lag judges it:

@@ -13,7 +13,7 @@ import (
 )
 
 // Wrap is lw reporting what happens to it to the tracker: the ListerWatcher to give
-// the cache's informer.
+// the cache's reflector.
 func (f *Tracker) Wrap(lw cache.ListerWatcher) cache.ListerWatcher { return &trackedLW{lw: lw, f: f} }
 
 // trackedLW is a cache's ListerWatcher that reports what happens to it.

@@ -99,6 +99,11 @@ func (d *debouncer) expire(due time.Time) {
 			}
 		}
 	}
+	if len(d.bursts) == 0 {
+		// A Go map keeps its buckets once grown: after a list touched every container
+		// they held 3.6 MB at 100,000 for no key at all.
+		d.bursts, d.ticks = map[string]*burst{}, map[time.Time]*tick{}
+	}
 	d.mu.Unlock()
 	for _, k := range keys {
 		d.fire(k)

@@ -94,7 +94,7 @@ func servedSpec(i int, now metav1.Time, spec *v1alpha1.ContainerSpec) []any {
 	return []any{d, pod, s, rec}
 }
 
-// decoded round-trips obj through JSON, as an informer receives it.
+// decoded round-trips obj through JSON, as a reflector receives it.
 func decoded(obj any) any {
 	raw, err := json.Marshal(obj)
 	if err != nil {

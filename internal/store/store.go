@@ -328,7 +328,7 @@ func (s *Store) page(after string, limit int) ([]container.Observed, bool) {
 	return out, more
 }
 
-// waitCached waits (bounded by ctx) until done() holds for what the informer caches
+// waitCached waits (bounded by ctx) until done() holds for what the caches
 // show, so a read right after a write answers consistently with it.
 func waitCached(ctx context.Context, done func() bool) error {
 	for delay := time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {

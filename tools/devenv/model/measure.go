@@ -77,6 +77,8 @@ type SizeResult struct {
 	// what else runs; these do less.
 	SyncCPUS  float64 `json:"sync_cpu_s"`
 	TotalCPUS float64 `json:"total_cpu_s"`
+	// URL is the service's, from its process to the parent's reads (not reported).
+	URL string `json:"url,omitempty"`
 
 	SyncedAt int64 `json:"synced_at_unix_ns"` // wall clock, for the parent's event times
 }
@@ -93,7 +95,8 @@ type ServiceOptions struct {
 
 // MeasureService runs the service (internal/app, as the binary wires it) against the
 // model apiserver at o.APIServer holding o.Size containers and measures it: the time to
-// synced, the republish of every status, memory idle, the read path, memory after it.
+// synced, the republish of every status, memory idle (the parent then puts the read
+// load on it: MeasureReads, and the process measures itself again: MeasureAfterReads).
 // It returns with the service still running; stop (once the caller is done, e.g. the
 // parent has counted the events) stops it.
 func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop func(), err error) {
@@ -196,9 +199,17 @@ func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop
 		}
 	}
 
-	// Known ids, made when needed: a table of them would be the driver's memory in the
-	// service's RSS.
-	anyID := func() string { return ID(rand.IntN(o.Size)) }
+	res.URL = base
+	return res, stop, nil
+}
+
+// MeasureReads puts the read load on the service at base, which holds size containers:
+// GETs of known ids, full LIST walks, GETs from 8 clients. It runs in the parent, not in
+// the service's process: the client's allocations (every answer read) are not the
+// service's memory.
+func MeasureReads(res *SizeResult, base string, size int) error {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: time.Minute}
+	anyID := func() string { return ID(rand.IntN(size)) }
 	get := func(path string) (time.Duration, []byte, error) {
 		t := time.Now()
 		resp, err := client.Get(base + path)
@@ -216,7 +227,7 @@ func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop
 	// Full walks in pages of 50: three up to 20,000 containers; above, 2,000 pages or
 	// more, one walk has samples enough.
 	res.Walks = 3
-	if o.Size > 20000 {
+	if size > 20000 {
 		res.Walks = 1
 	}
 	load, err := bench.MeasureReads(get, anyID, res.Walks)
@@ -224,13 +235,22 @@ func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop
 		err = load.ClientsErr
 	}
 	if err != nil {
-		return res, nil, err
+		return err
 	}
 	res.Get, res.ListStart, res.ListMiddle, res.ListEnd = load.Get, load.ListStart, load.ListMiddle, load.ListEnd
 	res.ListedPerWalk, res.GetRPS = load.ListedPerWalk, load.RPS
-	res.AfterReads = memory()
-	res.TotalCPUS = cpuSeconds()
-	return res, stop, nil
+	return nil
+}
+
+// AfterReads is what the service's process measures once the parent's reads are done.
+type AfterReads struct {
+	Memory    Memory  `json:"after_reads"`
+	TotalCPUS float64 `json:"total_cpu_s"`
+}
+
+// MeasureAfterReads measures this process once the reads are done.
+func MeasureAfterReads() AfterReads {
+	return AfterReads{Memory: memory(), TotalCPUS: cpuSeconds()}
 }
 
 // cpuSeconds is the CPU this process has used, user and system.

@@ -95,18 +95,27 @@ func ChildArgs(n int, apiserver, natsURL, registry, logPath string) []string {
 }
 
 // ChildMain is the child's side: measure the service, print the result as one JSON
-// line on stdout, and stop the service once stdin is closed (the parent has counted
-// the events by then).
+// line on stdout; once a line comes on stdin (the parent's reads are done), measure
+// this process again and print that as a second line; stop the service once stdin is
+// closed (the parent has counted the events by then).
 func ChildMain(ctx context.Context, o ServiceOptions, stdin io.Reader, stdout io.Writer) error {
 	res, stop, err := MeasureService(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	if err := json.NewEncoder(stdout).Encode(res); err != nil {
+	enc := json.NewEncoder(stdout)
+	if err := enc.Encode(res); err != nil {
 		return err
 	}
-	_, _ = io.Copy(io.Discard, stdin)
+	in := bufio.NewReader(stdin)
+	if _, err := in.ReadBytes('\n'); err != nil { // the parent's reads are done
+		return nil
+	}
+	if err := enc.Encode(MeasureAfterReads()); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, in)
 	return nil
 }
 
@@ -205,13 +214,28 @@ func runSize(ctx context.Context, o Options, n int, natsURL, registryURL string)
 		stdin.Close()
 		_ = cmd.Wait()
 	}()
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadBytes('\n')
 	if err != nil {
 		return res, fmt.Errorf("the service's process printed no result (see %s): %v", logPath, err)
 	}
 	if err := json.Unmarshal(line, &res); err != nil {
 		return res, fmt.Errorf("the service's process printed %q: %v", line, err)
 	}
+	if err := MeasureReads(&res, res.URL, n); err != nil {
+		return res, err
+	}
+	var after AfterReads
+	if _, err := stdin.Write([]byte("reads done\n")); err != nil {
+		return res, err
+	}
+	if line, err = out.ReadBytes('\n'); err != nil {
+		return res, fmt.Errorf("the service's process printed no memory after the reads (see %s): %v", logPath, err)
+	}
+	if err := json.Unmarshal(line, &after); err != nil {
+		return res, fmt.Errorf("the service's process printed %q: %v", line, err)
+	}
+	res.AfterReads, res.TotalCPUS, res.URL = after.Memory, after.TotalCPUS, ""
 	// Every container's event, or 30 s without a new one.
 	for last, lastCount := time.Now(), -1; ; time.Sleep(50 * time.Millisecond) {
 		d, _, _ := ev.state()

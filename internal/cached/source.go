@@ -1,6 +1,7 @@
 package cached
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/client-go/tools/cache"
@@ -14,13 +15,18 @@ type Source struct {
 	t      *Table
 	kind   Kind
 	synced atomic.Bool
+	once   sync.Once
+	listed chan struct{}
 }
 
 // Source is the store of kind k's reflector.
-func (t *Table) Source(k Kind) *Source { return &Source{t: t, kind: k} }
+func (t *Table) Source(k Kind) *Source { return &Source{t: t, kind: k, listed: make(chan struct{})} }
 
 // HasSynced: the reflector's first list is in the table.
 func (s *Source) HasSynced() bool { return s.synced.Load() }
+
+// Synced is closed once the reflector's first list is in the table.
+func (s *Source) Synced() <-chan struct{} { return s.listed }
 
 // Transformer makes the reflector's watch-list hold what the table keeps of each
 // object while it streams the initial list, not the objects as decoded.
@@ -102,6 +108,7 @@ func (s *Source) Replace(list []any, resourceVersion string) error {
 	}
 	s.t.mu.Unlock()
 	s.synced.Store(true)
+	s.once.Do(func() { close(s.listed) })
 	for _, id := range append(gone, touched...) {
 		s.t.tell(id)
 	}

@@ -158,6 +158,11 @@ func TestAReflectorFillsTheTable(t *testing.T) {
 	defer cancel()
 	go r.RunWithContext(ctx)
 	w := <-watches
+	select {
+	case <-src.Synced():
+	default:
+		t.Fatal("Synced is not closed after the first list")
+	}
 	if !src.HasSynced() || toldOf("a") != 1 || toldOf("b") != 1 {
 		t.Fatalf("after the first list: synced %v, told %v", src.HasSynced(), told)
 	}

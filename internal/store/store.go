@@ -232,7 +232,9 @@ func (s *Store) Start(ctx context.Context) {
 	s.running.Go(func() {
 		for k, r := range s.reflectors {
 			s.running.Go(func() { r.RunWithContext(ctx) })
-			if !cache.WaitForCacheSync(ctx.Done(), s.sources[k].HasSynced) {
+			select {
+			case <-s.sources[k].Synced():
+			case <-ctx.Done():
 				return
 			}
 		}
@@ -251,7 +253,14 @@ func (s *Store) Synced() bool {
 
 // WaitForSync blocks until the caches are synced or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), s.Synced)
+	for _, src := range s.sources {
+		select {
+		case <-src.Synced():
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // Shutdown waits for the reflectors to stop (after the Start context is cancelled).

@@ -43,13 +43,13 @@ func (s *Source) Update(obj any) error { return s.take(obj, true) }
 
 func (s *Source) take(obj any, update bool) error {
 	o, ok := Of(obj)
-	if !ok || o.id == "" {
+	if !ok || o.id == "" && !update {
 		return nil
 	}
 	s.t.mu.Lock()
-	s.t.update(o, update)
+	from := s.t.update(o, update)
 	s.t.mu.Unlock()
-	s.t.tell(o.id)
+	s.t.tell(append(from, o.id)...)
 	return nil
 }
 
@@ -58,17 +58,22 @@ func (s *Source) take(obj any, update bool) error {
 // so a write of it that comes later is not read back (Table.Wrote).
 func (s *Source) Delete(obj any) error {
 	o, ok := Of(obj)
-	if !ok || o.id == "" {
+	if !ok {
 		return nil
 	}
 	v := o.version()
 	s.t.mu.Lock()
-	s.t.drop(o.id, o.kind, o.GetName(), &v)
+	var from []string
+	if o.id == "" { // someone took its id label off: it goes from where it was
+		from = s.t.unlink(o)
+	} else {
+		s.t.drop(o.id, o.kind, o.GetName(), &v)
+	}
 	if o.kind != Pods { // the service writes no pods
 		s.t.bury(o.kind, o.GetName(), v)
 	}
 	s.t.mu.Unlock()
-	s.t.tell(o.id)
+	s.t.tell(append(from, o.id)...)
 	return nil
 }
 
@@ -133,9 +138,12 @@ func (s *Source) Resync() error {
 	return nil
 }
 
-func (t *Table) tell(id string) {
-	if t.changed != nil {
-		t.changed(id)
+// tell tells of each of ids but "" (no container's).
+func (t *Table) tell(ids ...string) {
+	for _, id := range ids {
+		if t.changed != nil && id != "" {
+			t.changed(id)
+		}
 	}
 }
 

@@ -287,10 +287,14 @@ func (t *Table) mutate(id string, fn func(e *entry)) {
 
 // update sets o's part in its container's entry unless the entry holds a newer state
 // of it (a write of ours the watch has not brought yet). moved: the object may have
-// belonged to another container before (a watch update; see unlink).
-func (t *Table) update(o *Object, moved bool) {
+// belonged to another container before (a watch update; see unlink), whose id it gives
+// back. An object of no container (its id label taken off) only leaves the one it was in.
+func (t *Table) update(o *Object, moved bool) (from []string) {
 	if moved {
-		t.unlink(o)
+		from = t.unlink(o)
+	}
+	if o.id == "" {
+		return from
 	}
 	t.mutate(o.id, func(e *entry) {
 		switch o.kind {
@@ -304,6 +308,7 @@ func (t *Table) update(o *Object, moved bool) {
 			putNewer(&e.records, *o.rec)
 		}
 	})
+	return from
 }
 
 func putNewer[T part](p *parts[T], v T) {
@@ -317,9 +322,9 @@ func putNewer[T part](p *parts[T], v T) {
 // its own entry does not hold it yet: someone changed its id label. That is rare and
 // the table keeps no map from names to ids (it would cost more than the rest of an
 // entry), so the entries are searched.
-func (t *Table) unlink(o *Object) {
+func (t *Table) unlink(o *Object) []string {
 	if e, ok := t.tree.Get(&entry{id: o.id}); ok && e.has(o.kind, o.GetName()) {
-		return
+		return nil
 	}
 	var from []string
 	t.tree.Ascend(func(e *entry) bool {
@@ -331,6 +336,7 @@ func (t *Table) unlink(o *Object) {
 	for _, id := range from {
 		t.drop(id, o.kind, o.GetName(), nil)
 	}
+	return from
 }
 
 func (e *entry) has(k Kind, name string) bool {

@@ -91,8 +91,8 @@ func TestTableWalk(t *testing.T) {
 	}
 }
 
-// An update that moves an object to another id (someone changed its label) takes it
-// from the id it had; a relist does the same, and drops what it does not list unless
+// An update that moves an object to another id, or to none (someone changed or took
+// off its label), takes it from the id it had, and so does a delete without it; a relist does the same, and drops what it does not list unless
 // the table holds a newer write of it.
 func TestMovesAndRelists(t *testing.T) {
 	tab := NewTable("ns", time.Now)
@@ -101,6 +101,16 @@ func TestMovesAndRelists(t *testing.T) {
 	_ = deps.Update(deployment("b", "web-1", "2"))
 	if !tab.Snapshot("a").Empty() || len(tab.Snapshot("b").Deployments) != 1 {
 		t.Fatalf("after the move: a %v, b %v", names(tab.Snapshot("a")), names(tab.Snapshot("b")))
+	}
+	_ = deps.Update(deployment("", "web-1", "3")) // its id label taken off: no container's
+	if !tab.Snapshot("b").Empty() {
+		t.Fatalf("after its id label went: b %v", names(tab.Snapshot("b")))
+	}
+	_ = deps.Update(deployment("b", "web-1", "4")) // and put back
+	_ = deps.Add(deployment("f", "web-6", "4"))
+	_ = deps.Delete(deployment("", "web-6", "5")) // deleted without its id label
+	if !tab.Snapshot("f").Empty() {
+		t.Fatalf("deleted without its id label: f %v", names(tab.Snapshot("f")))
 	}
 	_ = deps.Add(deployment("c", "web-3", "3"))
 	tab.Wrote(deployment("d", "web-4", "20")) // this replica's write, after the list below

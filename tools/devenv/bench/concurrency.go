@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -114,6 +115,12 @@ type ConcurrencyRow struct {
 	// LimiterFloorS: the least time the service's limiter lets its batches take,
 	// summed: the requests above the burst at QPS each (API rows).
 	LimiterFloorS float64 `json:"limiter_floor_s,omitempty"`
+	// CPUS: the CPU each process of the run used during the row's batches, in seconds
+	// (the service, the control plane's, the benchmark's own with NATS, and "machine":
+	// every CPU's busy time); the batches' wall time is Seconds. Where the service's
+	// share goes while the apiserver needs both CPUs is what a create through it costs
+	// beyond raw's.
+	CPUS map[string]float64 `json:"cpu_s,omitempty"`
 }
 
 // concurrencyID is the id of container i of the batches at clients clients (both sides
@@ -310,16 +317,19 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 					if err != nil {
 						return res, err
 					}
+					c0 := e.sampleCPU(map[string]*Service{"service": s})
 					d, took, retried, err := batch(ctx, clients, from, from+size, func(ctx context.Context, i int) (int, error) {
 						return f(ctx, concurrencyID(clients, i))
 					})
 					if err != nil {
 						return res, fmt.Errorf("%s %s, %d clients: %w", side.via, op, clients, err)
 					}
+					c1 := e.sampleCPU(map[string]*Service{"service": s})
 					m1, err := s.Metrics()
 					if err != nil {
 						return res, err
 					}
+					addCPU(row, c0, c1)
 					samples[side.via] = append(samples[side.via], d...)
 					row.Ops += size
 					row.Rounds++
@@ -345,6 +355,7 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 			}
 			for _, via := range []string{"api", "raw"} {
 				row := rows[via]
+				fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s via %s: CPU %s\n", clients, op, via, cpuLine(row))
 				row.Latency = summarize(samples[via])
 				if row.Seconds > 0 {
 					row.PerSecond = float64(row.Ops) / row.Seconds
@@ -637,4 +648,32 @@ func readsOf(m0, m1 map[string]float64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// addCPU adds what each process used between a and b to the row's CPU seconds.
+func addCPU(row *ConcurrencyRow, a, b cpuSample) {
+	if row.CPUS == nil {
+		row.CPUS = map[string]float64{}
+	}
+	for k, v := range b.procs {
+		row.CPUS[k] += v - a.procs[k]
+	}
+	row.CPUS["machine"] += b.busy - a.busy
+}
+
+// cpuLine is the row's CPU as percent of one CPU over its batches, the largest first.
+func cpuLine(row *ConcurrencyRow) string {
+	if row.Seconds <= 0 {
+		return "-"
+	}
+	names := make([]string, 0, len(row.CPUS))
+	for k := range row.CPUS {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return row.CPUS[names[i]] > row.CPUS[names[j]] })
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", k, 100*row.CPUS[k]/row.Seconds))
+	}
+	return fmt.Sprintf("over %.1f s: %s", row.Seconds, strings.Join(parts, ", "))
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConcurrencyRounds(t *testing.T) {
@@ -168,5 +169,19 @@ func TestConcurrencyMarkdown(t *testing.T) {
 	r.Concurrent = nil
 	if s := ConcurrencyMarkdown(r); s != "" {
 		t.Errorf("no phase, yet: %q", s)
+	}
+}
+
+// A row's CPU is each process's seconds over its batches' wall time, the largest first.
+func TestCPULine(t *testing.T) {
+	row := &ConcurrencyRow{Seconds: 2}
+	t0 := time.Unix(0, 0)
+	addCPU(row, cpuSample{at: t0, procs: map[string]float64{"service": 1, "kube-apiserver": 2}, busy: 10},
+		cpuSample{at: t0.Add(2 * time.Second), procs: map[string]float64{"service": 1.5, "kube-apiserver": 4}, busy: 13})
+	if got, want := cpuLine(row), "over 2.0 s: machine 150%, kube-apiserver 100%, service 25%"; got != want {
+		t.Errorf("cpuLine = %q, want %q", got, want)
+	}
+	if got := cpuLine(&ConcurrencyRow{}); got != "-" {
+		t.Errorf("no batches: %q", got)
 	}
 }

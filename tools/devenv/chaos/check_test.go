@@ -321,7 +321,21 @@ func TestNoGrowth(t *testing.T) {
 		{name: "goroutines leak", h: []Entry{ready, sample("a-1", 20, 60, 40), sample("a-1", 120, 400, 45)}, breach: true},
 		{name: "memory grows", h: []Entry{ready, sample("a-1", 20, 60, 40), sample("a-1", 120, 60, 200)}, breach: true},
 		{name: "too short a life to judge", h: []Entry{ready, sample("a-1", 20, 60, 40), sample("a-1", 50, 400, 400)}},
+		// Seed 350101: a follower's 35, the leader's 75 at rest; as the leader it went
+		// from 78 to 75.
+		{name: "became the leader: compared as the leader", h: []Entry{ready, sample("a-1", 20, 35, 43),
+			lead(sample("a-1", 100, 78, 47)), lead(sample("a-1", 180, 75, 47))}},
+		{name: "a leak as the leader", h: []Entry{ready, sample("a-1", 20, 35, 43),
+			lead(sample("a-1", 100, 78, 47)), lead(sample("a-1", 180, 400, 47))}, breach: true},
+		{name: "the leader too briefly to judge as one: the first warm sample", h: []Entry{ready, sample("a-1", 20, 35, 43),
+			lead(sample("a-1", 150, 78, 47)), lead(sample("a-1", 180, 75, 47))}, breach: true},
 	})
+}
+
+// lead marks a metrics sample as the leader's.
+func lead(e Entry) Entry {
+	e.Leader = 1
+	return e
 }
 
 func TestRecoveries(t *testing.T) {

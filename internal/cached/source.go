@@ -2,7 +2,6 @@ package cached
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"k8s.io/client-go/tools/cache"
 )
@@ -14,16 +13,22 @@ import (
 type Source struct {
 	t      *Table
 	kind   Kind
-	synced atomic.Bool
 	once   sync.Once
-	listed chan struct{}
+	listed chan struct{} // closed once the first list is in the table
 }
 
 // Source is the store of kind k's reflector.
 func (t *Table) Source(k Kind) *Source { return &Source{t: t, kind: k, listed: make(chan struct{})} }
 
 // HasSynced: the reflector's first list is in the table.
-func (s *Source) HasSynced() bool { return s.synced.Load() }
+func (s *Source) HasSynced() bool {
+	select {
+	case <-s.listed:
+		return true
+	default:
+		return false
+	}
+}
 
 // Synced is closed once the reflector's first list is in the table.
 func (s *Source) Synced() <-chan struct{} { return s.listed }
@@ -49,7 +54,8 @@ func (s *Source) take(obj any, update bool) error {
 	s.t.mu.Lock()
 	from := s.t.update(o, update)
 	s.t.mu.Unlock()
-	s.t.tell(append(from, o.id)...)
+	s.t.tell(o.id)
+	s.t.tell(from...)
 	return nil
 }
 
@@ -73,7 +79,8 @@ func (s *Source) Delete(obj any) error {
 		s.t.bury(o.kind, o.GetName(), v)
 	}
 	s.t.mu.Unlock()
-	s.t.tell(append(from, o.id)...)
+	s.t.tell(o.id)
+	s.t.tell(from...)
 	return nil
 }
 
@@ -112,11 +119,9 @@ func (s *Source) Replace(list []any, resourceVersion string) error {
 		touched = append(touched, o.id)
 	}
 	s.t.mu.Unlock()
-	s.synced.Store(true)
 	s.once.Do(func() { close(s.listed) })
-	for _, id := range append(gone, touched...) {
-		s.t.tell(id)
-	}
+	s.t.tell(gone...)
+	s.t.tell(touched...)
 	return nil
 }
 
@@ -132,9 +137,7 @@ func (s *Source) Resync() error {
 		return true
 	})
 	s.t.mu.RUnlock()
-	for _, id := range ids {
-		s.t.tell(id)
-	}
+	s.t.tell(ids...)
 	return nil
 }
 

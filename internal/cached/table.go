@@ -451,22 +451,32 @@ const run = 64
 // under the lock and calls fn without it, so a page of 50 reads tens of entries, not
 // thousands, and fn may read the table.
 func (t *Table) Walk(after string, sel Selector, fn func(id string, snap container.Snapshot) bool) {
+	walk(t, after, sel, t.snapshot, fn)
+}
+
+// EachID is Walk without the snapshots.
+func (t *Table) EachID(sel Selector, fn func(id string) bool) {
+	walk(t, "", sel, func(*entry) struct{} { return struct{}{} }, func(id string, _ struct{}) bool { return fn(id) })
+}
+
+// walk is Walk with what take reads of each entry.
+func walk[T any](t *Table, after string, sel Selector, take func(*entry) T, fn func(id string, v T) bool) {
 	type item struct {
-		id   string
-		snap container.Snapshot
+		id string
+		v  T
 	}
 	for {
 		items := make([]item, 0, run)
 		t.mu.RLock()
 		t.tree.AscendGreaterOrEqual(&entry{id: after}, func(e *entry) bool {
 			if e.id != after && sel(e) {
-				items = append(items, item{e.id, t.snapshot(e)})
+				items = append(items, item{e.id, take(e)})
 			}
 			return len(items) < run
 		})
 		t.mu.RUnlock()
 		for _, it := range items {
-			if !fn(it.id, it.snap) {
+			if !fn(it.id, it.v) {
 				return
 			}
 		}
@@ -474,30 +484,5 @@ func (t *Table) Walk(after string, sel Selector, fn func(id string, snap contain
 			return
 		}
 		after = items[len(items)-1].id
-	}
-}
-
-// EachID is Walk without the snapshots.
-func (t *Table) EachID(sel Selector, fn func(id string) bool) {
-	after := ""
-	for {
-		ids := make([]string, 0, run)
-		t.mu.RLock()
-		t.tree.AscendGreaterOrEqual(&entry{id: after}, func(e *entry) bool {
-			if e.id != after && sel(e) {
-				ids = append(ids, e.id)
-			}
-			return len(ids) < run
-		})
-		t.mu.RUnlock()
-		for _, id := range ids {
-			if !fn(id) {
-				return
-			}
-		}
-		if len(ids) < run {
-			return
-		}
-		after = ids[len(ids)-1]
 	}
 }

@@ -75,29 +75,21 @@ func (o *Object) ID() string { return o.id }
 // Kind is the object's kind.
 func (o *Object) Kind() Kind { return o.kind }
 
-func (o *Object) GetName() string {
+// part is the object's part (a pointer: no copy).
+func (o *Object) part() part {
 	switch o.kind {
 	case Deployments:
-		return o.dep.name
+		return o.dep
 	case Pods:
-		return o.pod.name
+		return o.pod
 	case Services:
-		return o.svc.name
+		return o.svc
 	}
-	return o.rec.name
+	return o.rec
 }
 
-func (o *Object) version() version {
-	switch o.kind {
-	case Deployments:
-		return o.dep.resourceVersion
-	case Pods:
-		return o.pod.resourceVersion
-	case Services:
-		return o.svc.resourceVersion
-	}
-	return o.rec.resourceVersion
-}
+func (o *Object) GetName() string  { return o.part().partName() }
+func (o *Object) version() version { return o.part().partVersion() }
 
 func (o *Object) GetResourceVersion() string { return o.version().String() }
 

@@ -102,14 +102,14 @@ func (s *Source) Replace(list []any, resourceVersion string) error {
 	s.t.mu.Lock()
 	var gone []string
 	s.t.tree.Ascend(func(e *entry) bool {
-		if e.hasUnlisted(s.kind, listed, at) {
+		if e.of(s.kind).anyOf(unlisted(e.id, listed, at)) {
 			gone = append(gone, e.id)
 		}
 		return true
 	})
 	for _, id := range gone {
 		s.t.mutate(id, func(e *entry) {
-			if inc, ok := e.dropUnlisted(s.kind, listed, at); ok {
+			if inc, ok := e.of(s.kind).dropOf(unlisted(id, listed, at)); ok {
 				s.t.ended[id] = inc
 			}
 		})
@@ -131,7 +131,7 @@ func (s *Source) Resync() error {
 	var ids []string
 	s.t.mu.RLock()
 	s.t.tree.Ascend(func(e *entry) bool {
-		if e.count(s.kind) > 0 {
+		if e.of(s.kind).len() > 0 {
 			ids = append(ids, e.id)
 		}
 		return true
@@ -150,64 +150,8 @@ func (t *Table) tell(ids ...string) {
 	}
 }
 
-func (e *entry) count(k Kind) int {
-	switch k {
-	case Deployments:
-		return e.deployments.len()
-	case Pods:
-		return e.pods.len()
-	case Services:
-		return e.services.len()
-	}
-	return e.records.len()
-}
-
 // unlisted: a part of container id that a list at version at does not have (under this
 // id), and is not newer than the list.
-func unlisted[T part](id string, listed map[string]string, at version) func(*T) bool {
-	return func(v *T) bool {
-		return listed[(*v).partName()] != id && notNewer((*v).partVersion(), at)
-	}
-}
-
-func (e *entry) hasUnlisted(k Kind, listed map[string]string, at version) bool {
-	found := false
-	see := func(p bool) { found = found || p }
-	switch k {
-	case Deployments:
-		e.deployments.each(func(v *cachedDeployment) { see(unlisted[cachedDeployment](e.id, listed, at)(v)) })
-	case Pods:
-		e.pods.each(func(v *cachedPod) { see(unlisted[cachedPod](e.id, listed, at)(v)) })
-	case Services:
-		e.services.each(func(v *cachedService) { see(unlisted[cachedService](e.id, listed, at)(v)) })
-	case Records:
-		e.records.each(func(v *cachedRecord) { see(unlisted[cachedRecord](e.id, listed, at)(v)) })
-	}
-	return found
-}
-
-// dropUnlisted drops the unlisted parts of kind k; ended is the incarnation of a
-// Deployment dropped (deployment: one was).
-func (e *entry) dropUnlisted(k Kind, listed map[string]string, at version) (ended uuidOr, deployment bool) {
-	switch k {
-	case Deployments:
-		gone := unlisted[cachedDeployment](e.id, listed, at)
-		e.deployments.keep(func(v *cachedDeployment) bool {
-			if gone(v) {
-				ended, deployment = v.incarnation, true
-				return false
-			}
-			return true
-		})
-	case Pods:
-		gone := unlisted[cachedPod](e.id, listed, at)
-		e.pods.keep(func(v *cachedPod) bool { return !gone(v) })
-	case Services:
-		gone := unlisted[cachedService](e.id, listed, at)
-		e.services.keep(func(v *cachedService) bool { return !gone(v) })
-	case Records:
-		gone := unlisted[cachedRecord](e.id, listed, at)
-		e.records.keep(func(v *cachedRecord) bool { return !gone(v) })
-	}
-	return ended, deployment
+func unlisted(id string, listed map[string]string, at version) func(name string, v version) bool {
+	return func(name string, v version) bool { return listed[name] != id && notNewer(v, at) }
 }

@@ -172,6 +172,52 @@ func (p *parts[T]) dropMore(i int) {
 	}
 }
 
+// slot is one kind's parts of an entry, whatever the kind (entry.of): what the table
+// does with them without knowing their type.
+type slot interface {
+	len() int
+	has(name string) bool
+	// anyOf reports whether match accepts one of the parts, by name and version.
+	anyOf(match func(name string, v version) bool) bool
+	// dropOf drops the parts gone accepts; of a Deployment among them it gives back
+	// the incarnation (ended: one was dropped), which the table keeps (Ended).
+	dropOf(gone func(name string, v version) bool) (inc uuidOr, ended bool)
+}
+
+// of is the entry's parts of kind k.
+func (e *entry) of(k Kind) slot {
+	switch k {
+	case Deployments:
+		return &e.deployments
+	case Pods:
+		return &e.pods
+	case Services:
+		return &e.services
+	}
+	return &e.records
+}
+
+func (p *parts[T]) has(name string) bool { return p.find(name) != nil }
+
+func (p *parts[T]) anyOf(match func(name string, v version) bool) bool {
+	found := false
+	p.each(func(v *T) { found = found || match((*v).partName(), (*v).partVersion()) })
+	return found
+}
+
+func (p *parts[T]) dropOf(gone func(name string, v version) bool) (inc uuidOr, ended bool) {
+	p.keep(func(v *T) bool {
+		if !gone((*v).partName(), (*v).partVersion()) {
+			return true
+		}
+		if d, ok := any(v).(*cachedDeployment); ok {
+			inc, ended = d.incarnation, true
+		}
+		return false
+	})
+	return inc, ended
+}
+
 // keep drops the parts keep refuses; it reports whether it dropped any.
 func (p *parts[T]) keep(keep func(*T) bool) bool {
 	var drop []string
@@ -323,12 +369,12 @@ func putNewer[T part](p *parts[T], v T) {
 // the table keeps no map from names to ids (it would cost more than the rest of an
 // entry), so the entries are searched.
 func (t *Table) unlink(o *Object) []string {
-	if e, ok := t.tree.Get(&entry{id: o.id}); ok && e.has(o.kind, o.GetName()) {
+	if e, ok := t.tree.Get(&entry{id: o.id}); ok && e.of(o.kind).has(o.GetName()) {
 		return nil
 	}
 	var from []string
 	t.tree.Ascend(func(e *entry) bool {
-		if e.id != o.id && e.has(o.kind, o.GetName()) {
+		if e.id != o.id && e.of(o.kind).has(o.GetName()) {
 			from = append(from, e.id)
 		}
 		return true
@@ -339,53 +385,16 @@ func (t *Table) unlink(o *Object) []string {
 	return from
 }
 
-func (e *entry) has(k Kind, name string) bool {
-	switch k {
-	case Deployments:
-		return e.deployments.find(name) != nil
-	case Pods:
-		return e.pods.find(name) != nil
-	case Services:
-		return e.services.find(name) != nil
-	}
-	return e.records.find(name) != nil
-}
-
 // drop removes the part of kind k named name from container id's entry, if it is
 // there, unless it is newer than v (nil: whatever its version); a Deployment that goes
 // is the container's ended one.
 func (t *Table) drop(id string, k Kind, name string, v *version) {
 	t.mutate(id, func(e *entry) {
-		if inc, ok := e.dropOlder(k, name, v); ok {
+		older := func(n string, at version) bool { return n == name && (v == nil || notNewer(at, *v)) }
+		if inc, ok := e.of(k).dropOf(older); ok {
 			t.ended[id] = inc
 		}
 	})
-}
-
-// dropOlder drops the part and, for a Deployment, gives back its incarnation.
-func (e *entry) dropOlder(k Kind, name string, v *version) (ended uuidOr, deployment bool) {
-	older := func(p part) bool { return v == nil || notNewer(p.partVersion(), *v) }
-	switch k {
-	case Deployments:
-		if d := e.deployments.find(name); d != nil && older(*d) {
-			ended = d.incarnation
-			e.deployments.drop(name)
-			return ended, true
-		}
-	case Pods:
-		if p := e.pods.find(name); p != nil && older(*p) {
-			e.pods.drop(name)
-		}
-	case Services:
-		if s := e.services.find(name); s != nil && older(*s) {
-			e.services.drop(name)
-		}
-	case Records:
-		if r := e.records.find(name); r != nil && older(*r) {
-			e.records.drop(name)
-		}
-	}
-	return ended, false
 }
 
 // Snapshot is what the table holds of container id, its record included.

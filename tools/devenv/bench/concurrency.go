@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -83,6 +84,8 @@ type ConcurrencyResult struct {
 	RecordsLeft int     `json:"records_left,omitempty"`
 	SettleS     float64 `json:"settle_s"`
 	PhaseS      float64 `json:"phase_s"`
+	// CPUs: the machine's CPUs (what "busy" in a row's CPU is out of).
+	CPUs int `json:"cpus,omitempty"`
 }
 
 // ConcurrencyRow is one (client count, operation, side): its batches summed.
@@ -97,6 +100,8 @@ type ConcurrencyRow struct {
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"ops_per_s"`
 	Latency   Dist    `json:"latency"`
+	// BatchRates: each batch's operations per second, in the order they ran.
+	BatchRates []float64 `json:"batch_ops_per_s,omitempty"`
 	// Retried: answers 503 (the service's in-flight cap) retried after Retry-After.
 	Retried int `json:"retried_503,omitempty"`
 	// CallsPerOp: Kubernetes requests per operation: the service's own count during
@@ -184,6 +189,7 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 		return res, err
 	}
 	res.ServiceQPS, res.ServiceBurst = float64(rc.QPS), float64(rc.Burst)
+	res.CPUs = runtime.NumCPU()
 	if err := harness.EnsureNamespace(ctx, e.Admin, concurrencyRawNS); err != nil {
 		return res, err
 	}
@@ -336,6 +342,7 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 						clients, op, side.via, size, took.Seconds(), float64(size)/took.Seconds(),
 						c1.busy-c0.busy, c1.procs["kube-apiserver"]-c0.procs["kube-apiserver"], c1.procs["service"]-c0.procs["service"])
 					samples[side.via] = append(samples[side.via], d...)
+					row.BatchRates = append(row.BatchRates, float64(size)/took.Seconds())
 					row.Ops += size
 					row.Rounds++
 					row.Seconds += took.Seconds()
@@ -591,7 +598,7 @@ func throttleLines(path string, from int64) int {
 // concurrencyVerdict compares one client count's API row with its raw row: the ratio
 // of their rates, whether it met targetConcurrentRatio and, when it did not, the reason
 // measured (empty when none was).
-func concurrencyVerdict(a, r ConcurrencyRow, qps, burst float64, throttleLogs int) (ratio float64, ok bool, reason string) {
+func concurrencyVerdict(a, r ConcurrencyRow, qps, burst float64, throttleLogs, cpus int) (ratio float64, ok bool, reason string) {
 	if r.PerSecond <= 0 {
 		return 0, false, ""
 	}
@@ -611,6 +618,17 @@ func concurrencyVerdict(a, r ConcurrencyRow, qps, burst float64, throttleLogs in
 			qps, burst, a.CallsPerOp, a.Op, a.LimiterFloorS, a.Seconds))
 	case throttleLogs > 0:
 		reasons = append(reasons, fmt.Sprintf("the service's log says %d times that client-go waited 1 s or more for its limiter", throttleLogs))
+	}
+	// With every CPU busy, the CPU the service itself uses is taken from the control
+	// plane, which raw client-go leaves it all.
+	if busy, svc := a.CPUS["machine"], a.CPUS["service"]; cpus > 0 && a.Seconds > 0 && busy >= 0.9*float64(cpus)*a.Seconds && svc > 0 {
+		reasons = append(reasons, fmt.Sprintf("the machine's %d CPUs were busy (%.0f%%) and the service used %.0f%% of that, %.1f ms of CPU per %s, which raw client-go does not run",
+			cpus, 100*busy/(float64(cpus)*a.Seconds), 100*svc/busy, 1000*svc/float64(a.Ops), a.Op))
+	}
+	// How far raw's own batches are apart says how near the target a ratio can be
+	// told from it.
+	if lo, hi := minMax(r.BatchRates); len(r.BatchRates) > 1 && hi > 0 {
+		reasons = append(reasons, fmt.Sprintf("raw client-go's own batches ran at %.1f to %.1f/s (the slowest %.2f of the fastest)", lo, hi, lo/hi))
 	}
 	return ratio, false, strings.Join(reasons, "; ")
 }
@@ -681,4 +699,12 @@ func cpuLine(row *ConcurrencyRow) string {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", k, 100*row.CPUS[k]/row.Seconds))
 	}
 	return fmt.Sprintf("over %.1f s: %s", row.Seconds, strings.Join(parts, ", "))
+}
+
+// minMax is the least and the greatest of vs (0, 0 when empty).
+func minMax(vs []float64) (lo, hi float64) {
+	if len(vs) == 0 {
+		return 0, 0
+	}
+	return slices.Min(vs), slices.Max(vs)
 }

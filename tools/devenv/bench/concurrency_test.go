@@ -69,6 +69,14 @@ func TestConcurrencyVerdict(t *testing.T) {
 		return ConcurrencyRow{Clients: 64, Op: "create", Via: "api", Ops: 128, Seconds: 128 / perS, PerSecond: perS,
 			CallsPerOp: calls, CallsBy: map[string]float64{"POST": 3 * 128, "GET": (calls - 3) * 128}, LimiterFloorS: floor}
 	}
+	busy := func(r ConcurrencyRow, machine, service float64) ConcurrencyRow {
+		r.CPUS = map[string]float64{"machine": machine, "service": service, "kube-apiserver": machine / 2}
+		return r
+	}
+	spread := func(r ConcurrencyRow, rates ...float64) ConcurrencyRow {
+		r.BatchRates = rates
+		return r
+	}
 	cases := []struct {
 		name     string
 		api, raw ConcurrencyRow
@@ -88,10 +96,15 @@ func TestConcurrencyVerdict(t *testing.T) {
 		{"below, only more requests", api(20, 1, 4), raw, 0, false, []string{"4.0 Kubernetes requests per create against raw's 3 (GET 128, POST 384)"}, false},
 		{"below, nothing measured", api(20, 1, 3), raw, 0, false, nil, false},
 		{"no raw figure", api(20, 0, 4), ConcurrencyRow{}, 0, false, nil, false},
+		{"below, every CPU busy", busy(api(20, 1, 3), 12.8, 2.048), raw, 0, false,
+			[]string{"the machine's 2 CPUs were busy (100%) and the service used 16% of that, 16.0 ms of CPU per create"}, false},
+		{"below, a CPU idle at times", busy(api(20, 1, 3), 11, 2.048), raw, 0, false, nil, false},
+		{"below, raw's batches apart", api(20, 1, 3), spread(raw, 36.4, 24.8, 32.7, 25.1), 0, false,
+			[]string{"raw client-go's own batches ran at 24.8 to 36.4/s (the slowest 0.68 of the fastest)"}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, ok, reason := concurrencyVerdict(c.api, c.raw, 100, 200, c.throttle)
+			_, ok, reason := concurrencyVerdict(c.api, c.raw, 100, 200, c.throttle, 2)
 			if c.notLimiter && strings.Contains(reason, "limiter") {
 				t.Errorf("reason %q names the limiter", reason)
 			}

@@ -287,7 +287,7 @@ func concurrencyRows(cr *ConcurrencyResult) []concurrencyRow {
 			for _, r := range cr.Rows {
 				if r.Via == "raw" && r.Clients == row.Clients && r.Op == row.Op {
 					cr2.Raw = r
-					cr2.Ratio, cr2.OK, cr2.Reason = concurrencyVerdict(row, r, cr.ServiceQPS, cr.ServiceBurst, cr.ThrottleLogs)
+					cr2.Ratio, cr2.OK, cr2.Reason = concurrencyVerdict(row, r, cr.ServiceQPS, cr.ServiceBurst, cr.ThrottleLogs, cr.CPUs)
 				}
 			}
 		}

@@ -336,13 +336,14 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 						return res, err
 					}
 					addCPU(row, c0, c1)
+					rate := float64(size) / took.Seconds()
 					// Each batch in the log: how far one batch of a side is from the next
 					// says how far apart the two sides must be to mean anything.
 					fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s via %s: %d in %.2f s (%.1f/s); CPU s: machine %.2f, kube-apiserver %.2f, service %.2f\n",
-						clients, op, side.via, size, took.Seconds(), float64(size)/took.Seconds(),
+						clients, op, side.via, size, took.Seconds(), rate,
 						c1.busy-c0.busy, c1.procs["kube-apiserver"]-c0.procs["kube-apiserver"], c1.procs["service"]-c0.procs["service"])
 					samples[side.via] = append(samples[side.via], d...)
-					row.BatchRates = append(row.BatchRates, float64(size)/took.Seconds())
+					row.BatchRates = append(row.BatchRates, rate)
 					row.Ops += size
 					row.Rounds++
 					row.Seconds += took.Seconds()

@@ -13,6 +13,9 @@ type Cluster interface {
 	// (this UID only), and its Services (each by UID); its finalizer keeps it until the
 	// DELETED is delivered, and the garbage collector deletes anything else it owned.
 	DeleteRecord(ctx context.Context, rec container.Record, services []*container.Service) error
+	// DeleteOrphans deletes Deployments and Services no live record owns, each by UID;
+	// one gone already is deleted.
+	DeleteOrphans(ctx context.Context, deps []*container.Deployment, svcs []*container.Service) error
 	// Finalize takes the finalizer off a deleted record whose DELETED has been
 	// delivered (this UID only), so the apiserver lets it go.
 	Finalize(ctx context.Context, rec container.Record) error

@@ -5,17 +5,24 @@ import (
 	"encoding/json"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/dcm-project/k8s-container-sp/api/v1alpha1"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
 // Plan is what the reporter does for one container, decided from its snapshot alone.
-// The reporter carries it out in this order: delete the record, publish, finalize the
-// record; a failed step stops the rest and the whole container is planned again on the
+// The reporter carries it out in this order: delete the orphans, delete the record,
+// publish, finalize the record; a failed step stops the rest and the whole container is planned again on the
 // retry (every step is idempotent). A plan with a destructive step
 // (NeedsConfirmation) is carried out only if the plan made from the apiserver's objects
 // agrees (agree).
 type Plan struct {
+	// Orphans are the id's Deployments and Services that no live record owns: a deleted
+	// record's, an earlier incarnation's, or those of a record that is gone. Each is
+	// deleted by UID, NATS or not: the garbage collector keeps them while their deleted
+	// record waits for its DELETED, and a DELETED waits for them to go.
+	Orphans Orphans
 	// DeleteRecord is the record of a container that is gone or was never made: a live
 	// record no live Deployment joined (its Deployment deleted by hand, or its creator
 	// died before making it). Deleting it makes the container deleted, as a DELETE does:
@@ -33,7 +40,7 @@ type Plan struct {
 
 // Empty reports whether the plan does nothing.
 func (p Plan) Empty() bool {
-	return p.DeleteRecord == nil && p.Publish == nil && p.Finalize == nil && p.RecheckAfter == 0
+	return p.Orphans.Empty() && p.DeleteRecord == nil && p.Publish == nil && p.Finalize == nil && p.RecheckAfter == 0
 }
 
 // plan decides what to do for a container: snap is what the caches show now, last the
@@ -41,21 +48,24 @@ func (p Plan) Empty() bool {
 // knows), forced asks for the report to be sent even if unchanged (republish after
 // sync, reconnect, resync).
 //
+//   - Orphans, whatever else holds: deleted.
 //   - A live container (a live record and the Deployment it controls): its status.
-//   - A terminating record still owing its DELETED: DELETED, then Finalize.
+//   - A terminating record still owing its DELETED: once no orphan is left, DELETED,
+//     then Finalize.
 //   - A live record with no live Deployment is a create in progress until it is settle
 //     old (no create takes that long) or the container was reported live; after that it
 //     is gone: DeleteRecord.
-//   - No record: nothing is ours (the garbage collector removes what a record owned);
-//     DELETED when this reporter told DCM the container lived (a record stripped of its
-//     finalizer by hand went without one).
+//   - No record: nothing is ours; once no orphan is left, DELETED when this reporter
+//     told DCM the container lived (a record stripped of its finalizer by hand).
 func plan(snap container.Snapshot, last *delivered, forced bool, now time.Time, settle time.Duration) Plan {
-	var p Plan
+	p := Plan{Orphans: orphansOf(snap)}
 	rec := snap.Record
 	wasLive := last != nil && last.status != v1alpha1.DELETED
 	switch {
 	case snap.Live() != nil:
 		p.Publish = changed(reportOf(snap), last, forced)
+	case !p.Orphans.Empty() && (rec == nil || rec.Terminating):
+		// DELETED once they are gone: their deletion brings the id back.
 	case rec == nil:
 		if wasLive {
 			p.Publish = changed(reportOf(snap), last, forced)
@@ -71,6 +81,38 @@ func plan(snap container.Snapshot, last *delivered, forced bool, now time.Time, 
 		p.DeleteRecord = rec
 	}
 	return p
+}
+
+// Orphans are Deployments and Services no live record owns.
+type Orphans struct {
+	Deployments []*container.Deployment
+	Services    []*container.Service
+}
+
+// Empty reports whether there are none.
+func (o Orphans) Empty() bool { return len(o.Deployments) == 0 && len(o.Services) == 0 }
+
+// orphansOf finds the snapshot's orphans: objects owned by a record (an incarnation)
+// other than the live record, not already being deleted. Objects no record owns are
+// someone else's and never touched.
+func orphansOf(snap container.Snapshot) Orphans {
+	live := ""
+	if r := snap.Record; r != nil && !r.Terminating {
+		live = string(r.UID)
+	}
+	orphan := func(m container.Meta) bool { return m.Incarnation != "" && m.Incarnation != live && !m.Deleting }
+	var o Orphans
+	for _, d := range snap.Deployments {
+		if orphan(d.Meta) {
+			o.Deployments = append(o.Deployments, d)
+		}
+	}
+	for _, v := range snap.Services {
+		if orphan(v.Meta) {
+			o.Services = append(o.Services, v)
+		}
+	}
+	return o
 }
 
 // changed is rep when DCM does not have it yet (or it is forced), else nil.
@@ -158,7 +200,7 @@ func reportOf(snap container.Snapshot) Report {
 // confirmed DELETED and is guarded by the record's UID. A plan that only publishes a
 // live status is not confirmed: the next change or republish corrects it.
 func (p Plan) NeedsConfirmation() bool {
-	return p.DeleteRecord != nil || publishesDeleted(p)
+	return !p.Orphans.Empty() || p.DeleteRecord != nil || publishesDeleted(p)
 }
 
 // needsConfirmation is p.NeedsConfirmation but for what this reporter saw itself: the
@@ -170,11 +212,30 @@ func (p Plan) NeedsConfirmation() bool {
 // against: the chaos run's seed 11). That spares the DELETED of every DELETE a read
 // at the apiserver; after a restart or a new leadership (knownLive false) it is
 // confirmed as before.
+//
+// Orphans of the cached record need none when that record is being deleted, for the same
+// reason: its dependents are orphans for good.
 func needsConfirmation(p Plan, rec *container.Record, knownLive bool) bool {
-	if knownLive && rec != nil && rec.Terminating && p.DeleteRecord == nil && p.Finalize != nil && p.Finalize.UID == rec.UID {
+	if rec != nil && rec.Terminating && p.DeleteRecord == nil && onlyOf(p.Orphans, string(rec.UID)) &&
+		(p.Finalize == nil || knownLive && p.Finalize.UID == rec.UID) {
 		return false
 	}
 	return p.NeedsConfirmation()
+}
+
+// onlyOf reports whether every orphan belongs to incarnation inc.
+func onlyOf(o Orphans, inc string) bool {
+	for _, d := range o.Deployments {
+		if d.Incarnation != inc {
+			return false
+		}
+	}
+	for _, v := range o.Services {
+		if v.Incarnation != inc {
+			return false
+		}
+	}
+	return true
 }
 
 func publishesDeleted(p Plan) bool {
@@ -182,16 +243,51 @@ func publishesDeleted(p Plan) bool {
 }
 
 // agree reports whether the plan made from the caches (cached) and the one made from
-// the apiserver's objects (confirmed) take the same destructive steps: the same record
+// the apiserver's objects (confirmed) take the same destructive steps: every cached
+// orphan an orphan by the apiserver's record too, the same record
 // deleted and the same record finalized (by UID), both or neither publishing DELETED.
 // The live status each would publish may differ (pods come from the cache in both) and
 // so may RecheckAfter: neither destroys anything.
 func agree(cached, confirmed Plan) bool {
-	return sameRecord(cached.DeleteRecord, confirmed.DeleteRecord) &&
+	return within(cached.Orphans, confirmed.Orphans) && sameRecord(cached.DeleteRecord, confirmed.DeleteRecord) &&
 		sameRecord(cached.Finalize, confirmed.Finalize) &&
 		publishesDeleted(cached) == publishesDeleted(confirmed)
 }
 
 func sameRecord(a, b *container.Record) bool {
 	return (a == nil) == (b == nil) && (a == nil || a.UID == b.UID)
+}
+
+// confirmedView is what a plan is confirmed on: the apiserver's record and the
+// Deployments it listed (Cluster.Confirmed), with the cache's pods and Services, and the
+// cache's Deployments where it listed none. Those are judged by the apiserver's record
+// alone: they are orphans, or not, by whether it lives.
+func confirmedView(api, cache container.Snapshot) container.Snapshot {
+	api.Pods, api.Services = cache.Pods, cache.Services
+	if api.Record == nil || api.Record.Terminating {
+		api.Deployments = cache.Deployments
+	}
+	return api
+}
+
+// within reports whether every orphan of a is one of b (by UID).
+func within(a, b Orphans) bool {
+	uids := map[types.UID]bool{}
+	for _, d := range b.Deployments {
+		uids[d.UID] = true
+	}
+	for _, v := range b.Services {
+		uids[v.UID] = true
+	}
+	for _, d := range a.Deployments {
+		if !uids[d.UID] {
+			return false
+		}
+	}
+	for _, v := range a.Services {
+		if !uids[v.UID] {
+			return false
+		}
+	}
+	return true
 }

@@ -121,6 +121,12 @@ func pods(p ...*container.Pod) []*container.Pod               { return p }
 // summary writes a plan in the order the reporter carries it out.
 func summary(p Plan) string {
 	var out []string
+	for _, d := range p.Orphans.Deployments {
+		out = append(out, "delete Deployment "+d.Name)
+	}
+	for _, v := range p.Orphans.Services {
+		out = append(out, "delete Service "+v.Name)
+	}
 	if p.DeleteRecord != nil {
 		out = append(out, "delete record "+string(p.DeleteRecord.UID))
 	}
@@ -170,8 +176,17 @@ func TestPlan(t *testing.T) {
 		// A deleted container: its record is terminating.
 		{"deleted through the API, reported live: DELETED, then the record finalized",
 			container.Snapshot{Record: record(terminating)}, running, false, "publish DELETED; finalize r1"},
-		{"deleted, its Deployment still there (foreground deletion): the container is gone already",
+		{"deleted, its Deployment still there (a create that raced the DELETE): the Deployment deleted, no DELETED yet",
 			container.Snapshot{Record: record(terminating), Deployments: deps(live), Pods: pods(runningPod())},
+			running, false, "delete Deployment web-1"},
+		{"same with its Service, nothing reported yet: both deleted",
+			container.Snapshot{Record: record(terminating), Deployments: deps(live), Services: []*container.Service{svc("web-s")}},
+			nil, false, "delete Deployment web-1; delete Service web-s"},
+		{"deleted, only its Service left: the Service deleted, no DELETED yet",
+			container.Snapshot{Record: record(terminating), Services: []*container.Service{svc("web-s")}},
+			running, false, "delete Service web-s"},
+		{"deleted, its Deployment being deleted: gone, DELETED",
+			container.Snapshot{Record: record(terminating), Deployments: deps(dep("web-1", deleting)), Pods: pods(runningPod())},
 			running, false, "publish DELETED; finalize r1"},
 		{"deleted, nothing reported yet (a new leader, or created and deleted at once): DELETED",
 			container.Snapshot{Record: record(terminating)}, nil, false, "publish DELETED; finalize r1"},
@@ -189,8 +204,15 @@ func TestPlan(t *testing.T) {
 		// No record: nothing of the id is ours any more.
 		{"record and all gone, reported live before (the finalizer stripped by hand): DELETED",
 			container.Snapshot{}, running, false, "publish DELETED"},
-		{"no record, its Deployment and Service not yet collected, reported live: DELETED, nothing deleted",
-			container.Snapshot{Deployments: deps(dep("web-1", deleting)), Services: []*container.Service{svc("web-s")}}, running, false, "publish DELETED"},
+		{"no record, its Deployment being collected and its Service left, reported live: the Service deleted, no DELETED yet",
+			container.Snapshot{Deployments: deps(dep("web-1", deleting)), Services: []*container.Service{svc("web-s")}}, running, false, "delete Service web-s"},
+		{"no record, its Deployment being collected, reported live: DELETED",
+			container.Snapshot{Deployments: deps(dep("web-1", deleting))}, running, false, "publish DELETED"},
+		{"no record, a live Deployment of a gone record, nothing reported: deleted",
+			container.Snapshot{Deployments: deps(live)}, nil, false, "delete Deployment web-1"},
+		{"a live container beside a Service of an earlier incarnation: the Service deleted, the status sent",
+			container.Snapshot{Record: record(uid("r2")), Deployments: deps(dep("web-2", ownedBy("r2"))), Services: []*container.Service{svc("web-s")}},
+			nil, false, "delete Service web-s; publish PENDING"},
 		{"nothing left, nothing reported: nothing", container.Snapshot{}, nil, false, ""},
 		{"nothing left, nothing reported, republished: nothing", container.Snapshot{}, nil, true, ""},
 		{"gone, DELETED delivered: nothing", container.Snapshot{}, deleted, false, ""},
@@ -205,16 +227,16 @@ func TestPlan(t *testing.T) {
 			container.Snapshot{Record: record(created(10 * time.Second))}, deleted, true, "recheck in 30s"},
 		{"made just now: the whole settle",
 			container.Snapshot{Record: record()}, nil, false, "recheck in 40s"},
-		{"a young record beside a Deployment of another record (an earlier incarnation's): a create in progress",
-			container.Snapshot{Record: record(uid("r2"), created(5*time.Second)), Deployments: deps(live)}, nil, false, "recheck in 35s"},
+		{"a young record beside a Deployment of another record (an earlier incarnation's): a create in progress, the other deleted",
+			container.Snapshot{Record: record(uid("r2"), created(5*time.Second)), Deployments: deps(live)}, nil, false, "delete Deployment web-1; recheck in 35s"},
 		{"abandoned (older than settle, never joined by a Deployment): the record deleted",
 			container.Snapshot{Record: record(created(time.Hour))}, nil, false, "delete record r1"},
 		{"exactly settle old: no create can still be running",
 			container.Snapshot{Record: record(created(settle))}, nil, false, "delete record r1"},
 		{"abandoned and stripped of its finalizer: deleted all the same",
 			container.Snapshot{Record: record(notOwed, created(time.Hour))}, nil, false, "delete record r1"},
-		{"an old record whose only Deployment is another record's: the record deleted",
-			container.Snapshot{Record: record(uid("r2"), created(time.Hour)), Deployments: deps(live)}, nil, false, "delete record r2"},
+		{"an old record whose only Deployment is another record's: both deleted",
+			container.Snapshot{Record: record(uid("r2"), created(time.Hour)), Deployments: deps(live)}, nil, false, "delete Deployment web-1; delete record r2"},
 		{"an old record and a Deployment of the id no record controls: the record deleted",
 			container.Snapshot{Record: record(created(time.Hour)), Deployments: deps(dep("ref-1", unowned))}, nil, false, "delete record r1"},
 		{"reported live, its Deployment deleted by hand: the record deleted at once (the next plan sends DELETED)",
@@ -348,6 +370,7 @@ func TestNeedsConfirmation(t *testing.T) {
 		{"DELETED published, then finalized", Plan{Publish: deleted, Finalize: record(terminating)}, true},
 		{"a finalize alone (its DELETED delivered before)", Plan{Finalize: record(terminating)}, false},
 		{"a record deleted", Plan{DeleteRecord: record(created(time.Hour))}, true},
+		{"an orphan deleted", Plan{Orphans: Orphans{Services: []*container.Service{svc("web-s")}}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.p.NeedsConfirmation(); got != tc.want {
@@ -412,6 +435,19 @@ func TestAgree(t *testing.T) {
 		{"no record in the cache, reported live; the record is being deleted at the apiserver: its DELETED is the record's",
 			container.Snapshot{}, container.Snapshot{Record: record(terminating)}, running, false},
 
+		// Orphans.
+		{"a deleted record's Deployment, the record deleted at the apiserver too: deleted",
+			container.Snapshot{Record: record(terminating), Deployments: deps(live)}, container.Snapshot{Record: record(terminating)}, running, true},
+		{"a Deployment with no record in the cache; its record lives at the apiserver (the cache is behind): not deleted",
+			container.Snapshot{Deployments: deps(live)}, liveA, nil, false},
+		{"a Deployment with no record in the cache, none at the apiserver either: deleted",
+			container.Snapshot{Deployments: deps(live)}, container.Snapshot{}, nil, true},
+		{"an earlier incarnation's Service beside the live container, at the apiserver too: deleted",
+			container.Snapshot{Record: record(uid("r2")), Deployments: deps(dep("web-2", ownedBy("r2"))), Services: []*container.Service{svc("web-s")}},
+			reserved, nil, true},
+		{"a Deployment the cache shows under a record the apiserver has seen deleted, the apiserver's list without it: not deleted",
+			container.Snapshot{Record: record(uid("r2")), Deployments: deps(live, dep("web-2", ownedBy("r2")))}, reserved, nil, false},
+
 		// Nothing destructive on either side.
 		{"a live container's status differs (pods from the cache in both): no destructive step differs",
 			container.Snapshot{Record: record(), Deployments: deps(live), Pods: pods(runningPod())}, liveA, nil, true},
@@ -421,9 +457,7 @@ func TestAgree(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cached := plan(tc.cache, lastOf(tc.last), false, t0, settle)
-			api := tc.apiserver
-			api.Pods = tc.cache.Pods
-			confirmed := plan(api, lastOf(tc.last), false, t0, settle)
+			confirmed := plan(confirmedView(tc.apiserver, tc.cache), lastOf(tc.last), false, t0, settle)
 			if got := agree(cached, confirmed); got != tc.want {
 				t.Errorf("agree(%q, %q) = %v, want %v", summary(cached), summary(confirmed), got, tc.want)
 			}
@@ -453,6 +487,9 @@ func TestNeedsConfirmationKnownLive(t *testing.T) {
 		{"a finalize of another record than the cache's", Plan{Publish: deleted, Finalize: record(terminating, uid("r2"))}, gone, true, true},
 		{"a record to delete (no Deployment joined it)", Plan{DeleteRecord: record()}, record(), true, true},
 		{"the DELETED of a container whose record went", Plan{Publish: deleted}, nil, true, true},
+		{"orphans of the deleted record the cache shows", Plan{Orphans: Orphans{Deployments: deps(live)}}, gone, false, false},
+		{"orphans of another incarnation", Plan{Orphans: Orphans{Deployments: deps(live)}}, record(terminating, uid("r2")), false, true},
+		{"orphans beside a live record", Plan{Orphans: Orphans{Deployments: deps(live)}}, record(uid("r2")), true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := needsConfirmation(tc.p, tc.rec, tc.knownLive); got != tc.want {

@@ -371,10 +371,15 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 			keepForce()
 			return 0, err
 		}
-		apiSnap.Pods = snap.Pods
-		if !agree(p, plan(apiSnap, last, forced, now, r.opts.Settle)) {
+		if !agree(p, plan(confirmedView(apiSnap, snap), last, forced, now, r.opts.Settle)) {
 			keepForce()
 			return 0, notYet{whyCacheBehind}
+		}
+	}
+	if !p.Orphans.Empty() {
+		if err := r.cl.DeleteOrphans(ctx, p.Orphans.Deployments, p.Orphans.Services); err != nil {
+			keepForce()
+			return 0, err
 		}
 	}
 	if rec := p.DeleteRecord; rec != nil {

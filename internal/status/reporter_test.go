@@ -62,6 +62,27 @@ func (s *fakeSource) set(id string, snap container.Snapshot) {
 	h(id)
 }
 
+// dropped takes deleted Deployments and Services out of the caches, as their watch
+// does, and tells the reporter.
+func (s *fakeSource) dropped(deps []*container.Deployment, svcs []*container.Service) {
+	s.mu.Lock()
+	var ids []string
+	for id, snap := range s.snaps {
+		n := len(snap.Deployments) + len(snap.Services)
+		snap.Deployments = slices.DeleteFunc(slices.Clone(snap.Deployments), func(d *container.Deployment) bool { return slices.Contains(deps, d) })
+		snap.Services = slices.DeleteFunc(slices.Clone(snap.Services), func(v *container.Service) bool { return slices.Contains(svcs, v) })
+		if len(snap.Deployments)+len(snap.Services) != n {
+			s.snaps[id] = snap
+			ids = append(ids, id)
+		}
+	}
+	h := s.handler
+	s.mu.Unlock()
+	for _, id := range ids {
+		h(id)
+	}
+}
+
 // wrote shows a write to record uid in the caches, as the informer brings it: change
 // is applied to a copy of the record (the fixtures share theirs), and the reporter is
 // told. Nothing when no cached snapshot has the record.
@@ -167,6 +188,28 @@ func (j *journal) DeleteRecord(_ context.Context, r container.Record, svcs []*co
 		j.add("delete service " + s.Name)
 	}
 	j.reachesTheCache(r.UID, func(rec *container.Record) { rec.Terminating = true })
+	j.mu.Lock()
+	stale := j.stale
+	j.mu.Unlock()
+	if !stale {
+		j.src.dropped(nil, svcs)
+	}
+	return nil
+}
+
+func (j *journal) DeleteOrphans(_ context.Context, deps []*container.Deployment, svcs []*container.Service) error {
+	for _, d := range deps {
+		j.add("delete deployment " + d.Name)
+	}
+	for _, v := range svcs {
+		j.add("delete service " + v.Name)
+	}
+	j.mu.Lock()
+	stale := j.stale
+	j.mu.Unlock()
+	if !stale {
+		j.src.dropped(deps, svcs)
+	}
 	return nil
 }
 
@@ -500,6 +543,17 @@ func TestReporterPublishesDeletedThenFinalizes(t *testing.T) {
 	r.settled(t, want...)
 }
 
+// A create that raced a DELETE made its Deployment and Service after the DELETE's own
+// deletes: both are deleted while NATS is down, DELETED follows once they are gone and
+// NATS is back, then the record is finalized.
+func TestReporterDeletesADeletedRecordsWorkloadWithNATSDown(t *testing.T) {
+	r := startReporter(t, 0, 3)
+	r.src.set("a", container.Snapshot{Record: record(terminating), Deployments: deps(dep("a-1")), Services: []*container.Service{svc("a-s")}})
+	want := []string{"delete deployment a-1", "delete service a-s", "publish failed a", "publish failed a", "publish failed a", "publish a DELETED", "finalize r1"}
+	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
+	r.settled(t, want...)
+}
+
 // A DELETED that failed (NATS down) is retried; the record is not finalized until it is
 // delivered.
 func TestReporterFinalizesOnlyAfterDeletedIsDelivered(t *testing.T) {
@@ -548,7 +602,7 @@ func TestReporterDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) 
 	}
 	// The container's Service goes with its record, as with a DELETE: a garbage
 	// collector stuck after an apiserver restart would leave it (the chaos run, seed
-	// 114630519). Another incarnation's Service is not this container's.
+	// 114630519). Another incarnation's Service is an orphan, deleted first.
 	t.Run("with its Service", func(t *testing.T) {
 		r := startReporter(t, 0, 0)
 		r.src.set("a", liveSnap("a-1"))
@@ -556,7 +610,7 @@ func TestReporterDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) 
 		other := svc("svc-of-another")
 		other.Incarnation = "r0"
 		r.src.set("a", container.Snapshot{Record: record(), Services: []*container.Service{svc("svc-a"), other}})
-		want := []string{"publish a PENDING", "delete record r1", "delete service svc-a", "publish a DELETED", "finalize r1"}
+		want := []string{"publish a PENDING", "delete service svc-of-another", "delete record r1", "delete service svc-a", "publish a DELETED", "finalize r1"}
 		r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
 		r.settled(t, want...)
 	})

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +40,48 @@ func (s *Store) DeleteRecord(ctx context.Context, rec container.Record, services
 		if err := s.deleteService(ctx, v.Name, v.UID); err != nil {
 			return kubeerr.Classify("deleting the Service of a deleted container", err)
 		}
+	}
+	return nil
+}
+
+// DeleteOrphans deletes Deployments and Services no live record owns (status.Cluster),
+// each by UID, at once; gone or replaced is success. A Deployment goes with background
+// propagation: its pods go with it, whatever its owner is doing.
+func (s *Store) DeleteOrphans(ctx context.Context, deps []*container.Deployment, svcs []*container.Service) error {
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	failed := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	for _, d := range deps {
+		wg.Go(func() {
+			if err := s.deleteDeployment(ctx, d.Name, d.UID); err != nil {
+				failed(err)
+			}
+		})
+	}
+	for _, v := range svcs {
+		wg.Go(func() {
+			if err := s.deleteService(ctx, v.Name, v.UID); err != nil {
+				failed(err)
+			}
+		})
+	}
+	wg.Wait()
+	return kubeerr.Classify("deleting what no live record owns", errors.Join(errs...))
+}
+
+// deleteDeployment deletes Deployment name if it still has UID uid, its pods in the
+// background; gone or replaced is success.
+func (s *Store) deleteDeployment(ctx context.Context, name string, uid types.UID) error {
+	bg := metav1.DeletePropagationBackground
+	err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, name,
+		metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !gone(err) {
+		return err
 	}
 	return nil
 }

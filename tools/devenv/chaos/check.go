@@ -101,6 +101,7 @@ func Check(in Input) []Result {
 		x.serviceWhenAsked(),
 		x.deletedStaysGone(),
 		x.noStaleOK(),
+		x.deletedMeansDeleted(),
 	}
 }
 
@@ -864,6 +865,36 @@ func (x *indexed) noStaleOK() Result {
 					r.Violations = append(r.Violations, x.violation(id, fmt.Sprintf("GET #%d via %s (%s) answered 200 %s at %s, %s after the container was deleted (at %s)", g.Seq, g.Via, g.Proc, g.Status, x.at(g.End), g.Start.Sub(t).Round(time.Millisecond), x.at(t)), t.Add(-time.Second), g.End))
 					break
 				}
+			}
+		}
+	}
+	return r.done()
+}
+
+// 20. A DELETE that raced the only create of a fresh id and answered 204 leaves nothing.
+func (x *indexed) deletedMeansDeleted() Result {
+	r := Result{Name: "deleted means deleted", What: "a DELETE that answered 204 while the only create of its fresh id raced it through the other replica leaves nothing of the id at rest: no Deployment, Service, pod or record"}
+	f := x.in.Final
+	for _, id := range x.ids {
+		if !strings.HasPrefix(id, deleteRacePrefix) {
+			continue
+		}
+		for _, d := range x.ops[id] {
+			if d.Kind != OpDelete || d.Code != 204 {
+				continue
+			}
+			r.Checked++
+			var left []string
+			for kind, objs := range map[string][]Object{"Deployment": f.Deployments, "Service": f.Services, "pod": f.Pods, "record": f.Records} {
+				for _, o := range objs {
+					if o.ID == id {
+						left = append(left, kind+" "+o.Name)
+					}
+				}
+			}
+			if len(left) > 0 {
+				sort.Strings(left)
+				r.Violations = append(r.Violations, x.violation(id, fmt.Sprintf("DELETE #%d answered 204, and at rest %s", d.Seq, strings.Join(left, ", ")), d.Start.Add(-2*time.Second), x.in.Final.Time))
 			}
 		}
 	}

@@ -438,7 +438,7 @@ func TestPlanKeepsEarlierSteps(t *testing.T) {
 		kinds := map[string]int{}
 		for _, s := range steps {
 			kinds[s.Kind]++
-			if slices.Contains(proxyFaults, s.Kind) || s.Kind == OpForeign || s.Kind == OpCreateCleanup {
+			if slices.Contains(proxyFaults, s.Kind) || s.Kind == OpForeign || s.Kind == OpCreateCleanup || s.Kind == OpDeleteRace {
 				continue
 			}
 			fmt.Fprintf(h, "%d %s %s %v %d %s %s %d %s\n", s.At, s.Kind, s.ID, s.Via, s.Pick, s.Image, s.Ports, s.Down, s.Fate)
@@ -446,7 +446,7 @@ func TestPlanKeepsEarlierSteps(t *testing.T) {
 		if got := fmt.Sprintf("%x", h.Sum(nil))[:16]; got != want {
 			t.Errorf("seed %d: the earlier steps changed (digest %s, want %s)", seed, got, want)
 		}
-		for _, k := range append(slices.Clone(proxyFaults), OpForeign, OpCreateCleanup) {
+		for _, k := range append(slices.Clone(proxyFaults), OpForeign, OpCreateCleanup, OpDeleteRace) {
 			if kinds[k] == 0 {
 				t.Errorf("seed %d: a 3-minute plan lacks %s: %v", seed, k, kinds)
 			}
@@ -462,7 +462,7 @@ func TestPlanKeepsEarlierSteps(t *testing.T) {
 				t.Errorf("proxy fault %d starts at %s before the previous ends (%s)", s.N, s.At, end)
 			}
 			end = s.At + s.Down
-		case s.Kind == OpCreateCleanup:
+		case s.Kind == OpCreateCleanup, s.Kind == OpDeleteRace:
 			if s.Via[0] == s.Via[1] || s.Lag < 0 || s.Lag > 50*time.Millisecond {
 				t.Errorf("clean-up %+v", s)
 			}
@@ -584,5 +584,24 @@ func TestProxyFaultsAllow503(t *testing.T) {
 		{name: "503 on the other replica", h: []Entry{fault(FaultWatchBlock), op(OpGet, "b", "x", 5, 6, 503)}, breach: true},
 		{name: "503 while answers are lost", h: []Entry{fault(FaultAPIDrop), op(OpCreate, "a", "x", 5, 6, 503)}},
 		{name: "503 long after answers were delayed", h: []Entry{fault(FaultAPIDelay), op(OpCreate, "a", "x", 30, 31, 503)}, breach: true},
+	})
+}
+
+func TestDeletedMeansDeleted(t *testing.T) {
+	race := []Entry{op(OpCreate, "a", "r-001", 0, 0.05, 201), op(OpDelete, "b", "r-001", 0.01, 0.06, 204)}
+	runRows(t, "deleted means deleted", []row{
+		{name: "204, nothing left", h: race},
+		{name: "404 (the DELETE came first), the container lives", h: []Entry{
+			op(OpCreate, "a", "r-002", 0, 0.05, 201), op(OpDelete, "b", "r-002", 0.01, 0.02, 404)},
+			final: func(f *Final) { live(f, "r-002", "i1") }},
+		{name: "204, its Deployment left running", h: race, final: func(f *Final) {
+			f.Deployments = append(f.Deployments, dep("r-001", "i1", normalImage, "1"))
+		}, breach: true},
+		{name: "204, its record left owing DELETED", h: race, final: func(f *Final) {
+			f.Records = append(f.Records, Object{Name: "dcm-container-r-001", ID: "r-001", Deleting: true})
+		}, breach: true},
+		{name: "another lane's id is not this invariant's", h: []Entry{
+			op(OpCreate, "a", "x", 0, 0.05, 201), op(OpDelete, "b", "x", 0.01, 0.06, 204)},
+			final: func(f *Final) { live(f, "x", "i1") }},
 	})
 }

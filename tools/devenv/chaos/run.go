@@ -97,7 +97,7 @@ func (w *World) operation(ctx context.Context, s Step) {
 		wg.Go(func() { w.create(ctx, s, s.Via[0]) })
 		wg.Go(func() { w.delete(ctx, s, s.Via[1]) })
 		wg.Wait()
-	case OpCreateCleanup:
+	case OpCreateCleanup, OpDeleteRace:
 		w.createCleanup(ctx, s)
 	case OpForeign:
 		w.foreign(ctx, s)

@@ -56,6 +56,9 @@ const (
 	// later through the other).
 	OpForeign       = "foreign"
 	OpCreateCleanup = "create-cleanup"
+	// A burst of fresh ids, each POSTed through one replica and DELETEd through the
+	// other Lag (0-35 ms) later: a 204 must leave nothing of the id (delete-race).
+	OpDeleteRace = "delete-race"
 
 	FaultPodDelete        = "pod-delete"
 	FaultFate             = "fate"
@@ -186,6 +189,7 @@ func Plan(seed uint64, d time.Duration) []Step {
 	}
 
 	steps = append(steps, planHabits(seed, d, steps)...)
+	steps = append(steps, planDeleteRaces(seed, d)...)
 
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At < steps[j].At })
 	for i := range steps {
@@ -411,6 +415,29 @@ func planHabits(seed uint64, d time.Duration, planned []Step) []Step {
 		via := p.replica()
 		steps = append(steps, Step{At: t, Kind: OpCreateCleanup, ID: fmt.Sprintf("d-%03d", n), Via: []string{via, map[string]string{"a": "b", "b": "a"}[via]},
 			Image: normalImage, Ports: p.ports(), Lag: time.Duration(r.IntN(51)) * time.Millisecond})
+	}
+	return steps
+}
+
+// deleteRacePrefix starts the ids of the delete-race lane.
+const deleteRacePrefix = "r-"
+
+// planDeleteRaces adds the delete-race lane: every 12 s or so a burst of four fresh ids,
+// each created through one replica and deleted through the other 0-35 ms later. It draws
+// from a random stream of its own, so every step planned before it stays the same.
+func planDeleteRaces(seed uint64, d time.Duration) []Step {
+	r := rand.New(rand.NewPCG(seed^0x3c6ef372fe94f82b, seed+0xa54ff53a5f1d36f1))
+	p := &planner{r: r}
+	var steps []Step
+	n := 0
+	for t := 5 * time.Second; t < d-5*time.Second; t += p.gap(12*time.Second, 4*time.Second, 25*time.Second) {
+		for range 4 {
+			n++
+			via := p.replica()
+			steps = append(steps, Step{At: t, Kind: OpDeleteRace, ID: fmt.Sprintf("%s%03d", deleteRacePrefix, n),
+				Via: []string{via, map[string]string{"a": "b", "b": "a"}[via]}, Image: normalImage, Ports: "internal",
+				Lag: time.Duration(r.IntN(36)) * time.Millisecond})
+		}
 	}
 	return steps
 }

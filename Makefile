@@ -63,13 +63,13 @@ FORCE:
 test: $(HARNESS)
 	$(HARNESS) build -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
 	$(HARNESS) exec -real-node=$(if $(filter 1,$(REAL_NODE)),true,false) -- go test $(TEST_FLAGS) $(PKGS)
-	go test -count=1 -tags chaosbug -run PlantedBug ./internal/status/
+	go test -count=1 -tags chaosbug -run PlantedBug ./internal/app/
 
 # Unit tests only: no control plane.
 test-unit:
 	@echo "test-unit: go test -short (no control plane) of the service and of tools/devenv"
 	go test -short -race -count=1 $(PKGS)
-	go test -count=1 -tags chaosbug -run PlantedBug ./internal/status/
+	go test -count=1 -tags chaosbug -run PlantedBug ./internal/app/
 
 # Go native fuzzing: each target in turn for FUZZTIME, starting from its committed seed
 # corpus (testdata/fuzz/<target>/). A failing input is written there by go test and so
@@ -134,7 +134,7 @@ lint-chart: $(HELM)
 lint: check-generated lint-api lint-chart
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS)
-	go vet -tags chaosbug ./internal/status/
+	go vet -tags chaosbug ./internal/app/
 	go run $(STATICCHECK) $(PKGS)
 	@# Each module requires exactly what it imports: the service's go.mod names no tooling.
 	go mod tidy -diff

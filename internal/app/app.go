@@ -206,7 +206,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	if a.nats, err = newNATSLink(cfg.NATSURL, cfg.Name+"/"+cfg.Monitor.Identity, cfg.Name, cfg.NATS, log); err != nil {
 		return nil, err
 	}
-	a.reporter = status.NewReporter(st, a.nats, st, status.Options{
+	a.reporter = status.NewReporter(st, plantBug(a.nats), st, status.Options{
 		Debounce:     time.Duration(cfg.Monitor.DebounceMS) * time.Millisecond,
 		MaxWait:      cfg.Monitor.DebounceMaxWait,
 		Resync:       cfg.Monitor.ResyncPeriod,

@@ -8,7 +8,7 @@ import (
 
 // A bug planted on purpose shows that the checker catches what it claims to (issue 16:
 // "a deliberately injected bug is caught"). Each bug is a build tag: the service's code
-// has a seam for it (for drop-unsent-deleted, internal/status/plantedbug*.go), whose
+// has a seam for it (for drop-unsent-deleted, internal/app/plantedbug*.go, where the publisher is wired), whose
 // default file does nothing and whose tagged file is the bug, so the bug survives any
 // reformatting of the code around it and a release build can never contain it. The
 // source tree is never touched; the chaos run builds the service with the tag.

@@ -1,0 +1,5 @@
+//go:build !chaosbug
+
+package app
+
+const planted = false

@@ -80,9 +80,8 @@ type Kubernetes struct {
 	// default, as SIG API Machinery recommends and controller-runtime does since v0.21:
 	// the apiserver's priority and fairness queues and sheds load across its clients,
 	// and the provider's own concurrency is bounded (SP_SERVER_MAX_IN_FLIGHT requests,
-	// the status reporter's workers). At 100 a second (the earlier fixed setting)
-	// deletes from 8, 32 and 64 clients were capped at 16-19 a second; without it they
-	// reached 23, 27 and 54 (make bench, -only=concurrency, issue 26).
+	// the status reporter's workers). A fixed limit capped concurrent deletes well
+	// below what the apiserver serves (docs/benchmarks-analysis.md).
 	QPS   float32 `env:"SP_K8S_QPS" envDefault:"-1" help:"Kubernetes requests a second the provider's client sends at most (client-go's limiter); negative = no limit, the apiserver's priority and fairness is the limit"`
 	Burst int     `env:"SP_K8S_BURST" envDefault:"200" help:"with SP_K8S_QPS > 0: requests the limiter lets through at once"`
 }
@@ -105,9 +104,8 @@ type Monitor struct {
 	DebounceMaxWait time.Duration `env:"SP_MONITOR_DEBOUNCE_MAX_WAIT" envDefault:"5s" help:"...but never later than this after its first change, so a flapping container is still reported"`
 	ResyncPeriod    time.Duration `env:"SP_MONITOR_RESYNC_PERIOD" envDefault:"10m" help:"every container's current status is published again this often (and the caches resync); 0 = off"`
 	// StatusResendAfter: DCM drops the status events of an instance it has not stored
-	// yet, and stores it only after the create answered and its own commit is done. The
-	// registry's commit under the chaos run's load was measured at 3 s; 15 s covers that
-	// with room, and is short enough that DCM shows a new container's status well
+	// yet, and stores it only after the create answered and its own commit is done.
+	// 15 s covers a slow commit with room (docs/reliability-runs.md), and comes well
 	// before the next resync.
 	StatusResendAfter time.Duration `env:"SP_MONITOR_STATUS_RESEND_AFTER" envDefault:"15s" help:"a new container's current status is sent once more this long after its first status, for a DCM that had not stored the instance yet when that arrived (its events are dropped); 0 = off"`
 	// LeaderLease names the ConfigMap the replicas elect the status reporter with; default

@@ -93,8 +93,9 @@ type Orphans struct {
 func (o Orphans) Empty() bool { return len(o.Deployments) == 0 && len(o.Services) == 0 }
 
 // orphansOf finds the snapshot's orphans: objects owned by a record (an incarnation)
-// other than the live record, not already being deleted. Objects no record owns are
-// someone else's and never touched.
+// other than the live record, not already being deleted. A Deployment or Service has an
+// incarnation only through its controller reference to a record; one with none is
+// someone else's (or released) and never touched.
 func orphansOf(snap container.Snapshot) Orphans {
 	live := ""
 	if r := snap.Record; r != nil && !r.Terminating {
@@ -209,7 +210,7 @@ func (p Plan) NeedsConfirmation() bool {
 // finalizer, which only the leader takes off, has been on since: so the record the
 // cache shows is the one it reported, deleted, not an earlier incarnation's a stale
 // cache still holds after its successor was made (what the confirmation guards
-// against: the chaos run's seed 11). That spares the DELETED of every DELETE a read
+// against). That spares the DELETED of every DELETE a read
 // at the apiserver; after a restart or a new leadership (knownLive false) it is
 // confirmed as before.
 //

@@ -49,7 +49,7 @@ type Publisher interface {
 	// each time. stored says a stream stored the
 	// event (acknowledged it): only then may a DELETED release its record, since a
 	// plain NATS publish reaches only the subscribers connected at that moment, maybe
-	// none (issue 23).
+	// none.
 	Publish(ctx context.Context, eventID, id string, rep Report) (stored bool, err error)
 }
 

@@ -135,8 +135,7 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	// The workers start once the caches have synced. Before, a container's objects
 	// arrive one informer at a time, and a snapshot that has its record but not yet its
 	// Deployment looks like a container being deleted: a plan that needs the apiserver
-	// to confirm it (each a LIST; 32 of them at start-up at 10,000 containers, issue 26),
-	// for a status that would be wrong anyway. What the watch touches meanwhile waits in
+	// to confirm it, for a status that would be wrong anyway. What the watch touches meanwhile waits in
 	// the queue; the republish below looks at every container.
 	if !r.src.WaitForSync(ctx) {
 		queue.ShutDown()
@@ -337,10 +336,9 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	var last *delivered
 	forced, knownLive := false, false
 	if t := r.containers[id]; t != nil {
-		// What was sent about an earlier container with this id does not count (make
-		// chaos, seed 14: a container created and deleted while the leader's cache was
-		// behind got no DELETED, because the last one sent, its predecessor's, was
-		// already DELETED).
+		// What was sent about an earlier container with this id does not count: a
+		// container created and deleted while the cache was behind would otherwise get
+		// no DELETED, its predecessor's being the last one sent.
 		if !t.sent.none() && (inc == "" || t.sentFor == incPrint) {
 			st := t.sent // a copy: used unlocked
 			last = &st
@@ -361,11 +359,10 @@ func (r *Reporter) process(ctx context.Context, id string) (time.Duration, error
 	now := r.opts.Clock.Now()
 	p := plan(snap, last, forced, now, r.opts.Settle)
 	if needsConfirmation(p, snap.Record, knownLive) {
-		// No destructive step on a cache alone (issue 23): the plan is made again from
-		// the apiserver's objects and carried out only if both agree. When they do not,
-		// this replica's cache is behind (the chaos run's seed 11: after an apiserver
-		// restart a new leader re-sent an old DELETED after the id had been created
-		// again).
+		// No destructive step on a cache alone: the plan is made again from the
+		// apiserver's objects and carried out only if both agree. When they do not,
+		// this replica's cache is behind (it could resend an old DELETED after the id
+		// was created again).
 		apiSnap, err := r.cl.Confirmed(ctx, id)
 		if err != nil {
 			keepForce()

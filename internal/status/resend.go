@@ -12,10 +12,9 @@ import (
 // A new container's status is sent once more, Options.ResendAfter after its first one
 // was delivered. DCM's consumer acknowledges and skips the events of an instance it has
 // not stored yet (the registry release we test with and DCM's control plane alike), and
-// DCM stores an instance only once the create answered and its own commit is done: a
-// create through the registry that took it 3 s to commit under load lost PENDING and
-// RUNNING, and the registry showed PENDING until the next resync, 10 minutes later
-// (issue 23 item 7). The resend is a republish of one container: its current status, as
+// DCM stores an instance only once the create answered and its own commit is done, so a
+// slow commit loses the first statuses until the next resync. The resend is a republish
+// of one container: its current status, as
 // a new event (a new event id, so neither JetStream's de-duplication nor DCM drops it).
 //
 // Bounded: at most one pending resend per id (a timer, in the id's tracked entry),

@@ -119,9 +119,8 @@ const (
 // cache has not caught up: wait for it (ConfirmCacheWait), then 503; unless this
 // replica's cache saw the Deployment of that very record deleted (ended: deleted by
 // hand a moment ago, the reporter about to settle the record): 404 at once. When the
-// apiserver cannot answer, 503: a 404 from the cache alone could be wrong (the chaos
-// run's seed 11: a replica whose watch an apiserver restart had broken answered 404
-// for a container created meanwhile).
+// apiserver cannot answer, 503: a 404 from the cache alone could be wrong (a replica
+// whose watch is broken has not seen a container created meanwhile).
 func answerMiss(f found, ended bool, now time.Time, createTimeout time.Duration) missAnswer {
 	switch {
 	case f.Read == notAsked:

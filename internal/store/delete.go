@@ -88,10 +88,10 @@ func (s *Store) readRecord(ctx context.Context, id string, confirm bool) (found,
 // the Deployment and the Service the cache showed of it (seen): at most three requests.
 // The record goes with background propagation when the cache showed the Deployment,
 // so that it is let go as soon as its DELETED is delivered, whatever the garbage
-// collector is doing (a collector catching up after an apiserver restart held
-// foreground-deleted records for seconds: the chaos run, seed 114630519, then answered
-// creates of the id 409); what this DELETE did not delete (a Service the cache had not
-// shown) the garbage collector deletes once the record is gone. With no Deployment
+// collector is doing (one catching up after an apiserver restart holds
+// foreground-deleted records for seconds, and creates of the id answer 409); what this
+// DELETE did not delete (a Service the cache had not shown) the status controller
+// deletes as an orphan. With no Deployment
 // seen (the record was read at the apiserver), foreground: the garbage collector
 // usually deletes the workload now, not once the DELETED is delivered; a dependent it
 // looks at only after letting go of the record's foregroundDeletion finalizer (none

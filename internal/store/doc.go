@@ -6,10 +6,10 @@
 // A container is its record, a ConfigMap named after its id (internal/container,
 // record.go), and the Deployment the record controls; the Deployment and the Service
 // carry an ownerReference to the record, whose UID is the container's incarnation.
-// Creating the record reserves the id; deleting it deletes the container, and
-// Kubernetes' garbage collector deletes what it owns, whatever a lost answer, a race or
-// a crash left. The record's finalizer keeps a deleted record until the status
-// reporter has delivered its DELETED.
+// Creating the record reserves the id; deleting it deletes the container. The record's
+// finalizer keeps a deleted record until the status reporter has delivered its
+// DELETED; what a lost answer, a race or a crash left under it, the reporter deletes
+// as an orphan first (the garbage collector waits for the record).
 //
 // The decisions are pure functions in decide.go, table-tested without a cluster
 // (decide_test.go); the other files make the client calls around them, whose exact
@@ -20,12 +20,13 @@
 //   - create.go: Create makes the record (claimID decides about a record that holds the
 //     id), then the Deployment and the Service at once; a failure takes the record back
 //     (undo). Two round trips, three requests.
-//   - delete.go: Delete deletes the record and the Deployment at once (planDelete;
-//     two requests), reading the record by name first when the cache shows none.
+//   - delete.go: Delete deletes the record, the Deployment and the Service at once
+//     (planDelete; three requests), reading the record by name first when the cache
+//     shows none.
 //   - confirm.go: a GET that misses the cache reads the record by name before it
 //     answers 404 (answerMiss).
-//   - record.go: the writes to a record after its create (Finalize, DeleteRecord),
-//     each one request guarded by the record's UID.
+//   - record.go: the writes after a create (Finalize, DeleteRecord, DeleteOrphans),
+//     each request guarded by the object's UID.
 //   - apiserver_snapshot.go: Confirmed, a container as the apiserver has it, which the
 //     status reporter plans again from before any destructive step.
 //   - release.go: Release, the `release` command (uninstall): every record deleted,

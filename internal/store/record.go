@@ -30,8 +30,7 @@ func (s *Store) Finalize(ctx context.Context, rec container.Record) error {
 // Deployment joined it: status.plan), and the Services of it the cache shows, as a
 // DELETE does. Its finalizer keeps the record until its DELETED is delivered;
 // background propagation, so it goes then, whatever the garbage collector is doing
-// (which deletes anything else it owned after; a collector stuck after an apiserver
-// restart left a Service for good: the chaos run, seed 114630519).
+// (one stuck after an apiserver restart never deletes what the record owned).
 func (s *Store) DeleteRecord(ctx context.Context, rec container.Record, services []*container.Service) error {
 	if err := deleteRecordIfThere(ctx, s.client, s.namespace, rec.Name, rec.UID, metav1.DeletePropagationBackground); err != nil {
 		return kubeerr.Classify("deleting the container record", err)

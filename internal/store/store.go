@@ -58,10 +58,9 @@ type Store struct {
 	// back (503); a DELETE that began at D and whose cache shows no live record looks
 	// again, at the apiserver, at D+ReserveWindow before its 404. A create that began
 	// before D either has its record by then (the DELETE finds it and deletes it, and the
-	// garbage collector deletes whatever the create makes after) or makes nothing, so
-	// the 404 is never followed by a container from a create that began before it (the
-	// chaos run's seed 7: a DELETE answered 404 while a create sent 32 ms earlier was
-	// still reserving its id through an apiserver restart). Both are intervals on one
+	// status controller deletes whatever the create makes after) or makes nothing, so
+	// the 404 is never followed by a container from a create that began before it,
+	// however slow its record's create (an apiserver restart). Both are intervals on one
 	// replica's clock: no two clocks are compared. Cost: a DELETE of an id this
 	// replica's cache does not show answers after ReserveWindow (docs/architecture.md).
 	ReserveWindow time.Duration

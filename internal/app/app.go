@@ -18,6 +18,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/access"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/election"
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
 	"github.com/dcm-project/k8s-container-sp/internal/metrics"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
@@ -36,7 +37,7 @@ type App struct {
 	nats      *natsLink
 	podSec    *podSecurity
 	reporter  *status.Reporter
-	election  *status.Election
+	election  *election.Election
 	registrar *registration.Registrar
 	metrics   *metrics.Metrics
 	leading   atomic.Bool
@@ -217,9 +218,9 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },
 		Failed:       a.metrics.EventFailed,
 	}, log)
-	a.election = &status.Election{
+	a.election = &election.Election{
 		Client: electionClient, Namespace: cfg.Kubernetes.Namespace, Name: cfg.Monitor.LeaderLease, ID: cfg.Monitor.Identity,
-		Reporter: a.reporter, OnChange: a.leading.Store, Log: log,
+		Leader: a.reporter, OnChange: a.leading.Store, Log: log,
 	}
 	a.server = &http.Server{
 		Addr:              cfg.Server.Address,

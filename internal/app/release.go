@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dcm-project/k8s-container-sp/internal/config"
-	"github.com/dcm-project/k8s-container-sp/internal/status"
+	"github.com/dcm-project/k8s-container-sp/internal/election"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
@@ -28,7 +28,7 @@ func Release(ctx context.Context, cfg *config.Config, rc *rest.Config, force boo
 		return err
 	}
 	ns, name := cfg.Kubernetes.Namespace, cfg.Monitor.LeaderLease
-	lock := &status.ConfigMapLock{Namespace: ns, Name: name, Client: client.CoreV1()}
+	lock := &election.ConfigMapLock{Namespace: ns, Name: name, Client: client.CoreV1()}
 	held, _, err := lock.Get(ctx)
 	switch {
 	case apierrors.IsNotFound(err):

@@ -1,7 +1,7 @@
-// Package status reports every container's status to DCM: informer events ->
-// per-container debounce -> workqueue -> plan (pure: snapshot and last sent status ->
-// what to publish and which container-record steps to take) -> CloudEvents on NATS
-// and the cluster steps, with nothing lost across NATS outages, restarts and leader
-// changes. Only the replica holding the leader lock (a ConfigMap) reports (election.go,
-// configmaplock.go).
+// Package status is the status controller: informer events -> per-container debounce
+// -> workqueue (controller.go) -> Reconcile (reconcile.go): plan (pure: snapshot and
+// last sent status -> orphans to delete, what to publish, which record steps to take),
+// then the cluster steps and CloudEvents on NATS, with nothing lost across NATS
+// outages, restarts and leader changes. Only the replica that leads
+// (internal/election) runs it.
 package status

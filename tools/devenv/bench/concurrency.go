@@ -113,7 +113,7 @@ type ConcurrencyRow struct {
 	// ones left out (API rows).
 	CallsBy map[string]float64 `json:"service_kubernetes_requests_by_method,omitempty"`
 	// BackgroundCalls: the background requests during the batches: the leader
-	// election's (its lock's renewals, about one every status.RetryPeriod), the
+	// election's (its lock's renewals, about one every election.RetryPeriod), the
 	// health probe's (one every 5 s) and the informers' watches (each started again
 	// every 5 to 10 minutes), whatever the load (API rows).
 	BackgroundCalls float64 `json:"background_requests,omitempty"`

@@ -173,7 +173,7 @@ func (e *Env) RawSync(ctx context.Context, ns string) (time.Duration, error) {
 // allRequests, background and notBackground pick what serviceRequestsByMethod counts.
 // The background requests come at their own pace whatever the load: the leader
 // election's (a client of its own, its ConfigMap lock renewed about every
-// status.RetryPeriod), the health probe's (the apiserver's /readyz, no resource,
+// election.RetryPeriod), the health probe's (the apiserver's /readyz, no resource,
 // every 5 s) and the informers' watches (method WATCH: each started again every 5 to
 // 10 minutes, client-go's watch timeout).
 func allRequests(string, string, string) bool { return true }

@@ -393,7 +393,7 @@ func TestHealth(t *testing.T) {
 	// What the polls sent themselves, on their requests' contexts: nothing, exactly.
 	// Background work runs meanwhile, and the window grows with the machine's load, so
 	// its requests are not counted; but none of it repeats more often than every 2 s
-	// (the election's renewal, status.RetryPeriod; the API probe every 5 s), while a
+	// (the election's renewal, election.RetryPeriod; the API probe every 5 s), while a
 	// cost per poll that went through background work would repeat up to 200 times.
 	// Each kind of request may therefore come at most twice per second of the window,
 	// plus two.

@@ -13,11 +13,11 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/dcm-project/k8s-container-sp/internal/status"
+	"github.com/dcm-project/k8s-container-sp/internal/election"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
-// status.ConfigMapLock against the real control plane: what client-go's leader
+// election.ConfigMapLock against the real control plane: what client-go's leader
 // election asks of a lock (Get, Create, Update guarded by the resourceVersion read),
 // then client-go's election driving two of them: one leader, and the other takes over
 // at once when it resigns.
@@ -25,8 +25,8 @@ func TestConfigMapLock(t *testing.T) {
 	ns := testenv.Namespace(t)
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()
-	lock := func(id string) *status.ConfigMapLock {
-		return &status.ConfigMapLock{Namespace: ns, Name: "sp-status", Client: cs.CoreV1(),
+	lock := func(id string) *election.ConfigMapLock {
+		return &election.ConfigMapLock{Namespace: ns, Name: "sp-status", Client: cs.CoreV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: id}}
 	}
 	a, b := lock("a"), lock("b")

@@ -1,4 +1,4 @@
-package status
+package election
 
 import (
 	"context"
@@ -20,20 +20,27 @@ const (
 	RetryPeriod   = 2 * time.Second
 )
 
-// Election runs the reporter on the one replica that holds the lock Name in Namespace:
+// Leader is what runs while this replica leads: the status controller.
+type Leader interface {
+	// Run works until ctx ends (leadership lost: stop at once) or drain is closed
+	// (graceful stop: finish what is pending first).
+	Run(ctx context.Context, drain <-chan struct{})
+}
+
+// Election runs the leader on the one replica that holds the lock Name in Namespace:
 // client-go's leader election over a ConfigMap (ConfigMapLock; DCM's Helm chart grants
 // no Leases).
 type Election struct {
 	Client              kubernetes.Interface
 	Namespace, Name, ID string
-	Reporter            *Reporter
+	Leader              Leader
 	// OnChange is told when this replica gains or loses the leadership; optional.
 	OnChange func(leading bool)
 	Log      *slog.Logger
 }
 
-// Run campaigns, and reports while leading, until ctx ends; after losing the lock it
-// campaigns again. When ctx ends, a leading reporter delivers what is pending first
+// Run campaigns, and runs the leader while leading, until ctx ends; after losing the
+// lock it campaigns again. When ctx ends, a running leader delivers what is pending first
 // (the next leader would otherwise wait for nothing), then it resigns: the lock is
 // given up at once (client-go's ReleaseOnCancel) so another replica takes over without
 // waiting for it to expire.
@@ -55,7 +62,7 @@ func (e *Election) Run(ctx context.Context) error {
 		leading.Add(1)
 		mu.Unlock()
 		defer leading.Done()
-		e.Reporter.Run(leadCtx, ctx.Done())
+		e.Leader.Run(leadCtx, ctx.Done())
 	}
 	done := make(chan struct{})
 	go func() {

@@ -188,12 +188,7 @@ func (j *journal) DeleteRecord(_ context.Context, r container.Record, svcs []*co
 		j.add("delete service " + s.Name)
 	}
 	j.reachesTheCache(r.UID, func(rec *container.Record) { rec.Terminating = true })
-	j.mu.Lock()
-	stale := j.stale
-	j.mu.Unlock()
-	if !stale {
-		j.src.dropped(nil, svcs)
-	}
+	j.dropped(nil, svcs)
 	return nil
 }
 
@@ -204,13 +199,18 @@ func (j *journal) DeleteOrphans(_ context.Context, deps []*container.Deployment,
 	for _, v := range svcs {
 		j.add("delete service " + v.Name)
 	}
+	j.dropped(deps, svcs)
+	return nil
+}
+
+// dropped takes deleted objects out of the caches, unless they are stale.
+func (j *journal) dropped(deps []*container.Deployment, svcs []*container.Service) {
 	j.mu.Lock()
 	stale := j.stale
 	j.mu.Unlock()
 	if !stale {
 		j.src.dropped(deps, svcs)
 	}
-	return nil
 }
 
 func (j *journal) Finalize(_ context.Context, r container.Record) error {

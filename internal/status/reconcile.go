@@ -65,6 +65,8 @@ func (r *Reporter) Reconcile(ctx context.Context, id string) (time.Duration, err
 			keepForce()
 			return 0, err
 		}
+		r.log.Info("status: deleted what no live record owns", "id", id,
+			"deployments", len(p.Orphans.Deployments), "services", len(p.Orphans.Services))
 	}
 	if rec := p.DeleteRecord; rec != nil {
 		if err := r.cl.DeleteRecord(ctx, *rec, snap.ServicesOf(string(rec.UID))); err != nil {

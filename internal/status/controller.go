@@ -135,8 +135,8 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	// The workers start once the caches have synced. Before, a container's objects
 	// arrive one informer at a time, and a snapshot that has its record but not yet its
 	// Deployment looks like a container being deleted: a plan that needs the apiserver
-	// to confirm it, for a status that would be wrong anyway. What the watch touches meanwhile waits in
-	// the queue; the republish below looks at every container.
+	// to confirm it, for a status that would be wrong anyway. What the watch touches
+	// meanwhile waits in the queue; the republish below looks at every container.
 	if !r.src.WaitForSync(ctx) {
 		queue.ShutDown()
 		return

@@ -13,8 +13,8 @@ import (
 
 // Plan is what the reporter does for one container, decided from its snapshot alone.
 // The reporter carries it out in this order: delete the orphans, delete the record,
-// publish, finalize the record; a failed step stops the rest and the whole container is planned again on the
-// retry (every step is idempotent). A plan with a destructive step
+// publish, finalize the record; a failed step stops the rest and the whole container
+// is planned again on the retry (every step is idempotent). A plan with a destructive step
 // (NeedsConfirmation) is carried out only if the plan made from the apiserver's objects
 // agrees (agree).
 type Plan struct {
@@ -224,19 +224,21 @@ func needsConfirmation(p Plan, rec *container.Record, knownLive bool) bool {
 	return p.NeedsConfirmation()
 }
 
-// onlyOf reports whether every orphan belongs to incarnation inc.
-func onlyOf(o Orphans, inc string) bool {
+// each calls fn with every orphan's UID and incarnation.
+func (o Orphans) each(fn func(uid types.UID, inc string)) {
 	for _, d := range o.Deployments {
-		if d.Incarnation != inc {
-			return false
-		}
+		fn(d.UID, d.Incarnation)
 	}
 	for _, v := range o.Services {
-		if v.Incarnation != inc {
-			return false
-		}
+		fn(v.UID, v.Incarnation)
 	}
-	return true
+}
+
+// onlyOf reports whether every orphan belongs to incarnation inc.
+func onlyOf(o Orphans, inc string) bool {
+	only := true
+	o.each(func(_ types.UID, i string) { only = only && i == inc })
+	return only
 }
 
 func publishesDeleted(p Plan) bool {
@@ -274,21 +276,8 @@ func confirmedView(api, cache container.Snapshot) container.Snapshot {
 // within reports whether every orphan of a is one of b (by UID).
 func within(a, b Orphans) bool {
 	uids := map[types.UID]bool{}
-	for _, d := range b.Deployments {
-		uids[d.UID] = true
-	}
-	for _, v := range b.Services {
-		uids[v.UID] = true
-	}
-	for _, d := range a.Deployments {
-		if !uids[d.UID] {
-			return false
-		}
-	}
-	for _, v := range a.Services {
-		if !uids[v.UID] {
-			return false
-		}
-	}
-	return true
+	b.each(func(uid types.UID, _ string) { uids[uid] = true })
+	all := true
+	a.each(func(uid types.UID, _ string) { all = all && uids[uid] })
+	return all
 }

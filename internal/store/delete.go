@@ -104,11 +104,7 @@ func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Re
 	propagation := metav1.DeletePropagationForeground
 	if d := seen.Deployment; d != nil {
 		propagation = metav1.DeletePropagationBackground
-		wg.Go(func() {
-			uid, bg := d.UID, metav1.DeletePropagationBackground
-			depErr = s.client.AppsV1().Deployments(s.namespace).Delete(ctx, d.Name,
-				metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
-		})
+		wg.Go(func() { depErr = s.deleteDeployment(ctx, d.Name, d.UID) })
 	}
 	if v := seen.Service; v != nil {
 		wg.Go(func() { svcErr = s.deleteService(ctx, v.Name, v.UID) })

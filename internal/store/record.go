@@ -47,27 +47,13 @@ func (s *Store) DeleteRecord(ctx context.Context, rec container.Record, services
 // each by UID, at once; gone or replaced is success. A Deployment goes with background
 // propagation: its pods go with it, whatever its owner is doing.
 func (s *Store) DeleteOrphans(ctx context.Context, deps []*container.Deployment, svcs []*container.Service) error {
-	var errs []error
-	var mu sync.Mutex
+	errs := make([]error, len(deps)+len(svcs)) // one slot each: no lock
 	var wg sync.WaitGroup
-	failed := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
+	for i, d := range deps {
+		wg.Go(func() { errs[i] = s.deleteDeployment(ctx, d.Name, d.UID) })
 	}
-	for _, d := range deps {
-		wg.Go(func() {
-			if err := s.deleteDeployment(ctx, d.Name, d.UID); err != nil {
-				failed(err)
-			}
-		})
-	}
-	for _, v := range svcs {
-		wg.Go(func() {
-			if err := s.deleteService(ctx, v.Name, v.UID); err != nil {
-				failed(err)
-			}
-		})
+	for i, v := range svcs {
+		wg.Go(func() { errs[len(deps)+i] = s.deleteService(ctx, v.Name, v.UID) })
 	}
 	wg.Wait()
 	return kubeerr.Classify("deleting what no live record owns", errors.Join(errs...))

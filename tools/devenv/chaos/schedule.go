@@ -246,6 +246,9 @@ func (p *planner) ports() string {
 
 func (p *planner) replica() string { return []string{"a", "b"}[p.r.IntN(2)] }
 
+// other is the replica that is not via.
+func other(via string) string { return map[string]string{"a": "b", "b": "a"}[via] }
+
 func (p *planner) create(at time.Duration, via string, reuse bool) Step {
 	id := ""
 	if reuse && len(p.ids) > 0 {
@@ -413,7 +416,7 @@ func planHabits(seed uint64, d time.Duration, planned []Step) []Step {
 	for t := 3 * time.Second; t < d; t += p.gap(8*time.Second, 2*time.Second, 20*time.Second) {
 		n++
 		via := p.replica()
-		steps = append(steps, Step{At: t, Kind: OpCreateCleanup, ID: fmt.Sprintf("d-%03d", n), Via: []string{via, map[string]string{"a": "b", "b": "a"}[via]},
+		steps = append(steps, Step{At: t, Kind: OpCreateCleanup, ID: fmt.Sprintf("d-%03d", n), Via: []string{via, other(via)},
 			Image: normalImage, Ports: p.ports(), Lag: time.Duration(r.IntN(51)) * time.Millisecond})
 	}
 	return steps
@@ -435,7 +438,7 @@ func planDeleteRaces(seed uint64, d time.Duration) []Step {
 			n++
 			via := p.replica()
 			steps = append(steps, Step{At: t, Kind: OpDeleteRace, ID: fmt.Sprintf("%s%03d", deleteRacePrefix, n),
-				Via: []string{via, map[string]string{"a": "b", "b": "a"}[via]}, Image: normalImage, Ports: "internal",
+				Via: []string{via, other(via)}, Image: normalImage, Ports: "internal",
 				Lag: time.Duration(r.IntN(36)) * time.Millisecond})
 		}
 	}

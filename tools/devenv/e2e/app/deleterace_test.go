@@ -46,14 +46,15 @@ func createDeleteRace(t *testing.T, natsUp bool) {
 	// The DELETE starts 0-35 ms after the POST, from a fixed seed: each run races the
 	// same way as far as the scheduler allows.
 	rng := rand.New(rand.NewPCG(47, 47))
+	names := make([]string, ids)
 	delays := make([]time.Duration, ids)
-	for i := range delays {
+	for i := range ids {
+		names[i] = fmt.Sprintf("race-%d", i)
 		delays[i] = time.Duration(rng.IntN(36)) * time.Millisecond
 	}
 	deleted := make([]bool, ids)
 	var wg sync.WaitGroup
-	for i := range ids {
-		id := fmt.Sprintf("race-%d", i)
+	for i, id := range names {
 		wg.Go(func() {
 			r := do(t, http.MethodPost, a.URL+containers+"?id="+id,
 				spec("race", "nginx", withPorts(port(8080, "internal"))))
@@ -83,8 +84,7 @@ func createDeleteRace(t *testing.T, natsUp bool) {
 	t.Logf("%d of %d DELETEs answered 204", n, ids)
 	testenv.Eventually(t, 60*time.Second, "no workload after a 204, no Service without its Deployment", func() error {
 		var wrong []string
-		for i := range ids {
-			id := fmt.Sprintf("race-%d", i)
+		for i, id := range names {
 			deps, svcs := running(t, ns, id)
 			switch {
 			case deleted[i] && len(deps)+len(svcs) > 0:
@@ -98,11 +98,10 @@ func createDeleteRace(t *testing.T, natsUp bool) {
 		}
 		return nil
 	})
-	for i := range ids {
+	for i, id := range names {
 		if !deleted[i] {
 			continue
 		}
-		id := fmt.Sprintf("race-%d", i)
 		for _, p := range []*provider{a, b} {
 			if r := do(t, http.MethodGet, p.URL+containers+"/"+id, nil); r.Status != http.StatusNotFound {
 				t.Errorf("GET %s after its 204: %d %s", id, r.Status, r.Body)
@@ -114,11 +113,10 @@ func createDeleteRace(t *testing.T, natsUp bool) {
 	}
 	records := testenv.Cluster(t).Client.CoreV1().ConfigMaps(ns)
 	testenv.Eventually(t, 60*time.Second, "every deleted record finalized, one DELETED each", func() error {
-		for i := range ids {
+		for i, id := range names {
 			if !deleted[i] {
 				continue
 			}
-			id := fmt.Sprintf("race-%d", i)
 			if _, err := records.Get(context.Background(), container.RecordName(id), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("record of %s still there (%v)", id, err)
 			}

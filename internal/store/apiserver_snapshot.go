@@ -10,16 +10,11 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
-// Confirmed reads container id from the apiserver, not the caches (status.Cluster): what
-// every destructive step of the status reporter is decided on. The reporter makes its
-// plan again from this and acts only if both plans agree (status.Plan.NeedsConfirmation):
-// a replica's cache can be behind by as long as a broken watch takes to come back.
-//
-// The record first, by name. Only a live record makes its Deployment matter (a
-// container is a live record and the Deployment it controls), so only then are the
-// id's Deployments listed: a DELETED after a DELETE is confirmed with one read. No
-// pods and no Services: they never decide whether anything is deleted or reported
-// DELETED (the reporter keeps the cache's pods for the status message).
+// Confirmed reads container id from the apiserver, not the cache. The status controller
+// takes a destructive step only if a plan from this agrees, since a cache is behind while
+// a broken watch recovers (status.Plan.NeedsConfirmation). Deployments are listed only for
+// a live record, so a DELETED after a DELETE costs one read. Pods and Services are not
+// read: they never decide a deletion.
 func (s *Store) Confirmed(ctx context.Context, id string) (container.Snapshot, error) {
 	var snap container.Snapshot
 	f, err := s.readRecord(ctx, id, false)

@@ -119,7 +119,7 @@ func decoded(obj any) any {
 
 // BenchmarkCacheBytesPerContainer reports what one container costs in the store's
 // caches, kind by kind and in all: its objects as the apiserver serves them, decoded,
-// and put in the store's table as its reflectors put them. The entry is counted with the
+// and put in the store's informers as their watches put them. The id is counted with the
 // Deployment (the first kind put).
 // go test -run '^$' -bench CacheBytesPerContainer ./internal/store
 func BenchmarkCacheBytesPerContainer(b *testing.B) {

@@ -6,5 +6,5 @@ package store
 // watches deliver its record, so replicas creating at the same moment can together
 // overshoot a limit checked against it by the creates in flight.
 func (s *Store) Count() int {
-	return s.table.Count()
+	return s.informers.count()
 }

@@ -13,34 +13,27 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
-// ConfirmWait bounds a confirmation's requests to the apiserver: the wait for the
-// Confirm client's limiter and the reads themselves.
+// ConfirmWait bounds a confirmation's wait for the limiter and its reads together.
 const ConfirmWait = 2 * time.Second
 
-// ConfirmCacheWait bounds, on its own, how long a read then waits for this replica's
-// cache to show a container the apiserver has: another replica created it a moment ago,
-// and the watch is milliseconds behind. Its own bound, so that reads slowed by the
-// limiter or the apiserver do not leave the cache no time, and a live container no
-// answer but a 503.
+// ConfirmCacheWait bounds the wait for this replica's cache to show a container another
+// replica just made. It is apart from ConfirmWait, so a slow limiter or apiserver cannot
+// leave the cache no time and a live container a 503.
 const ConfirmCacheWait = 2 * time.Second
 
-// ConfirmQPS and ConfirmBurst limit the confirmations (the client given as Store.Confirm):
-// a flood of GETs for unknown ids costs the apiserver at most this. Past it, a GET waits
-// for the limiter (at most ConfirmWait) and then answers 503 (see confirmMiss).
+// ConfirmQPS and ConfirmBurst bound what a flood of GETs for unknown ids costs the
+// apiserver (Store.Confirm). Past it, a GET waits up to ConfirmWait, then answers 503.
 const (
 	ConfirmQPS   = 20
 	ConfirmBurst = 40
-	// ConfirmRetryAfter is how long (seconds) a GET the limiter refused is told to
-	// wait (Retry-After): the limiter refills its whole burst in 2 s.
+	// ConfirmRetryAfter is a refused GET's Retry-After (seconds): past a full burst refill.
 	ConfirmRetryAfter = 5
 )
 
-// errConfirmLimited marks a confirmation that the limiter refused: it would not get a
-// token within ConfirmWait. The apiserver was not asked.
+// errConfirmLimited: the limiter refused within ConfirmWait; the apiserver was not asked.
 var errConfirmLimited = errors.New("the confirmation rate limiter refused the request")
 
-// NewConfirmLimiter is the rate limiter of the Confirm client (its rest.Config's
-// RateLimiter): ConfirmQPS, ConfirmBurst, and a refusal that says it is one, so the
+// NewConfirmLimiter is the Confirm client's rate limiter. Its refusals say so, so the
 // client is not told the Kubernetes API failed when it was never asked.
 func NewConfirmLimiter() flowcontrol.RateLimiter {
 	return confirmLimiter{flowcontrol.NewTokenBucketRateLimiter(ConfirmQPS, ConfirmBurst)}
@@ -55,15 +48,13 @@ func (l confirmLimiter) Wait(ctx context.Context) error {
 	return nil
 }
 
-// confirmMiss decides a cache miss with the apiserver (see answerMiss): one read of
-// the id's record, by name, through the Confirm client, within ConfirmWait. When a
-// young record lives, it waits (ConfirmCacheWait) for this replica's cache to show the
-// container.
+// confirmMiss decides a cache miss (answerMiss) with one read through the Confirm client;
+// for a young live record it waits ConfirmCacheWait for the cache to show the container.
 func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed, error) {
 	var f found
 	var err error
 	for {
-		switch answerMiss(f, s.table.Ended(id, string(f.Rec.UID)), s.Clock.Now(), s.CreateTimeout) {
+		switch answerMiss(f, s.informers.isEnded(id, string(f.Rec.UID)), s.Clock.Now(), s.CreateTimeout) {
 		case missReadRecord:
 			f, err = s.readRecord(ctx, id, true)
 		case missNotFound:
@@ -99,8 +90,7 @@ func lookupOf(err error) lookup {
 	return failed
 }
 
-// unconfirmed is the 503 of a miss the apiserver could not confirm, or that our own
-// limiter did not let us ask it about.
+// unconfirmed is the 503 of a miss the apiserver could not confirm or our limiter refused.
 func unconfirmed(err error) error {
 	if errors.Is(err, errConfirmLimited) {
 		return &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: ConfirmRetryAfter, Err: fmt.Errorf("confirming a cache miss: %w", err),

@@ -15,11 +15,9 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
-// Create makes a container in two round trips: its record (which reserves the id),
-// then its Deployment and its Service together, both owned by the record. Any failure
-// takes the record back (undo), and the garbage collector removes what it owned. What
-// the apiserver answered goes into this replica's caches before Create returns (see
-// Store.wrote), so a GET that follows on this replica sees the container.
+// Create makes a container: its record, which reserves the id, then its Deployment and
+// Service, owned by the record. A failure takes the record back (undo). The answers go
+// into this replica's cache (Store.wrote), so a GET that follows here sees the container.
 func (s *Store) Create(ctx context.Context, id string, objs container.Objects) (container.Observed, error) {
 	obs, err := s.create(ctx, id, objs)
 	return obs, s.explainForbidden(ctx, err)
@@ -66,11 +64,9 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	wg.Wait()
 	if depErr != nil || svcErr != nil {
 		if objs.Request.Key != "" && undecided(depErr) && undecided(svcErr) {
-			// Whether the apiserver made them is unknown, and a retry with the key may
-			// already be waiting for them on another replica: taking the record back
-			// could answer it with a container that then goes. Kept; the retry answers
-			// with what was made (replay), or the status reporter settles a record no
-			// Deployment joined.
+			// The outcome is unknown, and a keyed retry may be waiting on another replica:
+			// taking the record back could answer it with a container that then goes.
+			// The retry replays, or the status controller settles the record.
 			return container.Observed{}, errHalfMade
 		}
 		var made *corev1.Service
@@ -92,9 +88,8 @@ func (s *Store) create(ctx context.Context, id string, objs container.Objects) (
 	return out.Observed(), nil
 }
 
-// errReservedLate answers a create that did not have its id reserved within the
-// reservation window (Store.ReserveWindow): the Kubernetes API was slow, and a DELETE
-// of the id may have answered 404 meanwhile; nothing was created.
+// errReservedLate answers a create not reserved within Store.ReserveWindow: a DELETE of
+// the id may have answered 404 meanwhile, so nothing is created.
 func errReservedLate(window time.Duration) error {
 	return &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: 1,
 		Message: fmt.Sprintf("reserving the container id took longer than %s (the Kubernetes API is slow); nothing was created; retry", window)}
@@ -104,18 +99,15 @@ func errReservedLate(window time.Duration) error {
 var errTaken = &kubeerr.Error{Kind: kubeerr.KindConflict, Message: "the container id is taken"}
 
 // deletingRetryAfter is the Retry-After (seconds) of a create whose id's previous
-// container is being deleted: its DELETED goes out within a debounce and a round trip
-// to NATS, unless NATS is away.
+// container is being deleted: its DELETED goes out soon, unless NATS is away.
 const deletingRetryAfter = 5
 
-// errBeingDeleted answers a create whose id's previous container is deleted and whose
-// DELETED is not delivered yet.
+// errBeingDeleted answers a create while the id's previous container awaits its DELETED.
 var errBeingDeleted = &kubeerr.Error{Kind: kubeerr.KindDeleting, RetryAfter: deletingRetryAfter,
 	Message: fmt.Sprintf("the previous container with this id is being deleted; nothing was created; retry after %d s", deletingRetryAfter)}
 
-// reserve creates the id's record (keeping req on it); when the id has one, claimID
-// decides (one read of the record, by name, at the apiserver). The same request again
-// (claimSame) is a *sameRequest.
+// reserve creates the id's record, keeping req on it. When the id has one, claimID decides
+// from one read of it; the same request again is a *sameRequest.
 func (s *Store) reserve(ctx context.Context, id string, req container.Request) (*corev1.ConfigMap, error) {
 	records := s.client.CoreV1().ConfigMaps(s.namespace)
 	retried := false
@@ -144,29 +136,23 @@ func (s *Store) reserve(ctx context.Context, id string, req container.Request) (
 	}
 }
 
-// sameRequest: the id's record was made by this very request, sent before with the
-// same Idempotency-Key and spec.
+// sameRequest: the record was made by this request, sent before with the same key and spec.
 type sameRequest struct{ rec container.Record }
 
 func (*sameRequest) Error() string { return "the same request again" }
 
-// maxReplays bounds how often one create finds the same request's earlier attempt
-// taken back and tries to make the container itself.
+// maxReplays bounds how often a create finds the earlier attempt taken back and retries.
 const maxReplays = 3
 
-// errTakenBack: the earlier attempt a replay waited for failed and took its record back.
-// A 503 once maxReplays creates have met it (a client that retries 5xx tries again).
+// errTakenBack: the attempt a replay waited for took its record back. A 503 once
+// maxReplays creates have met it, since a client that retries 5xx tries again.
 var errTakenBack = &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: 1,
 	Message: "earlier attempts with this Idempotency-Key failed meanwhile; nothing was created; retry"}
 
-// replay answers a create sent again with its Idempotency-Key (objs, the same spec):
-// the container the first attempt (record rec) made, once this replica's caches show
-// it, wherever that attempt ran; errTakenBack when the attempt failed and took its
-// record back (or another record of the id took its place: a retry on another replica
-// made it), so the caller reserves again. While the first attempt may still be in
-// flight (for CreateTimeout from its record's creation) a missing Service is waited
-// for; after that, no one else will make it, and the replay does (one request). Should
-// the first attempt still be in flight when this one's time is up: 503, Retry-After.
+// replay answers a create sent again with its Idempotency-Key: with the container the
+// first attempt (record rec) made, once this replica's cache shows it; errTakenBack when
+// that record was taken back or replaced, so the caller reserves again. A missing Service
+// is awaited while the first attempt may be in flight (CreateTimeout), then made here.
 func (s *Store) replay(ctx context.Context, id string, rec container.Record, objs container.Objects) (container.Observed, error) {
 	var o container.Observed
 	var seen, takenBack, serviceMissing bool
@@ -200,8 +186,7 @@ func (s *Store) replay(ctx context.Context, id string, rec container.Record, obj
 	return o, nil
 }
 
-// completeService makes the Service of a container whose first create ended without
-// it (errHalfMade), owned by its record rec.
+// completeService makes the missing Service of a half-made container (errHalfMade).
 func (s *Store) completeService(ctx context.Context, id string, rec container.Record, objs container.Objects, o container.Observed) (container.Observed, error) {
 	svc := objs.OwnedBy(rec.Name, rec.UID).Service
 	svc.Namespace = s.namespace
@@ -215,47 +200,37 @@ func (s *Store) completeService(ctx context.Context, id string, rec container.Re
 	return o, nil
 }
 
-// undecided: a create's outcome is unknown (no answer, a timeout, the apiserver
-// overloaded), or it succeeded (nil).
+// undecided: a create succeeded (nil), or its outcome is unknown (timeout, overload).
 func undecided(err error) bool {
 	var se *kubeerr.Error
 	return err == nil || (errors.As(kubeerr.Classify("", err), &se) && se.Kind == kubeerr.KindUnavailable)
 }
 
-// errHalfMade answers a create with an Idempotency-Key whose Deployment or Service
-// create got no answer: its record is kept for the retry.
+// errHalfMade answers a keyed create whose object creates got no answer: the record stays.
 var errHalfMade = &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: 1,
 	Message: "the Kubernetes API did not answer while the container was being made; retry with the same Idempotency-Key"}
 
-// errKeyReused answers a create whose Idempotency-Key made the id's container with
-// another spec.
+// errKeyReused answers a create that reuses an Idempotency-Key with another spec.
 func errKeyReused(key, id string) error {
 	return &kubeerr.Error{Kind: kubeerr.KindKeyReused, Message: fmt.Sprintf("Idempotency-Key %q was used by a create with another spec (container %s); nothing was changed: a new request needs a new key", key, id)}
 }
 
-// errStillInFlight answers a create sent again while its first attempt has not made
-// the container yet (or this replica's caches do not show it yet).
+// errStillInFlight answers a replay before this replica's cache shows the container.
 var errStillInFlight = &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: 1,
 	Message: "the first request with this Idempotency-Key is still in progress; retry"}
 
-// errSameBeingDeleted answers a create sent again whose container is being deleted: 503,
-// so a client that retries 5xx makes it again once the id is free.
+// errSameBeingDeleted answers a replay whose container is being deleted: a 503, so a
+// client that retries 5xx makes it again once the id is free.
 var errSameBeingDeleted = &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: deletingRetryAfter,
 	Message: fmt.Sprintf("the container this Idempotency-Key made is being deleted; retry after %d s", deletingRetryAfter)}
 
-// undo takes back the record of a failed create, detached from the request's context
-// (a client that hung up must not leave objects behind): its finalizer off, then the
-// record deleted with background propagation, so it goes at once and a retry of the
-// create finds the id free; the Service it made (made: nil when none, or its answer
-// was lost) is deleted too, and the garbage collector deletes whatever else it owned
-// (a Deployment or a Service whose answer was lost). No
-// DELETED is owed for it: DCM got no 201; should the status reporter have told DCM of
-// its Deployment meanwhile, it sends the DELETED of a container whose record went
-// (status.plan). The first try is made before the create answers, within undoTry;
-// should it fail (the apiserver is away: often what failed the create), it is tried
-// again in the background, with backoff, for up to CreateTimeout, so a failing create
-// answers within its request's budget. Should every try fail, the record stays live:
-// the status reporter settles a record no Deployment joined.
+// undo takes back a failed create's record: finalizer off, then deleted with background
+// propagation, so a retry finds the id free at once. It deletes the Service made (nil if
+// none or unknown); the garbage collector deletes the rest the record owned. No DELETED
+// is owed (DCM got no 201), unless the status controller reported the Deployment: then it
+// sends one. A client that hung up must not leave objects behind, so undo ignores the
+// request's context. After one try within undoTry it retries in the background, so the
+// create answers in time; should every try fail, the status controller settles the record.
 func (s *Store) undo(record *corev1.ConfigMap, made *corev1.Service) {
 	try := func(ctx context.Context) error {
 		if err := dropFinalizerOf(ctx, s.client, s.namespace, record.Name, record.UID); err != nil {
@@ -279,7 +254,7 @@ func (s *Store) undo(record *corev1.ConfigMap, made *corev1.Service) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.CreateTimeout)
 		defer cancel()
 		if err := retrying(ctx, try); err != nil {
-			s.log.Error("undoing a failed create: its record stays, and the status reporter settles it", "record", record.Name, "err", err)
+			s.log.Error("undoing a failed create: its record stays, and the status controller settles it", "record", record.Name, "err", err)
 		}
 	}()
 }

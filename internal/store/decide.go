@@ -6,16 +6,13 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// The store's decisions, pure (the way internal/status/plan.go is): each takes what the
-// store found, in its caches or at the apiserver, and says what to do; create.go,
-// delete.go and confirm.go make the client calls around them. decide_test.go has one
-// row per case.
+// The store's decisions, pure like internal/status/plan.go: each takes what the store
+// found, in its cache or at the apiserver, and says what to do. create.go, delete.go and
+// confirm.go make the client calls.
 //
-// What they rest on: a container is its record (the id's reservation and the owner of
-// its Deployment and Service) and the Deployment the record controls. A record is
-// created with a finalizer, so a deleted one stays, terminating, until its DELETED is
-// delivered, and a deletion timestamp never goes back; the garbage collector deletes
-// whatever a deleted record owned.
+// A container is its record (reserving the id, owning its objects) and the Deployment it
+// controls. The record's finalizer keeps it terminating until its DELETED is delivered; a
+// deletion timestamp never goes back, and the garbage collector deletes what it owned.
 
 // lookup is how one read at the apiserver went.
 type lookup int
@@ -27,8 +24,7 @@ const (
 	failed                 // any other error: the apiserver could not answer
 )
 
-// found is a record as a read found it: how the read went and, when it answered,
-// whether the object is the id's record (Ours) and what it says.
+// found is how a read of a record went and, if answered, whether it is the id's (Ours).
 type found struct {
 	Read lookup
 	Rec  container.Record
@@ -54,16 +50,12 @@ const (
 	claimSameDeleting              // the same request again, but its container is being deleted: 503, retry
 )
 
-// claimID decides a create (made by req) whose id already has a record. A live record
-// is another container (or another create, a moment ahead): never taken over, whatever
-// its age (a record no Deployment joined is the status reporter's to settle,
-// status.plan), unless it is this very request's, sent again with its Idempotency-Key
-// (the same key and spec): that is answered with the container it made. The key with
-// another spec is refused. A terminating record is a deleted container whose DELETED
-// is on its way: the id is free once it is delivered (Retry-After); the same request's
-// is retried as unavailable (503), so that a client that retries only 5xx (DCM's
-// environment agent) makes it once the id is free. Gone by the read: the create tries
-// once more.
+// claimID decides a create (made by req) whose id has a record. A live record is another
+// container or create, never taken over: the status controller settles an abandoned one.
+// This very request sent again (same Idempotency-Key and spec) gets the container it made;
+// the key with another spec is refused. A terminating record frees the id once its DELETED
+// is delivered; the same request then gets a 503, since DCM's agent retries only 5xx.
+// A record gone by the read: the create tries once more.
 func claimID(f found, retried bool, req container.Request) claim {
 	switch {
 	case f.Read == notAsked:
@@ -88,10 +80,9 @@ func claimID(f found, retried bool, req container.Request) claim {
 
 // --- A create after it has its record ---
 
-// reservedInTime decides whether a create that began at began may go on with the
-// record it had at reserved (when the answer to its create came back): only within
-// window, so that a DELETE that found nothing and looked again window after it began
-// cannot be followed by this create's container (see Store.ReserveWindow).
+// reservedInTime: a create may go on with its record only if reserved within window of
+// began, so a DELETE that found nothing and looked again after window cannot be followed
+// by this create's container (Store.ReserveWindow).
 func reservedInTime(began, reserved time.Time, window time.Duration) bool {
 	return reserved.Sub(began) <= window
 }
@@ -108,19 +99,12 @@ const (
 	missWaitForCache                   // a live record: this cache is behind; wait for it
 )
 
-// answerMiss decides a cache miss with one read at the apiserver: the id's record, by
-// name. No record, someone else's ConfigMap, or a terminating record: no container (a
-// Deployment without a live record is not one: the garbage collector is removing it),
-// 404. A live record older than any create takes (abandonedByAge) that this replica's
-// cache shows no container of: its creator died before making the Deployment, or the
-// Deployment was deleted by hand (the status reporter settles it), 404 too: a
-// Deployment made that long ago is in a cache that is not behind (checkFresh). A
-// younger live record: the container exists or is being created, and this replica's
-// cache has not caught up: wait for it (ConfirmCacheWait), then 503; unless this
-// replica's cache saw the Deployment of that very record deleted (ended: deleted by
-// hand a moment ago, the reporter about to settle the record): 404 at once. When the
-// apiserver cannot answer, 503: a 404 from the cache alone could be wrong (a replica
-// whose watch is broken has not seen a container created meanwhile).
+// answerMiss decides a cache miss from one read of the id's record at the apiserver. No
+// record, someone else's ConfigMap or a terminating one: 404, as a Deployment without a
+// live record is being garbage collected. So is an abandoned record (abandonedByAge): a
+// fresh cache (checkFresh) would show its Deployment. A younger live record means the cache
+// is behind: wait (ConfirmCacheWait), then 503, unless it saw that Deployment deleted
+// (ended). No answer: 503, since a broken watch may have missed a create.
 func answerMiss(f found, ended bool, now time.Time, createTimeout time.Duration) missAnswer {
 	switch {
 	case f.Read == notAsked:
@@ -133,9 +117,8 @@ func answerMiss(f found, ended bool, now time.Time, createTimeout time.Duration)
 	return missNotFound
 }
 
-// abandonedByAge: a record with no Deployment older than twice createTimeout is not a
-// create in progress (a create makes its Deployment within createTimeout or rolls
-// back).
+// abandonedByAge: a Deployment-less record older than twice createTimeout is no create in
+// progress, since a create makes its Deployment within createTimeout or rolls back.
 func abandonedByAge(created, now time.Time, createTimeout time.Duration) bool {
 	return now.Sub(created) >= 2*createTimeout
 }
@@ -155,19 +138,16 @@ const (
 
 // deleteFacts is what a DELETE knows when it decides.
 type deleteFacts struct {
-	// Cached is the record the cache shows (nil: none); Waited: the DELETE has waited
-	// out the reservation window since it began.
+	// Cached is the cache's record (nil: none); Waited: the reservation window passed.
 	Cached *container.Record
 	Waited bool
 	// Record is what reading the record at the apiserver found.
 	Record found
 }
 
-// planDelete decides a DELETE. A live record in the cache is deleted at once: any
-// create of the id that has not made its record yet finds it (AlreadyExists). Without
-// one, a create that began before this DELETE may still be making its record: the
-// DELETE looks again once every such create has its record or has given up
-// (Store.ReserveWindow after the DELETE began), first in the cache, then, by name, at
+// planDelete decides a DELETE. A live cached record is deleted at once: a create still
+// to make its record gets AlreadyExists. Without one, an earlier create may still be making
+// it, so the DELETE waits out Store.ReserveWindow and looks again, in the cache, then at
 // the apiserver. A terminating record is a container already deleted: 404.
 func planDelete(f deleteFacts) deleteStep {
 	switch {
@@ -185,15 +165,13 @@ func planDelete(f deleteFacts) deleteStep {
 	return deleteNotFound
 }
 
-// lateCreateWait is how much longer a DELETE that began at began and found nothing of
-// its id waits before it looks again: until window has passed, every create that
-// began before it has its record or will make nothing.
+// lateCreateWait is how long a DELETE that began at began waits before looking again:
+// after window, every earlier create has its record or will make nothing.
 func lateCreateWait(began, now time.Time, window time.Duration) time.Duration {
 	return max(0, began.Add(window).Sub(now))
 }
 
-// confirmDeleteReads decides which client a DELETE's read goes through: the Confirm
-// client (rate limited on its own) when the cache shows nothing of the id, so a flood
-// of DELETEs of unknown ids never slows the provider's other Kubernetes calls (issue
-// 23); the main client when it shows a record (a stale one: this replica is behind).
+// confirmDeleteReads: a DELETE's read goes through the separately limited Confirm client
+// when the cache shows nothing, so a flood of DELETEs of unknown ids cannot slow other
+// calls. A cached (stale) record is read through the main client.
 func confirmDeleteReads(cacheShowsRecord bool) bool { return !cacheShowsRecord }

@@ -12,14 +12,11 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
-// Delete removes a container: its record, its Deployment and its Service are deleted
-// at once (three requests; its pods go with the Deployment's ReplicaSet), and the
-// garbage collector deletes whatever else the record owned. The record's finalizer keeps it, terminating, until the status
-// reporter has delivered the DELETED, across restarts and NATS outages; nothing here
-// waits for that. When the cache shows no live record, the DELETE first waits out the
-// reservation window (planDelete), then reads the record by name at the apiserver.
-// The record as the apiserver answered goes into this replica's cache, so a GET that
-// follows is a 404.
+// Delete removes a container: its record, Deployment and Service are deleted at once; the
+// garbage collector deletes the rest. The record's finalizer keeps it until the status
+// controller delivers the DELETED, across restarts. With no live record cached, Delete
+// waits out the reservation window (planDelete), then reads the record at the apiserver.
+// The answer goes into this replica's cache, so a GET that follows is a 404.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	return s.explainForbidden(ctx, s.delete(ctx, id))
 }
@@ -61,15 +58,13 @@ func (s *Store) delete(ctx context.Context, id string) error {
 			if !replaced || !again {
 				return err
 			}
-			// The cache's record was an earlier container's: this DELETE is about
-			// the id's container as it is now.
+			// The cached record was an earlier container's: delete the current one.
 			again, f = false, deleteFacts{Waited: true}
 		}
 	}
 }
 
-// readRecord reads the id's record by name at the apiserver (every read of a record
-// there), through the Confirm client (within ConfirmWait) when confirm says so.
+// readRecord reads the id's record at the apiserver, through the Confirm client if confirm.
 func (s *Store) readRecord(ctx context.Context, id string, confirm bool) (found, error) {
 	client := s.client
 	if confirm {
@@ -84,20 +79,14 @@ func (s *Store) readRecord(ctx context.Context, id string, confirm bool) (found,
 	return f, err
 }
 
-// deleteContainer deletes record rec (its UID as a precondition) and, at the same time,
-// the Deployment and the Service the cache showed of it (seen): at most three requests.
-// The record goes with background propagation when the cache showed the Deployment,
-// so that it is let go as soon as its DELETED is delivered, whatever the garbage
-// collector is doing (one catching up after an apiserver restart holds
-// foreground-deleted records for seconds, and creates of the id answer 409); what this
-// DELETE did not delete (a Service the cache had not shown) the status controller
-// deletes as an orphan. With no Deployment
-// seen (the record was read at the apiserver), foreground: the garbage collector
-// usually deletes the workload now, not once the DELETED is delivered; a dependent it
-// looks at only after letting go of the record's foregroundDeletion finalizer (none
-// blocks it: container.Objects.OwnedBy) sees a live owner and goes once the record
-// does. replaced: the record is another one by now (a newer container of the id), and
-// nothing was deleted.
+// deleteContainer deletes record rec (UID as precondition) and, concurrently, the
+// Deployment and Service the cache showed (seen). With the Deployment seen, background
+// propagation lets the record go once its DELETED is delivered, even while a garbage
+// collector catching up holds foreground deletions (creates of the id would get 409);
+// the status controller deletes a missed Service as an orphan. Otherwise foreground, so the
+// workload goes now; a dependent the collector reaches late (none blocks the owner:
+// container.Objects.OwnedBy) goes once the record does. replaced: the record is a newer
+// container's by now, and nothing was deleted.
 func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Record, seen container.Observed) (replaced bool, err error) {
 	var depErr, svcErr error
 	var wg sync.WaitGroup

@@ -1,7 +1,6 @@
 // Package store is the cluster side of the container API: it creates and deletes a
-// container's objects through client-go and answers reads from its cache (one entry
-// per container, internal/cached, which client-go's reflectors fill), so a GET or LIST
-// of a known container costs no apiserver request.
+// container's objects through client-go and answers reads from client-go's informers,
+// so a GET or LIST of a known container costs no apiserver request.
 //
 // A container is its record, a ConfigMap named after its id (internal/container,
 // record.go), and the Deployment the record controls; the Deployment and the Service
@@ -31,11 +30,12 @@
 //     status reporter plans again from before any destructive step.
 //   - release.go: Release, the `release` command (uninstall): every record deleted,
 //     its workloads orphaned and left running.
-//   - store.go: the reflectors, one per kind, started one after another, and the table
-//     they fill (each object cut to what readers need and packed: internal/cached), with
-//     this replica's own writes in it (Store.wrote), so a read that follows a create or
-//     a DELETE on this replica sees it without waiting for the watch; the table's walk in
-//     id order pages a LIST. capacity.go: Count, what SP_MAX_CONTAINERS bounds.
+//   - store.go: the informers, one per kind, label-selected and started one after
+//     another; informers.go: their indexers by container id, this replica's own writes
+//     laid over them (Store.wrote), so a read that follows a create or a DELETE on this
+//     replica sees it before the watch does, and the ids in order, which page a LIST;
+//     object.go: the transform that cuts each object to the view internal/container
+//     reads. capacity.go: Count, what SP_MAX_CONTAINERS bounds.
 //   - freshness.go: each cache's watch is tracked (internal/freshness: cacheState, a
 //     pure function of what its ListerWatcher saw and when); GET and LIST answer 503
 //     once a cache they read has been out of date past the bound (Store.MaxStaleness

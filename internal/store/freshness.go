@@ -9,11 +9,9 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
-// Each cache's freshness is tracked (internal/freshness): a read never answers from a
-// cache that has been out of date for longer than a known bound.
+// A read never answers from a cache out of date past a known bound (internal/freshness).
 
-// SilenceBound is Store.SilenceBound unless set: a connected watch silent this long
-// (90 s: the apiserver's bookmarks come every 60 s) leaves its cache behind.
+// SilenceBound is Store.SilenceBound unless set: a watch silent past bookmarks is behind.
 const SilenceBound = freshness.SilenceBound
 
 // DefaultMaxStaleness is Store.MaxStaleness unless set (SP_K8S_MAX_STALENESS).
@@ -23,7 +21,7 @@ const DefaultMaxStaleness = freshness.DefaultMaxStaleness
 type Lag = freshness.Lag
 
 // StaleRetryAfter is the Retry-After (seconds) of a read refused because a cache is
-// behind: the reflector retries a failed watch within 0.8-1.6 s at first.
+// behind: long enough for the informer's first retry of a failed watch.
 const StaleRetryAfter = 2
 
 // The caches, in the order they are reported.
@@ -65,8 +63,7 @@ func (s *Store) Behind() []Lag {
 	return slices.DeleteFunc(s.Lags(), func(l Lag) bool { return !l.Behind })
 }
 
-// readCaches are the caches GET and LIST answer from (a miss asks the apiserver for the
-// record, so records is not one).
+// readCaches serve GET and LIST; a miss reads the record itself, so records is not one.
 var readCaches = []string{CacheDeployments, CachePods, CacheServices}
 
 // checkFresh refuses a read when a cache it needs is behind: a 503 naming the cache,

@@ -1,5 +1,21 @@
 package store
 
-// put puts an object into the store's table as kind k's reflector would (a watch's
-// ADDED), transform and the watchers' news included.
-func (s *Store) put(k kind, obj any) error { return s.sources[k].Add(obj) }
+// put puts an object into kind k's informer as its watch would (ADDED), its event
+// handler's work included.
+func (s *Store) put(k kind, obj any) error { return s.watched(k, obj, false) }
+
+// remove deletes an object from kind k's informer as its watch would (DELETED).
+func (s *Store) remove(k kind, obj any) error { return s.watched(k, obj, true) }
+
+func (s *Store) watched(k kind, obj any, deleted bool) error {
+	o, _ := objectOf(obj)
+	change := s.informers.of[k].GetIndexer().Add
+	if deleted {
+		change = s.informers.of[k].GetIndexer().Delete
+	}
+	if err := change(o); err != nil {
+		return err
+	}
+	s.informers.event(k, o, deleted)
+	return nil
+}

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// filledStore is a Store whose caches hold n containers, put in as its reflectors would
-// (decoded, transformed, in the table). Its reflectors never start: the client
+// filledStore is a Store whose caches hold n containers, put in as their watches would
+// (decoded, transformed, indexed). Its informers never start: the client
 // points nowhere and is never called.
 func filledStore(b *testing.B, n int) *Store {
 	s := emptyStore(b)
@@ -28,13 +28,13 @@ func filledStore(b *testing.B, n int) *Store {
 	return s
 }
 
-// emptyStore is a Store whose reflectors never start: the client points nowhere and is
+// emptyStore is a Store whose informers never start: the client points nowhere and is
 // never called.
 func emptyStore(tb testing.TB) *Store {
 	return storeOver(tb, &rest.Config{Host: "http://127.0.0.1:1"}, "dcm-containers")
 }
 
-// storeOver is a Store of namespace ns whose client talks to cfg's host; its reflectors
+// storeOver is a Store of namespace ns whose client talks to cfg's host; its informers
 // are not started.
 func storeOver(tb testing.TB, cfg *rest.Config, ns string) *Store {
 	tb.Helper()

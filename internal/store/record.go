@@ -17,20 +17,16 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/kubeerr"
 )
 
-// The writes to a record after its create: each one request, each guarded by the
-// record's UID, so a later record of the same id is never touched.
+// Later writes to a record: one request each, guarded by its UID against a newer record.
 
-// Finalize takes RecordFinalizer off a deleted record once its container's DELETED has
-// been delivered (status.Cluster), so the apiserver lets the record go. One PATCH.
+// Finalize takes RecordFinalizer off a deleted record once its DELETED is delivered.
 func (s *Store) Finalize(ctx context.Context, rec container.Record) error {
 	return kubeerr.Classify("finalizing the container record", dropFinalizerOf(ctx, s.client, s.namespace, rec.Name, rec.UID))
 }
 
-// DeleteRecord deletes the record of a container that is gone or was never made (no
-// Deployment joined it: status.plan), and the Services of it the cache shows, as a
-// DELETE does. Its finalizer keeps the record until its DELETED is delivered;
-// background propagation, so it goes then, whatever the garbage collector is doing
-// (one stuck after an apiserver restart never deletes what the record owned).
+// DeleteRecord deletes the record of a container gone or never made, and its cached
+// Services. Background propagation, so the record goes once its DELETED is delivered,
+// even if the garbage collector is stuck after an apiserver restart.
 func (s *Store) DeleteRecord(ctx context.Context, rec container.Record, services []*container.Service) error {
 	if err := deleteRecordIfThere(ctx, s.client, s.namespace, rec.Name, rec.UID, metav1.DeletePropagationBackground); err != nil {
 		return kubeerr.Classify("deleting the container record", err)
@@ -43,9 +39,8 @@ func (s *Store) DeleteRecord(ctx context.Context, rec container.Record, services
 	return nil
 }
 
-// DeleteOrphans deletes Deployments and Services no live record owns (status.Cluster),
-// each by UID, at once; gone or replaced is success. A Deployment goes with background
-// propagation: its pods go with it, whatever its owner is doing.
+// DeleteOrphans deletes, concurrently and by UID, Deployments and Services no live record
+// owns; gone or replaced is success.
 func (s *Store) DeleteOrphans(ctx context.Context, deps []*container.Deployment, svcs []*container.Service) error {
 	errs := make([]error, len(deps)+len(svcs)) // one slot each: no lock
 	var wg sync.WaitGroup
@@ -59,8 +54,8 @@ func (s *Store) DeleteOrphans(ctx context.Context, deps []*container.Deployment,
 	return kubeerr.Classify("deleting what no live record owns", errors.Join(errs...))
 }
 
-// deleteDeployment deletes Deployment name if it still has UID uid, its pods in the
-// background; gone or replaced is success.
+// deleteDeployment deletes Deployment name if its UID is uid, its pods in the background,
+// whatever its owner is doing; gone or replaced is success.
 func (s *Store) deleteDeployment(ctx context.Context, name string, uid types.UID) error {
 	bg := metav1.DeletePropagationBackground
 	err := s.client.AppsV1().Deployments(s.namespace).Delete(ctx, name,
@@ -71,8 +66,7 @@ func (s *Store) deleteDeployment(ctx context.Context, name string, uid types.UID
 	return nil
 }
 
-// deleteService deletes Service name if it still has UID uid; gone or replaced is
-// success.
+// deleteService deletes Service name if its UID is uid; gone or replaced is success.
 func (s *Store) deleteService(ctx context.Context, name string, uid types.UID) error {
 	err := s.client.CoreV1().Services(s.namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !gone(err) {
@@ -81,10 +75,8 @@ func (s *Store) deleteService(ctx context.Context, name string, uid types.UID) e
 	return nil
 }
 
-// dropFinalizerOf removes RecordFinalizer from record name with UID uid: a strategic
-// merge patch that deletes it from the finalizers and states the UID, which the
-// apiserver refuses to change (422) when the name is another record's by now. Gone or
-// replaced is success.
+// dropFinalizerOf removes RecordFinalizer from record name by a patch stating uid, which
+// the apiserver refuses to change (422) on a newer record. Gone or replaced is success.
 func dropFinalizerOf(ctx context.Context, client kubernetes.Interface, ns, name string, uid types.UID) error {
 	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"$deleteFromPrimitiveList/finalizers":[%q]}}`, uid, container.RecordFinalizer)
 	_, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
@@ -94,8 +86,7 @@ func dropFinalizerOf(ctx context.Context, client kubernetes.Interface, ns, name 
 	return err
 }
 
-// deleteRecordIfThere deletes record name if it still has UID uid, with the given
-// propagation; gone or replaced is success.
+// deleteRecordIfThere deletes record name if its UID is uid; gone or replaced is success.
 func deleteRecordIfThere(ctx context.Context, client kubernetes.Interface, ns, name string, uid types.UID, propagation metav1.DeletionPropagation) error {
 	if _, err := deleteRecordOf(ctx, client, ns, name, uid, propagation); !gone(err) {
 		return err
@@ -103,9 +94,8 @@ func deleteRecordIfThere(ctx context.Context, client kubernetes.Interface, ns, n
 	return nil
 }
 
-// deleteRecordOf deletes a record through the REST client, which, unlike the typed
-// Delete, gives back the object the apiserver answers with: a record its finalizers
-// keep comes back with its deletion timestamp, for this replica's cache (Store.wrote).
+// deleteRecordOf deletes through the REST client since, unlike the typed Delete, it returns
+// the answer: a record its finalizer keeps, with its deletion timestamp, for Store.wrote.
 func deleteRecordOf(ctx context.Context, client kubernetes.Interface, ns, name string, uid types.UID, propagation metav1.DeletionPropagation) (*corev1.ConfigMap, error) {
 	opts := metav1.DeleteOptions{PropagationPolicy: &propagation, Preconditions: &metav1.Preconditions{UID: &uid}}
 	obj, err := client.CoreV1().RESTClient().Delete().Namespace(ns).Resource("configmaps").Name(name).Body(&opts).Do(ctx).Get()
@@ -119,9 +109,8 @@ func deleteRecordOf(ctx context.Context, client kubernetes.Interface, ns, name s
 // gone: a delete or patch of a record found it gone, or another record by now.
 func gone(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsConflict(err) }
 
-// retrying calls fn until it succeeds or ctx ends, waiting from 100 ms, doubling, up to
-// 2 s between tries (a wait.Backoff with a Cap stops at the cap); the error is fn's
-// last.
+// retrying calls fn until it succeeds or ctx ends, with capped doubling backoff (a
+// wait.Backoff with a Cap would stop at the cap); the error is fn's last.
 func retrying(ctx context.Context, fn func(context.Context) error) error {
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
 		err := fn(ctx)

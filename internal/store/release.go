@@ -14,17 +14,13 @@ import (
 type ReleaseReport struct {
 	// Records are the ids whose record was deleted.
 	Records []string
-	// Owed are the ids among Records whose DELETED had not been delivered: DCM will
-	// not be told by this provider any more.
+	// Owed are those of Records whose DELETED was undelivered: this provider won't send it.
 	Owed []string
 }
 
 // Release lets go of everything this provider holds in namespace, for an uninstall or a
-// return to the reference provider: every container record's finalizer comes off and
-// the record is deleted with orphan propagation, so the garbage collector takes the
-// records' ownerReferences off their Deployments and Services instead of deleting
-// them: workloads keep running. It is idempotent: running it again after a failure
-// finishes the job.
+// return to the reference provider: each record loses its finalizer and is deleted with
+// orphan propagation, so workloads keep running. It is idempotent, so a rerun finishes.
 func Release(ctx context.Context, client kubernetes.Interface, namespace string) (ReleaseReport, error) {
 	var rep ReleaseReport
 	sel := metav1.ListOptions{LabelSelector: container.LabelManagedBy + "=" + container.ManagedByValue}

@@ -17,7 +17,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// unstarted is a Store whose reflectors never start: its caches stay empty, so what a
+// unstarted is a Store whose informers never start: its caches stay empty, so what a
 // read finds is only what the store wrote itself. Its client points nowhere; nothing
 // here sends a request.
 func unstarted(t *testing.T) *Store {
@@ -90,7 +90,7 @@ func TestWritesAreReadBackBeforeTheWatch(t *testing.T) {
 }
 
 // The watch's deletion of an object drops this replica's write of it, and a write the
-// apiserver answered before that delete, put in the table after it, is not read back:
+// apiserver answered before that delete, laid over the informers after it, is not read back:
 // a read does not bring back what the watch has seen go. A new object of the same name
 // (a record made again) is.
 func TestAWatchDeleteDropsTheWrite(t *testing.T) {
@@ -98,13 +98,13 @@ func TestAWatchDeleteDropsTheWrite(t *testing.T) {
 	rec, dep, _ := createdX(t)
 	s.wrote(rec)
 	s.wrote(dep)
-	if err := s.sources[deploymentKind].Delete(dep); err != nil {
+	if err := s.remove(deployments, dep); err != nil {
 		t.Fatal(err)
 	}
 	if snap := s.Snapshot("x"); len(snap.Deployments) != 0 || snap.Live() != nil {
 		t.Errorf("after the watch's delete: %+v", snap.Deployments)
 	}
-	if err := s.sources[recordKind].Delete(rec); err != nil {
+	if err := s.remove(records, rec); err != nil {
 		t.Fatal(err)
 	}
 	s.wrote(rec) // an answer that comes late

@@ -12,14 +12,10 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// ConfigMapLock is client-go's leader election lock (resourcelock.Interface) kept on a
-// ConfigMap, as client-go's own ConfigMapLock did before it was removed (Kubernetes
-// 1.28): the election record is JSON in the annotation
-// control-plane.alpha.kubernetes.io/leader, and every update carries the
-// resourceVersion last read, so of two replicas writing at once only one succeeds.
-// A ConfigMap and not a Lease because DCM's Helm chart grants its providers no Leases.
-// The lock carries no labels: it is never mistaken for a container record, nor cached
-// with them.
+// ConfigMapLock is a resourcelock.Interface kept on a ConfigMap, since DCM's Helm chart
+// grants providers no Leases. The record is JSON in the leader annotation; each update
+// carries the resourceVersion last read, so of two concurrent writers only one succeeds.
+// It has no labels, so it is never cached or mistaken for a container record.
 type ConfigMapLock struct {
 	Namespace, Name string
 	Client          corev1client.ConfigMapsGetter
@@ -29,8 +25,7 @@ type ConfigMapLock struct {
 
 var _ resourcelock.Interface = (*ConfigMapLock)(nil)
 
-// Get returns the election record and its raw JSON (client-go compares the raw form to
-// tell a renewal).
+// Get returns the election record and its raw JSON, which client-go compares to spot a renewal.
 func (l *ConfigMapLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	cm, err := l.Client.ConfigMaps(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
 	if err != nil {
@@ -64,8 +59,7 @@ func (l *ConfigMapLock) Create(ctx context.Context, ler resourcelock.LeaderElect
 	return nil
 }
 
-// Update writes ler over the ConfigMap as last read: a Conflict when someone wrote it
-// since.
+// Update writes ler over the ConfigMap as last read: a Conflict if another wrote it since.
 func (l *ConfigMapLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	if l.cm == nil {
 		return errors.New("the lock ConfigMap was not read or created yet")
@@ -87,8 +81,7 @@ func (l *ConfigMapLock) Update(ctx context.Context, ler resourcelock.LeaderElect
 	return nil
 }
 
-// RecordEvent records a leadership change as an Event on the lock, when an
-// EventRecorder is set (the service sets none: it may not create Events in DCM's Role).
+// RecordEvent emits a leadership Event if an EventRecorder is set (DCM's Role allows none).
 func (l *ConfigMapLock) RecordEvent(s string) {
 	if l.LockConfig.EventRecorder == nil || l.cm == nil {
 		return

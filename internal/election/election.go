@@ -11,9 +11,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// Election timings: a new leader takes over at most LeaseDuration + RetryPeriod after
-// the old one died holding the lock (about 14 s), at once after the old one resigned
-// (a graceful stop).
+// Election timings: a leader that dies holding the lock is replaced within
+// LeaseDuration + RetryPeriod; one that resigns (a graceful stop), at once.
 const (
 	LeaseDuration = 12 * time.Second
 	RenewDeadline = 8 * time.Second
@@ -22,14 +21,11 @@ const (
 
 // Leader is what runs while this replica leads: the status controller.
 type Leader interface {
-	// Run works until ctx ends (leadership lost: stop at once) or drain is closed
-	// (graceful stop: finish what is pending first).
+	// Run works until ctx ends (leadership lost: stop at once) or drain closes (finish first).
 	Run(ctx context.Context, drain <-chan struct{})
 }
 
-// Election runs the leader on the one replica that holds the lock Name in Namespace:
-// client-go's leader election over a ConfigMap (ConfigMapLock; DCM's Helm chart grants
-// no Leases).
+// Election runs Leader on the one replica holding the ConfigMapLock Name in Namespace.
 type Election struct {
 	Client              kubernetes.Interface
 	Namespace, Name, ID string
@@ -39,11 +35,9 @@ type Election struct {
 	Log      *slog.Logger
 }
 
-// Run campaigns, and runs the leader while leading, until ctx ends; after losing the
-// lock it campaigns again. When ctx ends, a running leader delivers what is pending first
-// (the next leader would otherwise wait for nothing), then it resigns: the lock is
-// given up at once (client-go's ReleaseOnCancel) so another replica takes over without
-// waiting for it to expire.
+// Run campaigns until ctx ends, running the leader while leading and campaigning again
+// after a loss. On ctx end the leader first delivers what is pending, then the lock is
+// released at once (ReleaseOnCancel) so the next leader need not wait for it to expire.
 func (e *Election) Run(ctx context.Context) error {
 	// The election outlives ctx: it is cancelled only once the reporter has drained.
 	electionCtx, resign := context.WithCancel(context.WithoutCancel(ctx))

@@ -1,32 +1,23 @@
-// Package freshness tells whether a cache is current: each cache knows
-// whether its watch is healthy, so a read never answers from a cache that has been out
-// of date for longer than a known bound.
+// Package freshness tells whether an informer cache is current, so a read never answers
+// from a cache that has been stale for longer than a known bound.
 //
-// A reflector (client-go's list-and-watch loop) recovers from a
-// failed watch on its own backoff: 0.8 s doubling up to 30 s, with up to as much again
-// of jitter, so after an outage one cache can stay behind for a minute while the others
-// are current, and nothing but its log says so. Each reflector's ListerWatcher is
-// therefore wrapped (Tracker.Wrap) and reports what happens to it: lists, watches opened,
-// events, bookmarks, and watches that end or fail to open. cacheState is what those say,
-// a pure function of the signals and the time, and Tracker.Lag judges it:
+// A reflector retries a failed watch on its own backoff, so after an outage one cache can
+// lag for a minute while the others are current, and only its log says so. Tracker.Wrap
+// wraps each reflector's ListerWatcher to report lists, watches opened, events, bookmarks
+// and watches that end or fail; cacheState folds those signals, and Tracker.Lag judges it:
 //
-//   - disconnected (no watch open, or one just opened that has not shown it works): the
-//     cache may have missed every change since the watch broke, or since its last list.
-//     It is behind once that has lasted longer than the staleness bound
-//     (SP_K8S_MAX_STALENESS, 5 s by default). A watch the apiserver closes on its timeout (every 5-10 minutes)
-//     is replaced within milliseconds, so only a real outage lasts that long.
-//   - connected: a watch is open and has shown it works. It is behind when it has been
-//     silent (no event, no bookmark) for longer than SilenceBound. The apiserver sends
-//     every watch a bookmark about once a minute (measured against kube-apiserver
-//     v1.37.2: the first 59.5 s after the watch opened, then every 60 s), so a longer
-//     silence means the stream hangs although its connection stays up (the HTTP/2
-//     health check of client-go, a ping after 30 s of silence and 15 s to answer, closes
-//     a connection that is dead, which is the disconnected case).
+//   - disconnected (no watch open, or one not yet shown to work): the cache may have missed
+//     every change since the watch broke or its last list. It is behind once that outlasts
+//     the staleness bound (SP_K8S_MAX_STALENESS). A watch the apiserver times out is
+//     replaced at once, so only a real outage lasts that long.
+//   - connected: a watch is open and has shown it works. It is behind once silent (no
+//     event, no bookmark) for longer than SilenceBound: the apiserver bookmarks every
+//     watch about once a minute, so a longer silence means a hung stream on a live
+//     connection (client-go's HTTP/2 health check closes dead ones: the disconnected case).
 //
-// A watch "shows it works" with its first event or bookmark, or by staying open for
-// watchSettle without failing: a watch resumed from a resource version the apiserver
-// has compacted away answers 410 Gone at once, and until the reflector has re-listed,
-// its cache is as old as the outage before.
+// A watch shows it works with its first event or bookmark, or by staying open for
+// watchSettle: a watch resumed from a compacted resource version fails with 410 Gone at
+// once, and until the reflector re-lists, its cache is as old as the outage.
 package freshness
 
 import (
@@ -36,18 +27,15 @@ import (
 	"time"
 )
 
-// SilenceBound is how long a connected watch may be silent before its cache counts as
-// behind: the apiserver's bookmarks come every 60 s, so 90 s is one missed bookmark and
-// half an interval of slack.
+// SilenceBound is how long a connected watch may be silent before its cache is behind:
+// one missed bookmark plus half a bookmark interval of slack.
 const SilenceBound = 90 * time.Second
 
-// DefaultMaxStaleness is the staleness bound unless one is set (SP_K8S_MAX_STALENESS):
-// a disconnected watch this long leaves its cache behind.
+// DefaultMaxStaleness is the staleness bound unless SP_K8S_MAX_STALENESS sets one.
 const DefaultMaxStaleness = 5 * time.Second
 
-// watchSettle is how long a watch opened after a gap must stay open, without an event,
-// to count as working: the apiserver answers a watch from a compacted resource version
-// with 410 Gone within milliseconds.
+// watchSettle is how long a watch opened after a gap must stay open to count as working:
+// the apiserver fails a watch from a compacted resource version with 410 Gone at once.
 const watchSettle = time.Second
 
 // signal is one thing a cache's ListerWatcher saw.
@@ -65,9 +53,8 @@ const (
 	sigWatchEnded                    // an error event, or the watch's channel closed, or it was stopped
 )
 
-// cacheState is what one cache's signals say about it. Signals of a watch that is not the
-// open one (its id differs) are ignored: the reflector may stop an old watch after it has
-// opened a new one.
+// cacheState is what one cache's signals say. Signals of a watch other than the open one
+// are ignored: the reflector may stop an old watch after opening a new one.
 type cacheState struct {
 	synced  bool      // a list (or a watch-list's initial events) has completed
 	open    bool      // a watch is open
@@ -76,8 +63,7 @@ type cacheState struct {
 	opened  time.Time // when the open watch opened
 	proven  bool      // the open watch has sent an event or bookmark (past its initial events)
 	heard   time.Time // the last list, event or bookmark: the cache was current then
-	// down is when the cache stopped being proven current: the watch broke, or the last
-	// list (it holds until a watch shows it works). Zero while a proven watch is open.
+	// down is since when the cache is unproven (watch broke, or last list); zero while proven.
 	down time.Time
 }
 
@@ -125,8 +111,7 @@ func (c cacheState) settled(now time.Time) bool {
 	return c.open && (c.proven || !c.initial && now.Sub(c.opened) >= watchSettle)
 }
 
-// lag judges the cache at now: since is when it may have started missing changes (zero
-// when it is current), behind whether that is past the bound, why says how.
+// lag judges the cache at now: since when it may miss changes, whether too long, and why.
 func (c cacheState) lag(now time.Time, maxStaleness, silence time.Duration) (since time.Time, behind bool, why string) {
 	switch {
 	case !c.synced:
@@ -157,16 +142,13 @@ type Tracker struct {
 	mu     sync.Mutex
 	state  cacheState
 	lastID uint64
-	// behind is what the last judgement said, so the log says once when the cache
-	// falls behind and once when it is current again (judged by every read, probe and
-	// scrape, so within seconds of the change).
+	// behind is the last judgement, so falling behind and recovering are each logged once.
 	behind      bool
 	behindSince time.Time
 }
 
-// NewTracker tracks the cache name (the metrics' label; title is how a message names
-// it) on the clock now; log (nil: none) says when it falls behind and when it is
-// current again.
+// NewTracker tracks cache name (the metrics label; title names it in messages) on clock
+// now; log, if not nil, says when it falls behind and recovers.
 func NewTracker(name, title string, now func() time.Time, log *slog.Logger) *Tracker {
 	return &Tracker{name: name, title: title, now: now, log: log}
 }
@@ -184,8 +166,7 @@ func (f *Tracker) nextID() uint64 {
 	return f.lastID
 }
 
-// Lag judges the cache now: behind once disconnected for longer than maxStaleness, or
-// connected and silent for longer than silence.
+// Lag judges the cache now: behind once disconnected past maxStaleness or silent past silence.
 func (f *Tracker) Lag(maxStaleness, silence time.Duration) Lag {
 	if f == nil { // a cache not tracked
 		return Lag{}
@@ -214,12 +195,10 @@ func (f *Tracker) Lag(maxStaleness, silence time.Duration) Lag {
 type Lag struct {
 	Cache string // its name (deployments, pods, services or records)
 	Title string // how a message names it
-	// Since is when the cache may have started missing changes (zero when current); For
-	// is how long ago that was.
+	// Since is when the cache may have started missing changes (zero if current); For, how long ago.
 	Since time.Time
 	For   time.Duration
-	// Behind: For is past the bound (the staleness bound when disconnected, the silence
-	// bound when connected but silent); reads that need the cache answer 503.
+	// Behind: For is past the staleness or silence bound; reads needing the cache answer 503.
 	Behind bool
 	Why    string
 }

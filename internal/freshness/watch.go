@@ -12,8 +12,7 @@ import (
 	"k8s.io/client-go/util/watchlist"
 )
 
-// Wrap is lw reporting what happens to it to the tracker: the ListerWatcher to give
-// the cache's reflector.
+// Wrap returns lw reporting to the tracker: the ListerWatcher for the cache's reflector.
 func (f *Tracker) Wrap(lw cache.ListerWatcher) cache.ListerWatcher { return &trackedLW{lw: lw, f: f} }
 
 // trackedLW is a cache's ListerWatcher that reports what happens to it.
@@ -41,8 +40,7 @@ func (t *trackedLW) ListWithContext(ctx context.Context, opts metav1.ListOptions
 	return obj, err
 }
 
-// lastPage: a list the reflector reads in pages is complete with the page without a
-// continue token.
+// lastPage: a paged list is complete with the page that has no continue token.
 func lastPage(obj runtime.Object) bool {
 	l, err := meta.ListAccessor(obj)
 	return err != nil || l.GetContinue() == ""
@@ -83,8 +81,7 @@ type trackedWatch struct {
 
 func (w *trackedWatch) ResultChan() <-chan watch.Event { return w.out }
 
-// Stop ends the watch; its end is reported before Stop returns, so it always comes
-// before the next watch's opening.
+// Stop ends the watch, reported before Stop returns so it precedes the next watch's opening.
 func (w *trackedWatch) Stop() {
 	w.once.Do(func() {
 		w.f.note(sigWatchEnded, w.id)
@@ -105,8 +102,7 @@ func (w *trackedWatch) run() {
 			return
 		}
 		if !ok {
-			// Reported before the reflector sees the channel close, so before it opens
-			// the next watch.
+			// Reported before the reflector sees the close, so before its next watch.
 			w.f.note(sigWatchEnded, w.id)
 			return
 		}

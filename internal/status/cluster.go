@@ -6,22 +6,16 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Cluster is how the reporter reads and changes the container records at the apiserver
-// (internal/store implements it).
+// Cluster reads and changes container records at the apiserver (internal/store implements it).
 type Cluster interface {
-	// DeleteRecord deletes the record of a container that is gone or was never made
-	// (this UID only), and its Services (each by UID); its finalizer keeps it until the
-	// DELETED is delivered, and the garbage collector deletes anything else it owned.
+	// DeleteRecord deletes, by UID, the record of a container gone or never made, and its
+	// Services; its finalizer holds it until DELETED is delivered; the garbage collector takes the rest.
 	DeleteRecord(ctx context.Context, rec container.Record, services []*container.Service) error
-	// DeleteOrphans deletes Deployments and Services no live record owns, each by UID;
-	// one gone already is deleted.
+	// DeleteOrphans deletes, by UID, Deployments and Services no live record owns; gone counts as done.
 	DeleteOrphans(ctx context.Context, deps []*container.Deployment, svcs []*container.Service) error
-	// Finalize takes the finalizer off a deleted record whose DELETED has been
-	// delivered (this UID only), so the apiserver lets it go.
+	// Finalize removes the finalizer (by UID) from a deleted record whose DELETED was delivered.
 	Finalize(ctx context.Context, rec container.Record) error
-	// Confirmed is container id as the apiserver has it, not the caches: its record
-	// and, when the record lives, its Deployments (no pods: see Plan.NeedsConfirmation).
-	// A plan that takes a destructive step is made again from it, and carried out only
-	// if both agree.
+	// Confirmed is container id as the apiserver has it: its record and, if live, its
+	// Deployments (no pods: see Plan.NeedsConfirmation). Destructive plans must agree with it.
 	Confirmed(ctx context.Context, id string) (container.Snapshot, error)
 }

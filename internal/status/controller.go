@@ -14,8 +14,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Source is where the reporter learns about containers (internal/store implements it
-// with its informer caches).
+// Source is the reporter's view of containers (internal/store implements it with informers).
 type Source interface {
 	// Watch calls changed with the id of every container whose objects change.
 	Watch(changed func(id string)) (stop func(), err error)
@@ -30,36 +29,28 @@ type Source interface {
 // Options tune the reporter.
 type Options struct {
 	Debounce, MaxWait time.Duration
-	// Resync republishes every container's current status this often (0: never), for
-	// consumers that missed events (the registry's stream may not have existed).
+	// Resync republishes every status this often (0: never), for consumers that missed events.
 	Resync time.Duration
-	// Settle is how old a record without a Deployment must be before its container
-	// counts as gone (a create may still be in progress before that).
+	// Settle is the age at which a record without a Deployment counts as gone, not being created.
 	Settle time.Duration
-	// ResendAfter: a new container's current status is sent once more this long after
-	// its first status was delivered (0: never), because DCM drops the events of an
-	// instance it has not stored yet (see resend.go).
+	// ResendAfter resends a new container's status once this long after its first delivery
+	// (0: never), since DCM drops events for instances it has not stored yet (resend.go).
 	ResendAfter time.Duration
 	// DrainTimeout bounds the flush of pending events on a graceful stop.
 	DrainTimeout time.Duration
-	// Workers send at once (default DefaultWorkers); one container is never sent by
-	// two at a time.
+	// Workers send at once (default DefaultWorkers); a container is never sent by two at a time.
 	Workers int
-	// Republish asks for every container's status to be published again (NATS
-	// connected or reconnected); optional.
+	// Republish asks for every status to be republished (NATS (re)connected); optional.
 	Republish <-chan struct{}
-	// Clock drives the debounce, the retry backoff, the resync and the drain;
-	// default the real clock.
+	// Clock drives the debounce, retry backoff, resync and drain; default the real clock.
 	Clock clock.WithTickerAndDelayedExecution
 	// Published and Failed are told about every delivery attempt (metrics); optional.
 	Published func(container.Status)
 	Failed    func()
 }
 
-// Reporter turns informer events into status events: the machinery (debounce, queue,
-// workers, retries, republish, drain) lives here; what to do for one container is
-// decided by plan and carried out by Reconcile (reconcile.go). Only one replica's reporter
-// runs at a time (internal/election).
+// Reporter turns informer events into status events via debounce, workqueue and workers;
+// plan and Reconcile decide per container. Only the leader runs it (internal/election).
 type Reporter struct {
 	src  Source
 	pub  Publisher
@@ -71,9 +62,7 @@ type Reporter struct {
 	// term counts this reporter's leaderships (Run): what it delivered in the current
 	// one, no other replica has changed since (see needsConfirmation).
 	term uint64
-	// containers: per id, what is remembered about it (the last status delivered, a
-	// force, the event id being sent, why it is held back, a pending resend); an entry
-	// goes once it holds nothing (tracked.go).
+	// containers is what is remembered per id; an entry goes once it holds nothing (tracked.go).
 	containers map[string]*tracked
 	// waitBackoff spaces the looks at the containers held back (see notYet).
 	waitBackoff workqueue.TypedRateLimiter[string]
@@ -85,11 +74,8 @@ type Reporter struct {
 	undelivered undelivered // what Pending counts
 }
 
-// DefaultWorkers is how many containers' events are sent at once. A send waits for a
-// round trip to NATS (the stream's acknowledgement, or a flush on plain NATS), so the
-// workers bound the event rate: with 2, a node of 3,000 pods lost at 10,000 containers
-// (make bench, section 4) went out at 81-94 events/s and the last event came 16 s after
-// its pod changed, the service using 8 % of a CPU.
+// DefaultWorkers is how many containers are sent at once. Each send waits for a NATS
+// round trip (a stream ack or a flush), so the workers bound the event rate.
 const DefaultWorkers = 16
 
 // NewReporter builds a reporter.
@@ -106,9 +92,8 @@ func NewReporter(src Source, pub Publisher, cl Cluster, opts Options, log *slog.
 	}
 }
 
-// Run reports until ctx ends (leadership lost: stop at once) or drain is closed
-// (graceful stop: deliver what is pending first, bounded by DrainTimeout). It can run
-// again after it returned, on a new leadership.
+// Run reports until ctx ends (leadership lost: stop at once) or drain closes (deliver
+// what is pending first, within DrainTimeout). It may run again on a new leadership.
 func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
@@ -117,8 +102,7 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	r.mu.Lock()
 	r.term++
 	r.queue, r.deb = queue, deb
-	// Fresh for each leadership, like the queue: what was held back before is looked
-	// at anew (set before the workers start, which read it unlocked).
+	// Fresh per leadership, so held-back ids are looked at anew; set before workers read it.
 	r.waitBackoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute)
 	r.eachTracked(func(_ string, t *tracked) { t.waiting = "" })
 	r.mu.Unlock()
@@ -132,11 +116,9 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 	}
 	defer stopWatch()
 
-	// The workers start once the caches have synced. Before, a container's objects
-	// arrive one informer at a time, and a snapshot that has its record but not yet its
-	// Deployment looks like a container being deleted: a plan that needs the apiserver
-	// to confirm it, for a status that would be wrong anyway. What the watch touches
-	// meanwhile waits in the queue; the republish below looks at every container.
+	// Workers wait for the caches to sync: until then objects arrive one informer at a time,
+	// and a record seen without its Deployment looks like a deletion needing confirmation.
+	// The watch's touches wait in the queue; the republish below covers every container.
 	if !r.src.WaitForSync(ctx) {
 		queue.ShutDown()
 		return
@@ -209,8 +191,7 @@ func (r *Reporter) RepublishAll() {
 	for _, id := range ids {
 		r.entry(id).forced = true
 	}
-	// A republish is a new event, also for a status whose delivery is being retried:
-	// see eventID.
+	// A republish is a new event, even for a status being retried: see eventID.
 	r.eachTracked(func(_ string, t *tracked) { t.minted = nil })
 	r.mu.Unlock()
 	if queue == nil {
@@ -222,9 +203,8 @@ func (r *Reporter) RepublishAll() {
 	}
 }
 
-// Pending is how many containers have a status not yet delivered: changed or to be
-// republished, held by the debounce, queued, being sent, or waiting to retry after a
-// failed delivery. 0 on a replica that is not reporting.
+// Pending counts containers whose status is not yet delivered (debounced, queued, sending
+// or retrying); 0 on a replica that is not reporting.
 func (r *Reporter) Pending() int { return r.undelivered.count() }
 
 func (r *Reporter) touch(id string) {
@@ -246,8 +226,7 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 	var wait notYet
 	switch {
 	case errors.As(err, &wait):
-		// Held back, not failed: still owed (Pending counts it), looked at again with
-		// backoff, and no part of a delivery outage.
+		// Held back, not failed: still owed, retried with backoff, and no part of an outage.
 		r.undelivered.failed(id)
 		if r.startWaiting(id, wait.why) {
 			r.log.Info("status: "+wait.why+"; looking again with backoff", "id", id)
@@ -282,14 +261,10 @@ func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLim
 	return true
 }
 
-// notYet is a plan held back until the world settles: this replica's cache and the
-// apiserver disagree about a destructive step, or a DELETED reached no stream. It is
-// not a failed delivery (NATS and the apiserver answer), so it is kept out of the
-// outage log; the container stays owed and is looked at again with a backoff of its
-// own, from 100 ms up to a minute (the delivery retries' stops at 10 s): each look
-// costs three apiserver requests on the main client (and a DELETED published again),
-// and a cache that is behind catches up with an informer event, which brings the
-// container back at once anyway; a watch comes back within 30-60 s.
+// notYet is a plan held back until the world settles: the cache and the apiserver disagree
+// on a destructive step, or a DELETED reached no stream. It is no delivery failure, so it
+// stays out of the outage log. Its backoff grows longer than a delivery retry's: each look
+// costs apiserver requests, and a cache catching up requeues the container with an event.
 type notYet struct{ why string }
 
 func (n notYet) Error() string { return n.why }
@@ -299,8 +274,7 @@ const (
 	whyNotStored   = "DELETED sent on plain NATS, stored by no stream (none captures " + Subject + "); the record is kept until a stream stores it"
 )
 
-// startWaiting records that id is held back for why; true when this starts an episode
-// (or changes its reason), which is worth a log line.
+// startWaiting records that id is held back for why; true if that is new, worth a log line.
 func (r *Reporter) startWaiting(id, why string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

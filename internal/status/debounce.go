@@ -7,15 +7,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// debouncer calls fire(key) once a key has been quiet for wait, but never later than
-// maxWait after the first of a burst of touches: rapid oscillation collapses into one
-// report, while a key that never settles is still reported at least every maxWait.
-//
-// Keys whose time comes in the same millisecond share one timer (a tick). A timer of
-// its own per key would start a goroutine per key when it fires, and a relist or the
-// first list touches every container within milliseconds: at 100,000 containers that
-// was 100,000 goroutines at once, whose descriptors Go keeps for good (33 MB of the
-// heap in the model). A tick starts one.
+// debouncer calls fire(key) once key has been quiet for wait, but no later than maxWait
+// after a burst's first touch: oscillation collapses into one report that still comes.
+// Keys due in the same millisecond share one timer (a tick), since a relist touches every
+// key at once and a timer per key would start that many goroutines, which Go never frees.
 type debouncer struct {
 	wait, maxWait time.Duration
 	fire          func(key string)
@@ -31,8 +26,7 @@ type burst struct {
 	first, due time.Time
 }
 
-// tick is one timer and the keys that were due at its time when they were touched (a
-// key touched again since is due later, and left for its later tick).
+// tick is one timer and the keys due at it; a key touched since is due at a later tick.
 type tick struct {
 	timer clock.Timer
 	keys  []string
@@ -84,8 +78,7 @@ func (d *debouncer) touch(key string) {
 	t.keys = append(t.keys, key)
 }
 
-// expire fires the keys still due at the tick of time due. It asks nothing of the
-// clock (a fake clock runs it holding its own lock).
+// expire fires the keys still due at tick due; no clock calls, as a fake clock runs it locked.
 func (d *debouncer) expire(due time.Time) {
 	d.mu.Lock()
 	t := d.ticks[due]
@@ -100,8 +93,7 @@ func (d *debouncer) expire(due time.Time) {
 		}
 	}
 	if len(d.bursts) == 0 {
-		// A Go map keeps its buckets once grown: after a list touched every container
-		// they held 3.6 MB at 100,000 for no key at all.
+		// A Go map keeps its buckets once grown: reset, so an idle debouncer holds nothing.
 		d.bursts, d.ticks = map[string]*burst{}, map[time.Time]*tick{}
 	}
 	d.mu.Unlock()

@@ -1,7 +1,5 @@
-// Package status is the status controller: informer events -> per-container debounce
-// -> workqueue (controller.go) -> Reconcile (reconcile.go): plan (pure: snapshot and
-// last sent status -> orphans to delete, what to publish, which record steps to take),
-// then the cluster steps and CloudEvents on NATS, with nothing lost across NATS
-// outages, restarts and leader changes. Only the replica that leads
-// (internal/election) runs it.
+// Package status is the status controller: informer events are debounced per container
+// into a workqueue; Reconcile plans each from its snapshot (a pure function), then deletes
+// orphans, publishes CloudEvents on NATS and finalizes records. Nothing is lost across
+// NATS outages, restarts or leader changes. Only the leader runs it (internal/election).
 package status

@@ -5,9 +5,8 @@ import (
 	"time"
 )
 
-// outage turns failed deliveries into one log line when they start and one when they
-// end: during a NATS outage every container retries with backoff, and a line per
-// container per retry would be hundreds of lines a second at a few thousand containers.
+// outage turns failed deliveries into one log line when they start and one when they end,
+// not one per container per retry during a NATS outage.
 type outage struct {
 	mu       sync.Mutex
 	since    time.Time

@@ -11,30 +11,23 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Plan is what the reporter does for one container, decided from its snapshot alone.
-// The reporter carries it out in this order: delete the orphans, delete the record,
-// publish, finalize the record; a failed step stops the rest and the whole container
-// is planned again on the retry (every step is idempotent). A plan with a destructive step
-// (NeedsConfirmation) is carried out only if the plan made from the apiserver's objects
-// agrees (agree).
+// Plan is what the reporter does for one container, decided from its snapshot alone. Steps
+// run in order: delete orphans, delete the record, publish, finalize. A failed step stops
+// the rest and the retry plans again (each step is idempotent). A destructive plan
+// (NeedsConfirmation) runs only if the plan from the apiserver's objects agrees.
 type Plan struct {
-	// Orphans are the id's Deployments and Services that no live record owns: a deleted
-	// record's, an earlier incarnation's, or those of a record that is gone. Each is
-	// deleted by UID, NATS or not: the garbage collector keeps them while their deleted
-	// record waits for its DELETED, and a DELETED waits for them to go.
+	// Orphans are the id's Deployments and Services no live record owns, deleted by UID even
+	// without NATS: the garbage collector keeps them while their record waits for its DELETED,
+	// and the DELETED waits for them.
 	Orphans Orphans
-	// DeleteRecord is the record of a container that is gone or was never made: a live
-	// record no live Deployment joined (its Deployment deleted by hand, or its creator
-	// died before making it). Deleting it makes the container deleted, as a DELETE does:
-	// the garbage collector deletes what it owns, and the next plan publishes DELETED.
+	// DeleteRecord is a live record no live Deployment joined: its container is gone or never
+	// made. Deleting it acts as a DELETE: the garbage collector takes its dependents, then DELETED.
 	DeleteRecord *container.Record
 	// Publish is the report to deliver; nil when DCM already has it.
 	Publish *Report
-	// Finalize is the deleted record whose finalizer comes off once its DELETED has
-	// been delivered, stored by a stream: then the apiserver lets it go.
+	// Finalize is the deleted record to unfinalize once a stream has stored its DELETED.
 	Finalize *container.Record
-	// RecheckAfter asks for the container to be planned again after this long: a
-	// record without a Deployment may be a create still in progress.
+	// RecheckAfter plans the container again after this long: a create may be in progress.
 	RecheckAfter time.Duration
 }
 
@@ -43,20 +36,16 @@ func (p Plan) Empty() bool {
 	return p.Orphans.Empty() && p.DeleteRecord == nil && p.Publish == nil && p.Finalize == nil && p.RecheckAfter == 0
 }
 
-// plan decides what to do for a container: snap is what the caches show now, last the
-// report DCM was last given about this incarnation (nil: none, as far as this reporter
-// knows), forced asks for the report to be sent even if unchanged (republish after
-// sync, reconnect, resync).
+// plan decides what to do for a container. snap is the caches' view, last what DCM was last
+// given about this incarnation (nil: none known), forced sends even if unchanged.
 //
-//   - Orphans, whatever else holds: deleted.
+//   - Orphans are always deleted.
 //   - A live container (a live record and the Deployment it controls): its status.
-//   - A terminating record still owing its DELETED: once no orphan is left, DELETED,
-//     then Finalize.
-//   - A live record with no live Deployment is a create in progress until it is settle
-//     old (no create takes that long) or the container was reported live; after that it
-//     is gone: DeleteRecord.
-//   - No record: nothing is ours; once no orphan is left, DELETED when this reporter
-//     told DCM the container lived (a record stripped of its finalizer by hand).
+//   - A terminating record owing its DELETED: once no orphan is left, DELETED, then Finalize.
+//   - A live record with no live Deployment is a create in progress until settle old or
+//     reported live; then it is gone: DeleteRecord.
+//   - No record: once no orphan is left, DELETED if this reporter reported it live (a
+//     record whose finalizer was stripped by hand).
 func plan(snap container.Snapshot, last *delivered, forced bool, now time.Time, settle time.Duration) Plan {
 	p := Plan{Orphans: orphansOf(snap)}
 	rec := snap.Record
@@ -92,10 +81,8 @@ type Orphans struct {
 // Empty reports whether there are none.
 func (o Orphans) Empty() bool { return len(o.Deployments) == 0 && len(o.Services) == 0 }
 
-// orphansOf finds the snapshot's orphans: objects owned by a record (an incarnation)
-// other than the live record, not already being deleted. A Deployment or Service has an
-// incarnation only through its controller reference to a record; one with none is
-// someone else's (or released) and never touched.
+// orphansOf finds objects whose controller reference is a record other than the live one,
+// not already deleting. Objects without such an owner are someone else's: never touched.
 func orphansOf(snap container.Snapshot) Orphans {
 	live := ""
 	if r := snap.Record; r != nil && !r.Terminating {
@@ -124,9 +111,8 @@ func changed(rep Report, last *delivered, forced bool) *Report {
 	return nil
 }
 
-// delivered is what the reporter keeps of the last report it delivered about a
-// container: its status and its print, not the report itself (at 100,000 containers
-// the reports were 30 MB of the heap: make model). The zero delivered is none.
+// delivered is what is kept of the last delivered report: its status and print, not the
+// report, to keep memory small. The zero delivered is none.
 type delivered struct {
 	status v1alpha1.ContainerStatus
 	print  reportPrint
@@ -137,11 +123,9 @@ func deliveredOf(r Report) delivered { return delivered{status: r.Status.Status,
 // none: nothing was delivered.
 func (d delivered) none() bool { return d.status == "" }
 
-// reportPrint is a report's fingerprint: the first 16 bytes of the SHA-256 of what it
-// tells DCM (its status, message and outputs), as JSON. Two reports with one print tell
-// DCM the same, but for a chance of 2^-128; two that tell the same have one print
-// (their outputs are built in one order from the same objects: container.OutputsOf),
-// and a difference Same overlooks (an empty list for none) only sends an event more.
+// reportPrint is the first 16 bytes of the SHA-256 of a report's status and outputs as JSON.
+// Reports that tell DCM the same share a print (container.OutputsOf has a fixed order), and
+// a difference Same overlooks (an empty list for none) only costs an extra event.
 type reportPrint [16]byte
 
 func (r Report) print() reportPrint {
@@ -160,28 +144,19 @@ func (r Report) print() reportPrint {
 type Report struct {
 	// Status is the container's status and its message (container.StatusOf).
 	Status container.Status
-	// Outputs are its addresses and ports (output_spec), when it is RUNNING: DCM binds
-	// a container's outputs when it reports RUNNING (its placement hands the event's
-	// output_spec on, and binds a dependent resource to the stored outputs of RUNNING
-	// resources). The zero Outputs, sent as none, for every other status: DCM keeps the
-	// outputs it stored (a status event without output_spec leaves them as they are).
+	// Outputs are its addresses and ports (output_spec) when RUNNING, as DCM binds dependents
+	// to a RUNNING resource's outputs. Other statuses send none, and DCM keeps what it stored.
 	Outputs container.Outputs
-	// Observed is when the reporter first planned this report: the event's time and
-	// its data's timestamp. Set with the event id (Reporter.eventID), kept through the
-	// retries of one event; not part of what Same compares.
+	// Observed is when the reporter first planned this report, the event's time; kept through
+	// one event's retries (Reporter.eventID) and ignored by Same.
 	Observed time.Time
 }
 
-// Same reports whether r and o tell DCM the same: the status, its message and the
-// outputs. A change of outputs alone (a new pod IP while RUNNING, the load balancer's
-// address assigned after RUNNING) is a change: it is sent, so that what DCM stored and
-// binds dependents to is the container's current address. The outputs change only with
-// the objects they are read from (the speaking pod's IP, the Service), so they add no
-// events but those.
+// Same reports whether r and o tell DCM the same status, message and outputs. An outputs-only
+// change (a new pod IP) is sent, so DCM binds dependents to the current address.
 func (r Report) Same(o Report) bool { return r.Status == o.Status && r.Outputs.Equal(o.Outputs) }
 
-// reportOf is the report of the container the snapshot shows: its status and, when it
-// is RUNNING, its outputs.
+// reportOf is the snapshot's report: its container's status, and outputs when RUNNING.
 func reportOf(snap container.Snapshot) Report {
 	o, _ := snap.Observed()
 	rep := Report{Status: container.StatusOf(o.Deployment, o.Pods)}
@@ -191,31 +166,20 @@ func reportOf(snap container.Snapshot) Report {
 	return rep
 }
 
-// NeedsConfirmation reports whether p takes a step that a cache alone must not decide:
-// deleting a record (the container is gone for good) or publishing DELETED (DCM deletes
-// the instance). A cache can be behind by as long as a broken watch takes to come back
-// (client-go's reflector waits 30-60 s between attempts after an apiserver outage),
-// and each of a replica's caches lags on its own: a cache that still shows a record
-// whose DELETED was delivered and finalized would send it again after the id's next
-// container was created. Finalize needs no confirmation of its own: it follows a
-// confirmed DELETED and is guarded by the record's UID. A plan that only publishes a
-// live status is not confirmed: the next change or republish corrects it.
+// NeedsConfirmation reports whether p takes a step a cache alone must not decide: deleting
+// orphans or a record, or publishing DELETED. Each cache lags on its own while its watch
+// recovers, and a stale record already finalized would resend DELETED after the id is reused.
+// Finalize follows a confirmed DELETED and is guarded by UID; a live status needs no
+// confirmation, as the next change or republish corrects it.
 func (p Plan) NeedsConfirmation() bool {
 	return !p.Orphans.Empty() || p.DeleteRecord != nil || publishesDeleted(p)
 }
 
-// needsConfirmation is p.NeedsConfirmation but for what this reporter saw itself: the
-// DELETED (and the finalize) of a deleted record whose container it reported live, in
-// this leadership (knownLive). A deletion timestamp never goes back, and the record's
-// finalizer, which only the leader takes off, has been on since: so the record the
-// cache shows is the one it reported, deleted, not an earlier incarnation's a stale
-// cache still holds after its successor was made (what the confirmation guards
-// against). That spares the DELETED of every DELETE a read
-// at the apiserver; after a restart or a new leadership (knownLive false) it is
-// confirmed as before.
-//
-// Orphans of the cached record need none when that record is being deleted, for the same
-// reason: its dependents are orphans for good.
+// needsConfirmation is p.NeedsConfirmation, except for the DELETED (and finalize) of a
+// deleted record this reporter reported live in this leadership (knownLive). Deletion
+// timestamps never go back and only the leader removes the finalizer, so the cached record
+// is the one reported, not a stale predecessor; this spares an apiserver read per DELETE.
+// Orphans of a record being deleted need none either: they are orphans for good.
 func needsConfirmation(p Plan, rec *container.Record, knownLive bool) bool {
 	if rec != nil && rec.Terminating && p.DeleteRecord == nil && onlyOf(p.Orphans, string(rec.UID)) &&
 		(p.Finalize == nil || knownLive && p.Finalize.UID == rec.UID) {
@@ -245,12 +209,9 @@ func publishesDeleted(p Plan) bool {
 	return p.Publish != nil && p.Publish.Status.Status == v1alpha1.DELETED
 }
 
-// agree reports whether the plan made from the caches (cached) and the one made from
-// the apiserver's objects (confirmed) take the same destructive steps: every cached
-// orphan an orphan by the apiserver's record too, the same record
-// deleted and the same record finalized (by UID), both or neither publishing DELETED.
-// The live status each would publish may differ (pods come from the cache in both) and
-// so may RecheckAfter: neither destroys anything.
+// agree reports whether the cached and confirmed plans take the same destructive steps:
+// cached orphans are orphans to the apiserver too, the same records (by UID) are deleted and
+// finalized, and both or neither publish DELETED. Live status and RecheckAfter may differ.
 func agree(cached, confirmed Plan) bool {
 	return within(cached.Orphans, confirmed.Orphans) && sameRecord(cached.DeleteRecord, confirmed.DeleteRecord) &&
 		sameRecord(cached.Finalize, confirmed.Finalize) &&
@@ -261,10 +222,9 @@ func sameRecord(a, b *container.Record) bool {
 	return (a == nil) == (b == nil) && (a == nil || a.UID == b.UID)
 }
 
-// confirmedView is what a plan is confirmed on: the apiserver's record and the
-// Deployments it listed (Cluster.Confirmed), with the cache's pods and Services, and the
-// cache's Deployments where it listed none. Those are judged by the apiserver's record
-// alone: they are orphans, or not, by whether it lives.
+// confirmedView is the apiserver's record and Deployments (Cluster.Confirmed) with the
+// cache's pods and Services, and the cache's Deployments when the record is not live:
+// whether those are orphans is judged by the apiserver's record alone.
 func confirmedView(api, cache container.Snapshot) container.Snapshot {
 	api.Pods, api.Services = cache.Pods, cache.Services
 	if api.Record == nil || api.Record.Terminating {

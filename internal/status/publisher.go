@@ -23,40 +23,30 @@ const (
 )
 
 // EventData is the data of every status event, as DCM's status consumer reads it
-// (control-plane, internal/sp/consumer: StatusEvent, whose id, status and message are
-// these, timestamp a time.Time, output_spec a map stored with the instance).
+// (control-plane internal/sp/consumer: StatusEvent).
 type EventData struct {
 	ID      string `json:"id"`
 	Status  string `json:"status"`
 	Message string `json:"message"`
-	// Timestamp is when the reporter observed the status (RFC 3339, UTC): when it
-	// planned the event from the caches, so never before the change it reports,
-	// defined for a DELETED (whose objects are gone) and for a change no Kubernetes
-	// object dates (a load balancer's address, a pull's back-off). The same instant
-	// as the event's time, through every retry of the event.
+	// Timestamp is when the reporter planned the event (RFC 3339, UTC): never before the
+	// change, and defined even for a DELETED or a change no object dates. It equals the
+	// event's time through every retry.
 	Timestamp time.Time `json:"timestamp"`
-	// OutputSpec is the container's addresses and ports (container.Outputs), on
-	// RUNNING only; absent otherwise.
+	// OutputSpec is the container's addresses and ports, on RUNNING only.
 	OutputSpec container.Outputs `json:"output_spec,omitzero"`
 }
 
 // Publisher sends status events to DCM.
 type Publisher interface {
-	// Publish sends rep of container id as the event eventID. The reporter passes the
-	// same eventID (and rep.Observed) to every retry of one status change, so a retry
-	// after a lost acknowledgement is stored once (JetStream de-duplicates on it) and a
-	// consumer that de-duplicates on the CloudEvent id sees it once, the same content
-	// each time. stored says a stream stored the
-	// event (acknowledged it): only then may a DELETED release its record, since a
-	// plain NATS publish reaches only the subscribers connected at that moment, maybe
-	// none.
+	// Publish sends rep of container id as event eventID. Retries of one change reuse eventID
+	// (and rep.Observed), so JetStream and consumers de-duplicate them. stored says a stream
+	// acknowledged it: only then may a DELETED release its record, as a plain NATS publish
+	// reaches only the subscribers connected then.
 	Publish(ctx context.Context, eventID, id string, rep Report) (stored bool, err error)
 }
 
-// NATSPublisher publishes CloudEvents 1.0 in structured JSON mode on subject
-// dcm.container. When a JetStream stream captures the subject (the registry creates
-// one), an event counts as sent only once the stream acknowledged it; with no stream,
-// it is a plain NATS publish, flushed to the server.
+// NATSPublisher publishes structured-mode CloudEvents 1.0 on dcm.container. If a JetStream
+// stream captures it, an event is sent once acknowledged; else it is a flushed NATS publish.
 type NATSPublisher struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -70,8 +60,7 @@ type NATSPublisher struct {
 // streamRecheck is how long the answer to "does a stream capture dcm.container?" is kept.
 const streamRecheck = 5 * time.Second
 
-// NewNATSPublisher makes a publisher on nc whose event source is
-// "dcm/providers/<providerName>".
+// NewNATSPublisher makes a publisher on nc with event source "dcm/providers/<providerName>".
 func NewNATSPublisher(nc *nats.Conn, providerName string) (*NATSPublisher, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -83,8 +72,7 @@ func NewNATSPublisher(nc *nats.Conn, providerName string) (*NATSPublisher, error
 // NewEventID is the id of a new event: one per status change, kept through its retries.
 func NewEventID() string { return uuid.NewString() }
 
-// NewEvent builds the CloudEvent eventID for one report; its time and its data's
-// timestamp are rep.Observed.
+// NewEvent builds CloudEvent eventID for rep; its time and data timestamp are rep.Observed.
 func NewEvent(source, eventID, id string, rep Report) (cloudevents.Event, error) {
 	at := rep.Observed.UTC()
 	ev := cloudevents.NewEvent(cloudevents.VersionV1)
@@ -100,8 +88,7 @@ func NewEvent(source, eventID, id string, rep Report) (cloudevents.Event, error)
 	return ev, ev.Validate()
 }
 
-// captured reports whether a JetStream stream captures the subject, asking the server at
-// most every streamRecheck.
+// captured reports whether a JetStream stream captures Subject, asking at most every streamRecheck.
 func (p *NATSPublisher) captured(ctx context.Context) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -116,10 +103,8 @@ func (p *NATSPublisher) captured(ctx context.Context) bool {
 	return p.streamSeen
 }
 
-// Publish sends one status event and returns nil only when it was delivered: stored by
-// the stream that captures the subject (stored true), or, with no such stream, flushed
-// to the NATS server (stored false). A report not yet dated (rep.Observed zero) is
-// dated now.
+// Publish sends one status event; nil means delivered: stored by the capturing stream
+// (stored) or, with none, flushed to NATS. A report with zero Observed is dated now.
 func (p *NATSPublisher) Publish(ctx context.Context, eventID, id string, rep Report) (stored bool, err error) {
 	if rep.Observed.IsZero() {
 		rep.Observed = time.Now()
@@ -137,15 +122,11 @@ func (p *NATSPublisher) Publish(ctx context.Context, eventID, id string, rep Rep
 	}
 	if stored = p.captured(ctx); stored {
 		msg := &nats.Msg{Subject: Subject, Data: body, Header: nats.Header{}}
-		// The event id doubles as JetStream's de-duplication id (Nats-Msg-Id): a retry
-		// after a lost ack carries the same id and is stored once, within the stream's
-		// duplicate window.
+		// The event id is also the Nats-Msg-Id, so a retry after a lost ack is stored once.
 		msg.Header.Set(jetstream.MsgIDHeader, ev.ID())
 		_, err = p.js.PublishMsg(ctx, msg)
 	} else {
-		// No stream captures the subject (yet): core NATS, flushed to the server. The
-		// republish after sync, reconnect and every resync covers consumers that were
-		// not there.
+		// No stream captures the subject (yet): plain NATS, flushed; republishes cover absent consumers.
 		if err = p.nc.Publish(Subject, body); err == nil {
 			err = p.nc.FlushWithContext(ctx)
 		}

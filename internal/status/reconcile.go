@@ -8,14 +8,11 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Reconcile converges one container from what the caches show now: it plans, confirms
-// a destructive plan at the apiserver, and carries the plan out. It returns when to look
-// at the container again (0: on its next change); an error sends it back to the queue. Planning at
-// send time (not at event time) is what makes an older state impossible to send after
-// a newer one.
+// Reconcile converges one container from the caches: it plans, confirms a destructive plan
+// at the apiserver, and carries it out. It returns when to look again (0: on its next change).
+// Planning at send time, not event time, means an older state is never sent after a newer.
 func (r *Reporter) Reconcile(ctx context.Context, id string) (time.Duration, error) {
-	// The force is taken here, not cleared after the publish: a republish asked for
-	// while this one is in flight sets it again and is not lost.
+	// The force is taken now, not cleared after publishing, so a republish asked meanwhile stays.
 	snap := r.src.Snapshot(id)
 	inc := incarnationOf(snap)
 	incPrint := printOf(inc)
@@ -23,9 +20,8 @@ func (r *Reporter) Reconcile(ctx context.Context, id string) (time.Duration, err
 	var last *delivered
 	forced, knownLive := false, false
 	if t := r.containers[id]; t != nil {
-		// What was sent about an earlier container with this id does not count: a
-		// container created and deleted while the cache was behind would otherwise get
-		// no DELETED, its predecessor's being the last one sent.
+		// What was sent about an earlier container with this id does not count, or one created
+		// and deleted while the cache lagged would get no DELETED.
 		if !t.sent.none() && (inc == "" || t.sentFor == incPrint) {
 			st := t.sent // a copy: used unlocked
 			last = &st
@@ -46,10 +42,8 @@ func (r *Reporter) Reconcile(ctx context.Context, id string) (time.Duration, err
 	now := r.opts.Clock.Now()
 	p := plan(snap, last, forced, now, r.opts.Settle)
 	if needsConfirmation(p, snap.Record, knownLive) {
-		// No destructive step on a cache alone: the plan is made again from the
-		// apiserver's objects and carried out only if both agree. When they do not,
-		// this replica's cache is behind (it could resend an old DELETED after the id
-		// was created again).
+		// No destructive step on a cache alone: replan from the apiserver's objects and go on
+		// only if both agree; else this cache is behind (and could resend an old DELETED).
 		apiSnap, err := r.cl.Confirmed(ctx, id)
 		if err != nil {
 			keepForce()
@@ -84,16 +78,13 @@ func (r *Reporter) Reconcile(ctx context.Context, id string) (time.Duration, err
 			return 0, err
 		}
 		if detail := snap.Withheld(); detail != "" && snap.Status() == rep.Status {
-			// What the status message leaves out for the tenant (the node's pull error,
-			// a quota's usage) is the operator's, once per event.
+			// What the status message withholds from the tenant is logged for the operator.
 			r.log.Info("status: detail kept out of the status message", "id", id, "status", rep.Status.Status, "detail", detail)
 		}
 	}
 	if p.Finalize != nil && p.Publish != nil && !stored {
-		// Only a stream's acknowledgement says DCM will read the DELETED; a plain
-		// publish reached whoever was subscribed then, maybe nobody. The record keeps
-		// the DELETED owed, the retries send it again (the same event id, so a consumer
-		// that saw it skips it), until a stream stores one.
+		// Only a stream's ack says DCM will read the DELETED. Until one stores it, the record
+		// keeps it owed and retries resend it under the same event id.
 		keepForce()
 		return 0, notYet{whyNotStored}
 	}
@@ -116,8 +107,7 @@ func (r *Reporter) Reconcile(ctx context.Context, id string) (time.Duration, err
 	return p.RecheckAfter, nil
 }
 
-// mintedEvent is the event minted for sending rep about one incarnation: its id and
-// when it was observed (the report's timestamp).
+// mintedEvent is the event minted to send rep about one incarnation: its id and observed time.
 type mintedEvent struct {
 	inc      string
 	rep      Report
@@ -125,17 +115,11 @@ type mintedEvent struct {
 	observed time.Time
 }
 
-// eventID is the event for sending rep about container id (incarnation inc), planned at
-// now: the one minted for the previous attempt when this is its retry (the same
-// incarnation, status, message and outputs, nothing delivered and no republish asked
-// for since), else a new one, observed now. So a retry after a lost acknowledgement is
-// the same event, its id and its timestamp, de-duplicated by the stream (Nats-Msg-Id)
-// and by DCM, while a real change, and a change back, is a new event.
-// A republish (leadership gained, NATS reconnected, the periodic resync) is a new event
-// with a new id on purpose: it is sent so that DCM learns the status again (the stream
-// may not have existed, DCM may have dropped an event for an instance it had not stored
-// yet), and with the old id JetStream would drop it as a duplicate of the one it
-// stored within its duplicate window, or a consumer that keeps seen ids would skip it.
+// eventID is the event sending rep about container id (incarnation inc) at now. A retry of
+// the same incarnation and report, with nothing delivered or republished since, reuses the
+// previous event, so the stream (Nats-Msg-Id) and DCM de-duplicate it; a real change, even
+// a change back, is a new event. A republish gets a new id on purpose, so DCM learns the
+// status again instead of dropping it as a duplicate.
 func (r *Reporter) eventID(id, inc string, rep Report, now time.Time) mintedEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -165,9 +149,8 @@ func (r *Reporter) publish(ctx context.Context, eventID, id string, rep Report) 
 	return stored, nil
 }
 
-// prune forgets ids that are gone from the cluster and whose DELETED was delivered.
-// Until then their DELETED is remembered, so the deletion of their last pods does not
-// send DELETED again.
+// prune forgets ids gone from the cluster whose DELETED was delivered; until then the
+// remembered DELETED keeps their last pods' deletion from sending another.
 func (r *Reporter) prune() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -179,8 +162,7 @@ func (r *Reporter) prune() {
 	})
 }
 
-// incarnationOf is the container a snapshot is about: its record's UID; "" when it
-// has no record.
+// incarnationOf is the snapshot's container: its record's UID, or "" without a record.
 func incarnationOf(snap container.Snapshot) string {
 	if snap.Record != nil {
 		return string(snap.Record.UID)

@@ -9,29 +9,23 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// A new container's status is sent once more, Options.ResendAfter after its first one
-// was delivered. DCM's consumer acknowledges and skips the events of an instance it has
-// not stored yet (the registry release we test with and DCM's control plane alike), and
-// DCM stores an instance only once the create answered and its own commit is done, so a
-// slow commit loses the first statuses until the next resync. The resend is a republish
-// of one container: its current status, as
-// a new event (a new event id, so neither JetStream's de-duplication nor DCM drops it).
+// A new container's status is resent once, Options.ResendAfter after its first delivery:
+// DCM skips events of an instance it has not stored yet, and stores it only after its own
+// commit, so a slow commit loses the first statuses. The resend is a one-container
+// republish with a new event id, so neither JetStream nor DCM drops it as a duplicate.
 //
-// Bounded: at most one pending resend per id (a timer, in the id's tracked entry),
-// dropped when the id's DELETED is delivered, when the id is pruned, and when the
-// reporter stops.
+// At most one resend is pending per id (a timer in its tracked entry), dropped when the
+// id's DELETED is delivered, the id is pruned, or the reporter stops.
 
 // resend is one pending resend: its timer, on the reporter's clock.
 type resend struct {
 	timer clock.Timer
 }
 
-// scheduleResend arranges the resend after st, just delivered for container id
-// (incarnation inc, whose print is incPrint, as snap showed it at now), when st is the first status delivered for
-// that incarnation and the container is young: created less than ResendAfter ago. (An
-// older container is one DCM has stored long since; without that bound a new leader,
-// whose first delivery of every container is its start-up republish, would send every
-// status twice.) A DELETED drops a pending resend. r.mu is held.
+// scheduleResend arranges a resend after st, just delivered for id (incarnation inc, print
+// incPrint, as snap showed at now), if st is that incarnation's first status and the
+// container is younger than ResendAfter; else a new leader's start-up republish would send
+// every status twice. A DELETED drops a pending resend. r.mu is held.
 func (r *Reporter) scheduleResend(id, inc string, incPrint incarnationPrint, snap container.Snapshot, st container.Status, now time.Time) {
 	d := r.opts.ResendAfter
 	if st.Status == v1alpha1.DELETED {
@@ -56,8 +50,7 @@ func (r *Reporter) scheduleResend(id, inc string, incPrint incarnationPrint, sna
 	r.entry(id).resend = rs
 }
 
-// fireResend queues container id's current status to be sent again as a new event,
-// unless the resend was dropped meanwhile.
+// fireResend queues id's current status to be sent again as a new event, unless dropped.
 func (r *Reporter) fireResend(id string, rs *resend) {
 	r.mu.Lock()
 	t := r.containers[id]
@@ -84,8 +77,7 @@ func (r *Reporter) forgetResend(id string) {
 	}
 }
 
-// stopResends drops every pending resend: the reporter stops (the next leader republishes
-// every status anyway).
+// stopResends drops every pending resend as the reporter stops; the next leader republishes.
 func (r *Reporter) stopResends() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

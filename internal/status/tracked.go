@@ -2,26 +2,20 @@ package status
 
 import "crypto/sha256"
 
-// tracked is what the reporter remembers about one container id between two looks at
-// it. Every field is guarded by Reporter.mu, and the entry exists only while one of
-// them holds something (see release): the map of entries is bounded by the containers
-// the reporter still has business with, not by every id it ever saw.
+// tracked is what the reporter remembers about one id between looks, guarded by Reporter.mu.
+// An entry exists only while a field holds something (see release), so the map stays bounded.
 type tracked struct {
-	// sent is what is kept of the last report delivered (none: none), and sentFor the
-	// incarnation it was about (its print: a UID string is a 48-byte allocation per
-	// container). A new container with the id has had nothing sent yet, whatever the
-	// last one's status was.
+	// sent is what is kept of the last delivered report, sentFor its incarnation's print
+	// (smaller than a UID string). A new container with the id has had nothing sent yet.
 	sent    delivered
 	sentFor incarnationPrint
 	// sentTerm is the leadership (Reporter.term) in which sent was delivered.
 	sentTerm uint64
 	// forced: publish the next status even if unchanged (a republish, a resend).
 	forced bool
-	// minted is the event id of the status being sent (nil: none), kept until it is
-	// delivered so that the retries of one change carry one event id (see eventID).
+	// minted is the event being sent (nil: none), kept so a change's retries share one event id.
 	minted *mintedEvent
-	// waiting is why the plan is held back (notYet; "": it is not), so that each episode
-	// is logged once, not once per retry.
+	// waiting is why the plan is held back (notYet; "": not), so each episode is logged once.
 	waiting string
 	// resend is the one pending resend of a new container's status (nil: none; resend.go).
 	resend *resend
@@ -32,9 +26,8 @@ func (t *tracked) empty() bool {
 	return t.sent.none() && !t.forced && t.minted == nil && t.waiting == "" && t.resend == nil
 }
 
-// entry is id's entry, made if there is none, to set a field of. r.mu is held. The
-// pointer is good until the next release of id: take it again after a call that may
-// clear a field (forgetResend).
+// entry is id's entry, made if missing. r.mu is held. The pointer is good until id's next
+// release: take it again after a call that may clear a field (forgetResend).
 func (r *Reporter) entry(id string) *tracked {
 	t := r.containers[id]
 	if t == nil {
@@ -44,8 +37,7 @@ func (r *Reporter) entry(id string) *tracked {
 	return t
 }
 
-// release deletes id's entry when it holds nothing any more; called wherever a field
-// is cleared. r.mu is held.
+// release deletes id's entry once it holds nothing; call wherever a field is cleared. r.mu is held.
 func (r *Reporter) release(id string) {
 	if t, ok := r.containers[id]; ok && t.empty() {
 		delete(r.containers, id)

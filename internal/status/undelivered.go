@@ -2,15 +2,12 @@ package status
 
 import "sync"
 
-// undelivered counts the containers whose current status has not been delivered yet: changed
-// (or asked to be republished) and not yet processed without error. A container stays
-// owed through its failed attempts and the backoff between them, which is what the
-// work queue's length does not show: during a NATS outage every owed id waits in the
-// queue's rate limiter, and the queue looks empty.
+// undelivered counts containers whose current status is not yet delivered. An id stays owed
+// through failed attempts and their backoff, which the workqueue's length hides: during a
+// NATS outage owed ids wait in the rate limiter and the queue looks empty.
 //
-// Each id carries a generation, bumped by every change; a delivery clears the id only
-// if no change came in since its worker took it, so a change made during a delivery is
-// still owed.
+// Each id carries a generation bumped by every change; a delivery clears it only if no
+// change came since its worker took it, so a change during a delivery stays owed.
 type undelivered struct {
 	mu    sync.Mutex
 	gen   map[string]uint64 // owed ids and their generation
@@ -51,14 +48,12 @@ func (o *undelivered) done(id string) {
 		delete(o.gen, id)
 	}
 	if len(o.gen) == 0 && len(o.taken) == 0 {
-		// A Go map keeps its room when emptied: after a republish of every container
-		// that is megabytes (4.6 MB at 100,000 in docs/model.md) held for nothing.
+		// A Go map keeps its room when emptied: drop it, so an idle reporter holds nothing.
 		o.gen, o.taken = nil, nil
 	}
 }
 
-// failed records that the worker's attempt on id failed: owed until a retry succeeds
-// (also when the attempt was a scheduled second look, not a change).
+// failed records a failed attempt on id: owed until a retry succeeds, even for a recheck.
 func (o *undelivered) failed(id string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

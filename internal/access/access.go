@@ -30,7 +30,7 @@ func (p Permission) String() string {
 
 // Required is every verb and resource the service uses (deploy/base/role.yaml grants
 // these: TestRoleGrantsExactlyRequired). Deployments, Services and Pods are read with
-// list and watch (the informers, and the status reporter's label-selected list of an
+// list and watch (the informers, and the status controller's label-selected list of an
 // id's Deployments before it deletes a record no Deployment joined), never with get, and
 // never changed in place; a DELETE deletes them. Records and the leader election's lock
 // are ConfigMaps: a record is read by name, patched (its finalizer off) and deleted; the

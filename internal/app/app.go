@@ -28,22 +28,22 @@ import (
 
 // App is one running provider.
 type App struct {
-	cfg       *config.Config
-	log       *slog.Logger
-	client    kubernetes.Interface
-	store     *store.Store
-	handler   http.Handler
-	server    *http.Server
-	nats      *natsLink
-	podSec    *podSecurity
-	reporter  *status.Reporter
-	election  *election.Election
-	registrar *registration.Registrar
-	metrics   *metrics.Metrics
-	leading   atomic.Bool
-	stop      stopGate // readiness fails once the service stops
-	probe     *clusterProbe
-	tlsConfig *tls.Config // nil: plain HTTP
+	cfg        *config.Config
+	log        *slog.Logger
+	client     kubernetes.Interface
+	store      *store.Store
+	handler    http.Handler
+	server     *http.Server
+	nats       *natsLink
+	podSec     *podSecurity
+	controller *status.Controller
+	election   *election.Election
+	registrar  *registration.Registrar
+	metrics    *metrics.Metrics
+	leading    atomic.Bool
+	stop       stopGate // readiness fails once the service stops
+	probe      *clusterProbe
+	tlsConfig  *tls.Config // nil: plain HTTP
 }
 
 // RESTConfig loads the Kubernetes client configuration: the kubeconfig file when set,
@@ -74,7 +74,7 @@ func RESTConfig(cfg *config.Config) (*rest.Config, error) {
 func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) (*App, error) {
 	a := &App{cfg: cfg, log: log}
 	a.metrics = metrics.New(metrics.Gauges{
-		EventsPending:     func() float64 { return float64(a.reporter.Pending()) },
+		EventsPending:     func() float64 { return float64(a.controller.Pending()) },
 		InformersSynced:   func() bool { return a.store.Synced() },
 		Leader:            a.Leading,
 		RegistrationState: func() string { return string(a.registrar.State().Phase) },
@@ -207,7 +207,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	if a.nats, err = newNATSLink(cfg.NATSURL, cfg.Name+"/"+cfg.Monitor.Identity, cfg.Name, cfg.NATS, log); err != nil {
 		return nil, err
 	}
-	a.reporter = status.NewReporter(st, plantBug(a.nats), st, status.Options{
+	a.controller = status.NewController(st, plantBug(a.nats), st, status.Options{
 		Debounce:     time.Duration(cfg.Monitor.DebounceMS) * time.Millisecond,
 		MaxWait:      cfg.Monitor.DebounceMaxWait,
 		Resync:       cfg.Monitor.ResyncPeriod,
@@ -220,7 +220,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	}, log)
 	a.election = &election.Election{
 		Client: electionClient, Namespace: cfg.Kubernetes.Namespace, Name: cfg.Monitor.LeaderLease, ID: cfg.Monitor.Identity,
-		Leader: a.reporter, OnChange: a.leading.Store, Log: log,
+		Leader: a.controller, OnChange: a.leading.Store, Log: log,
 	}
 	a.server = &http.Server{
 		Addr:              cfg.Server.Address,
@@ -248,14 +248,14 @@ func behind(lags []store.Lag) error {
 	return errorString(strings.Join(msgs, "; "))
 }
 
-// Leading reports whether this replica currently runs the status reporter.
+// Leading reports whether this replica currently runs the status controller.
 func (a *App) Leading() bool { return a.leading.Load() }
 
 // Registrar keeps the provider registered with DCM.
 func (a *App) Registrar() *registration.Registrar { return a.registrar }
 
-// Reporter is the status reporter.
-func (a *App) Reporter() *status.Reporter { return a.reporter }
+// Controller is the status controller.
+func (a *App) Controller() *status.Controller { return a.controller }
 
 // Handler is the HTTP API, for tests that serve it themselves.
 func (a *App) Handler() http.Handler { return a.handler }
@@ -271,11 +271,11 @@ func (a *App) Store() *store.Store { return a.store }
 // reads them), the permission check, the NATS connection (dialled before what follows
 // starts), the pod security profile (decided before the HTTP server starts, so every
 // create sees it), the HTTP server, registration (once the server answers), and the
-// status reporter on the elected replica. Only the NATS dial and the profile hold back
+// status controller on the elected replica. Only the NATS dial and the profile hold back
 // those after them; the rest run side by side from the start: the HTTP server answers
-// while the caches fill (a read answers 503 until they are synced) and the reporter
+// while the caches fill (a read answers 503 until they are synced) and the controller
 // waits for them itself. On stop, /readyz answers 503 at once (so traffic moves away
-// while the API still answers); then the reporter delivers what is pending and resigns
+// while the API still answers); then the controller delivers what is pending and resigns
 // (gives up the leader lock at once), while the API still serves; the HTTP server then
 // finishes its requests; the informers and the API probe stop last.
 func (a *App) Run(ctx context.Context, ln net.Listener) error {
@@ -300,7 +300,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 // (defaults 25 s and 20 s; config refuses S < C), from the moment the stop begins:
 //
 //	at once        /readyz answers 503, so traffic moves away; the API still answers
-//	S − C (5 s)    the status reporter delivers what is pending (half of it) and gives
+//	S − C (5 s)    the status controller delivers what is pending (half of it) and gives
 //	               up the leader lock (statusStopBudget; at least 1 s)
 //	until S (25 s) the HTTP server stops accepting and finishes its requests: a create
 //	               accepted up to S − C after the stop began still has its whole C
@@ -311,7 +311,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 // (deploy/base/deployment.yaml: keep terminationGracePeriodSeconds above it).
 const stopTail = 3 * time.Second
 
-// statusStopBudget is how long the status reporter's stop may take (S − C, at least 1 s).
+// statusStopBudget is how long the status controller's stop may take (S − C, at least 1 s).
 func statusStopBudget(cfg *config.Config) time.Duration {
 	return max(cfg.Server.ShutdownTimeout-cfg.Kubernetes.CreateTimeout, time.Second)
 }

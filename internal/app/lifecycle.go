@@ -154,7 +154,7 @@ func runInOrderWithin(ctx context.Context, log *slog.Logger, comps []component, 
 }
 
 // stopGate makes readiness fail as soon as the service begins to stop: its component
-// goes last, so runInOrder stops it first, before the reporter drains and before the
+// goes last, so runInOrder stops it first, before the controller drains and before the
 // HTTP server shuts down. Load balancers and the Service's endpoints then move traffic
 // away while the API still answers the requests that arrive meanwhile.
 type stopGate struct {

@@ -266,7 +266,7 @@ func TestRunInOrderStopIsBounded(t *testing.T) {
 
 // The defaults' stop fits the pod's grace period (deploy/base/deployment.yaml), and a
 // create in flight when the stop begins can finish: the HTTP server waits until
-// SP_SERVER_SHUTDOWN_TIMEOUT after the stop began, and the status reporter's part ends
+// SP_SERVER_SHUTDOWN_TIMEOUT after the stop began, and the status controller's part ends
 // SP_K8S_CREATE_TIMEOUT before that.
 func TestStopBudgetFitsTheGracePeriod(t *testing.T) {
 	cfg, err := config.Load([]string{"SP_NAME=sp", "SP_ENDPOINT=http://sp:8080",

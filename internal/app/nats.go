@@ -23,7 +23,7 @@ import (
 // dials it, run holds it until the provider stops. The service starts and serves while
 // NATS is down (the client keeps reconnecting by itself) and events wait for it;
 // whatever a (re)connected server's consumers missed is published again. It is the
-// reporter's publisher.
+// controller's publisher.
 //
 // What it authenticates with comes from files (config.NATS), each followed like the API
 // token: a credentials file and the TLS files are asked for at every (re)connection, so
@@ -290,7 +290,7 @@ func (n *natsLink) current() *nats.Conn {
 
 var errNATSNotStarted = errors.New("the NATS connection is not started")
 
-// Publish sends one status event (status.Publisher). The reporter runs only after the
+// Publish sends one status event (status.Publisher). The controller runs only after the
 // connection is started.
 func (n *natsLink) Publish(ctx context.Context, eventID, id string, rep status.Report) (bool, error) {
 	pub := n.pub.Load()

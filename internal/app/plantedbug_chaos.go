@@ -10,7 +10,7 @@ import (
 )
 
 // plantBug, only in `sp-chaos -inject drop-unsent-deleted` builds (-tags chaosbug): a
-// DELETED that cannot be published (NATS down) is reported stored, so the reporter
+// DELETED that cannot be published (NATS down) is reported stored, so the controller
 // finalizes its record as if the deleted-report-owed finalizer were not honoured. The
 // chaos run must report the lost DELETED.
 func plantBug(p status.Publisher) status.Publisher { return droppingDeleted{p} }

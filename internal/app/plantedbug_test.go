@@ -22,7 +22,7 @@ func report(s v1alpha1.ContainerStatus) status.Report {
 }
 
 // Without the tag the publisher is the real one: a failed DELETED stays failed (and the
-// reporter retries it before it finalizes). With -tags chaosbug (make test runs it) the
+// controller retries it before it finalizes). With -tags chaosbug (make test runs it) the
 // failed DELETED is reported stored; a failed live status is still failed.
 func TestPlantedBug(t *testing.T) {
 	p := plantBug(downPublisher{})

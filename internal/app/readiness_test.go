@@ -12,7 +12,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
 )
 
-// Issue 23: for the ~8 s after SIGTERM (the reporter's drain, then the HTTP server's
+// Issue 23: for the ~8 s after SIGTERM (the controller's drain, then the HTTP server's
 // shutdown) /readyz still answered 200. It must answer 503 as soon as the stop begins,
 // before anything else stops, while the API keeps answering.
 func TestReadinessFailsFirstOnStop(t *testing.T) {
@@ -37,7 +37,7 @@ func TestReadinessFailsFirstOnStop(t *testing.T) {
 		return resp.StatusCode
 	}
 
-	// Run's order around the gate: the HTTP server, the reporter, then the gate. The
+	// Run's order around the gate: the HTTP server, the controller, then the gate. The
 	// stop comes once all three run: a stop that comes while runInOrder is still
 	// starting them leaves the ones not started yet alone (CI at 1e2574b caught the
 	// gate not started yet under -race).

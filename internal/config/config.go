@@ -80,7 +80,7 @@ type Kubernetes struct {
 	// default, as SIG API Machinery recommends and controller-runtime does since v0.21:
 	// the apiserver's priority and fairness queues and sheds load across its clients,
 	// and the provider's own concurrency is bounded (SP_SERVER_MAX_IN_FLIGHT requests,
-	// the status reporter's workers). A fixed limit capped concurrent deletes well
+	// the status controller's workers). A fixed limit capped concurrent deletes well
 	// below what the apiserver serves (docs/benchmarks-analysis.md).
 	QPS   float32 `env:"SP_K8S_QPS" envDefault:"-1" help:"Kubernetes requests a second the provider's client sends at most (client-go's limiter); negative = no limit, the apiserver's priority and fairness is the limit"`
 	Burst int     `env:"SP_K8S_BURST" envDefault:"200" help:"with SP_K8S_QPS > 0: requests the limiter lets through at once"`
@@ -108,7 +108,7 @@ type Monitor struct {
 	// 15 s covers a slow commit with room (docs/reliability-runs.md), and comes well
 	// before the next resync.
 	StatusResendAfter time.Duration `env:"SP_MONITOR_STATUS_RESEND_AFTER" envDefault:"15s" help:"a new container's current status is sent once more this long after its first status, for a DCM that had not stored the instance yet when that arrived (its events are dropped); 0 = off"`
-	// LeaderLease names the ConfigMap the replicas elect the status reporter with; default
+	// LeaderLease names the ConfigMap the replicas elect the status controller with; default
 	// "<SP_NAME>-status".
 	LeaderLease string `env:"SP_MONITOR_LEADER_LEASE" help:"ConfigMap the replicas elect the status publisher with (the name keeps its earlier word: an election holds a lease on it); default <SP_NAME>-status; a name starting with dcm-container- is refused"`
 	// Identity of this replica in the election; default: host name plus a random suffix.

@@ -18,7 +18,7 @@ import (
 )
 
 // The service reads the cluster through the types in this file, never through
-// Kubernetes objects: ToAPI, StatusOf and the status reporter's plan take them, and the
+// Kubernetes objects: ToAPI, StatusOf and the status controller's plan take them, and the
 // store's informer caches hold them (the caches' transform fills them with
 // DeploymentOf, PodOf and ServiceOf). So a field the API or the status needs that is not
 // kept here is a compile error, not an empty answer, and the caches hold only what is

@@ -22,7 +22,7 @@ import (
 // no Leases.
 //
 // The record is made with RecordFinalizer on, so a deleted record (a DELETE, or a
-// kubectl delete) stays, with its deletion timestamp, until the status reporter has
+// kubectl delete) stays, with its deletion timestamp, until the status controller has
 // delivered the container's DELETED and takes the finalizer off. A deletion timestamp
 // never goes back: a cache that shows one shows a container that was deleted.
 const (
@@ -39,7 +39,7 @@ const (
 	LabelIncarnation = "dcm.project/incarnation"
 
 	// RecordFinalizer keeps a deleted record until its container's DELETED has been
-	// delivered; the status reporter removes it then.
+	// delivered; the status controller removes it then.
 	RecordFinalizer = "dcm.project/deleted-report-owed"
 )
 
@@ -49,7 +49,7 @@ func RecordName(id string) string { return "dcm-container-" + id }
 // RecordSelector selects the records (and nothing else of the namespace's ConfigMaps).
 const RecordSelector = Selector + "," + LabelRecord + "=" + RecordValue
 
-// Record is what the store and the status reporter read of a container's record.
+// Record is what the store and the status controller read of a container's record.
 type Record struct {
 	Name string
 	// UID is the container's incarnation.

@@ -6,7 +6,7 @@ package container
 //     and LIST answer only containers that have one.
 //   - Snapshot is everything the cluster holds under one container id, live or not: the
 //     record, every Deployment (ones being deleted too), every pod and Service of any
-//     incarnation. The status reporter decides from it, since it must also act when no
+//     incarnation. The status controller decides from it, since it must also act when no
 //     container lives (a DELETED owed). Its Observed is the container it shows live, if
 //     any.
 
@@ -19,7 +19,7 @@ type Observed struct {
 }
 
 // Snapshot is everything the cluster holds under one container id at one moment: what
-// the status reporter decides on.
+// the status controller decides on.
 type Snapshot struct {
 	// Record is the id's record; nil when there is none.
 	Record *Record

@@ -11,7 +11,7 @@ import (
 )
 
 // Status is the DCM status of one container and a human-readable reason. GET and the
-// status reporter both use it, so what DCM is told and what it reads back agree.
+// status controller both use it, so what DCM is told and what it reads back agree.
 type Status struct {
 	Status  v1alpha1.ContainerStatus
 	Message string

@@ -39,7 +39,7 @@ type Election struct {
 // after a loss. On ctx end the leader first delivers what is pending, then the lock is
 // released at once (ReleaseOnCancel) so the next leader need not wait for it to expire.
 func (e *Election) Run(ctx context.Context) error {
-	// The election outlives ctx: it is cancelled only once the reporter has drained.
+	// The election outlives ctx: it is cancelled only once the controller has drained.
 	electionCtx, resign := context.WithCancel(context.WithoutCancel(ctx))
 	defer resign()
 	var (

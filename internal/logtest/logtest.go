@@ -7,7 +7,7 @@ import (
 )
 
 // Buffer collects what a logger writes; Write and String may run concurrently (the
-// reporter's workers, a NATS client's or an HTTP server's goroutines).
+// controller's workers, a NATS client's or an HTTP server's goroutines).
 type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

@@ -136,7 +136,7 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
 
-// EventPublished and EventFailed are the status reporter's hooks.
+// EventPublished and EventFailed are the status controller's hooks.
 func (m *Metrics) EventPublished(status string) { m.eventsSent.WithLabelValues(status).Inc() }
 func (m *Metrics) EventFailed()                 { m.eventsFailed.Inc() }
 
@@ -213,7 +213,7 @@ type recorder struct {
 func (r *recorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
 
 // The client label's values: the service's own client (the store, the status
-// reporter, the permission check, the health probe), the one confirming cache misses
+// controller, the permission check, the health probe), the one confirming cache misses
 // (a limiter of its own), and the leader election's (its ConfigMap lock).
 const (
 	ClientService  = "service"

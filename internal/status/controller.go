@@ -14,7 +14,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Source is the reporter's view of containers (internal/store implements it with informers).
+// Source is the controller's view of containers (internal/store implements it with informers).
 type Source interface {
 	// Watch calls changed with the id of every container whose objects change.
 	Watch(changed func(id string)) (stop func(), err error)
@@ -26,7 +26,7 @@ type Source interface {
 	IDs() []string
 }
 
-// Options tune the reporter.
+// Options tune the controller.
 type Options struct {
 	Debounce, MaxWait time.Duration
 	// Resync republishes every status this often (0: never), for consumers that missed events.
@@ -49,9 +49,9 @@ type Options struct {
 	Failed    func()
 }
 
-// Reporter turns informer events into status events via debounce, workqueue and workers;
+// Controller turns informer events into status events via debounce, workqueue and workers;
 // plan and Reconcile decide per container. Only the leader runs it (internal/election).
-type Reporter struct {
+type Controller struct {
 	src  Source
 	pub  Publisher
 	cl   Cluster
@@ -59,7 +59,7 @@ type Reporter struct {
 	log  *slog.Logger
 
 	mu sync.Mutex
-	// term counts this reporter's leaderships (Run): what it delivered in the current
+	// term counts this controller's leaderships (Run): what it delivered in the current
 	// one, no other replica has changed since (see needsConfirmation).
 	term uint64
 	// containers is what is remembered per id; an entry goes once it holds nothing (tracked.go).
@@ -78,15 +78,15 @@ type Reporter struct {
 // round trip (a stream ack or a flush), so the workers bound the event rate.
 const DefaultWorkers = 16
 
-// NewReporter builds a reporter.
-func NewReporter(src Source, pub Publisher, cl Cluster, opts Options, log *slog.Logger) *Reporter {
+// NewController builds a controller.
+func NewController(src Source, pub Publisher, cl Cluster, opts Options, log *slog.Logger) *Controller {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Reporter{
+	return &Controller{
 		src: src, pub: pub, cl: cl, opts: opts, log: log,
 		containers: map[string]*tracked{},
 	}
@@ -94,7 +94,7 @@ func NewReporter(src Source, pub Publisher, cl Cluster, opts Options, log *slog.
 
 // Run reports until ctx ends (leadership lost: stop at once) or drain closes (deliver
 // what is pending first, within DrainTimeout). It may run again on a new leadership.
-func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
+func (r *Controller) Run(ctx context.Context, drain <-chan struct{}) {
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "status", Clock: r.opts.Clock})
@@ -169,7 +169,7 @@ func (r *Reporter) Run(ctx context.Context, drain <-chan struct{}) {
 }
 
 // drain fires every debounced change now and waits (bounded) until the queue is empty.
-func (r *Reporter) drain(queue workqueue.TypedRateLimitingInterface[string], deb *debouncer) {
+func (r *Controller) drain(queue workqueue.TypedRateLimitingInterface[string], deb *debouncer) {
 	deb.flush()
 	deadline := r.opts.Clock.Now().Add(r.opts.DrainTimeout)
 	for queue.Len() > 0 && r.opts.Clock.Now().Before(deadline) {
@@ -180,11 +180,11 @@ func (r *Reporter) drain(queue workqueue.TypedRateLimitingInterface[string], deb
 	}
 }
 
-// Active reports whether the reporter runs and has queued its start-up republish.
-func (r *Reporter) Active() bool { return r.active.Load() }
+// Active reports whether the controller runs and has queued its start-up republish.
+func (r *Controller) Active() bool { return r.active.Load() }
 
 // RepublishAll queues every known container's current status, sent even if unchanged.
-func (r *Reporter) RepublishAll() {
+func (r *Controller) RepublishAll() {
 	r.mu.Lock()
 	queue := r.queue
 	ids := r.src.IDs()
@@ -205,9 +205,9 @@ func (r *Reporter) RepublishAll() {
 
 // Pending counts containers whose status is not yet delivered (debounced, queued, sending
 // or retrying); 0 on a replica that is not reporting.
-func (r *Reporter) Pending() int { return r.undelivered.count() }
+func (r *Controller) Pending() int { return r.undelivered.count() }
 
-func (r *Reporter) touch(id string) {
+func (r *Controller) touch(id string) {
 	r.mu.Lock()
 	deb := r.deb
 	r.mu.Unlock()
@@ -215,7 +215,7 @@ func (r *Reporter) touch(id string) {
 	deb.touch(id)
 }
 
-func (r *Reporter) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
+func (r *Controller) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
 	id, shutdown := queue.Get()
 	if shutdown {
 		return false
@@ -275,7 +275,7 @@ const (
 )
 
 // startWaiting records that id is held back for why; true if that is new, worth a log line.
-func (r *Reporter) startWaiting(id, why string) bool {
+func (r *Controller) startWaiting(id, why string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.entry(id)
@@ -287,7 +287,7 @@ func (r *Reporter) startWaiting(id, why string) bool {
 	return true
 }
 
-func (r *Reporter) stopWaiting(id string) {
+func (r *Controller) stopWaiting(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if t := r.containers[id]; t != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// Plan is what the reporter does for one container, decided from its snapshot alone. Steps
+// Plan is what the controller does for one container, decided from its snapshot alone. Steps
 // run in order: delete orphans, delete the record, publish, finalize. A failed step stops
 // the rest and the retry plans again (each step is idempotent). A destructive plan
 // (NeedsConfirmation) runs only if the plan from the apiserver's objects agrees.
@@ -44,7 +44,7 @@ func (p Plan) Empty() bool {
 //   - A terminating record owing its DELETED: once no orphan is left, DELETED, then Finalize.
 //   - A live record with no live Deployment is a create in progress until settle old or
 //     reported live; then it is gone: DeleteRecord.
-//   - No record: once no orphan is left, DELETED if this reporter reported it live (a
+//   - No record: once no orphan is left, DELETED if this controller reported it live (a
 //     record whose finalizer was stripped by hand).
 func plan(snap container.Snapshot, last *delivered, forced bool, now time.Time, settle time.Duration) Plan {
 	p := Plan{Orphans: orphansOf(snap)}
@@ -147,8 +147,8 @@ type Report struct {
 	// Outputs are its addresses and ports (output_spec) when RUNNING, as DCM binds dependents
 	// to a RUNNING resource's outputs. Other statuses send none, and DCM keeps what it stored.
 	Outputs container.Outputs
-	// Observed is when the reporter first planned this report, the event's time; kept through
-	// one event's retries (Reporter.eventID) and ignored by Same.
+	// Observed is when the controller first planned this report, the event's time; kept through
+	// one event's retries (Controller.eventID) and ignored by Same.
 	Observed time.Time
 }
 
@@ -176,7 +176,7 @@ func (p Plan) NeedsConfirmation() bool {
 }
 
 // needsConfirmation is p.NeedsConfirmation, except for the DELETED (and finalize) of a
-// deleted record this reporter reported live in this leadership (knownLive). Deletion
+// deleted record this controller reported live in this leadership (knownLive). Deletion
 // timestamps never go back and only the leader removes the finalizer, so the cached record
 // is the one reported, not a stale predecessor; this spares an apiserver read per DELETE.
 // Orphans of a record being deleted need none either: they are orphans for good.

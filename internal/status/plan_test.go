@@ -98,7 +98,7 @@ func st(s v1alpha1.ContainerStatus, msg string) *Report {
 	return &Report{Status: container.Status{Status: s, Message: msg}}
 }
 
-// lastOf is what the reporter keeps of report r, delivered (nil: nothing delivered).
+// lastOf is what the controller keeps of report r, delivered (nil: nothing delivered).
 func lastOf(r *Report) *delivered {
 	if r == nil {
 		return nil
@@ -118,7 +118,7 @@ var (
 func deps(d ...*container.Deployment) []*container.Deployment { return d }
 func pods(p ...*container.Pod) []*container.Pod               { return p }
 
-// summary writes a plan in the order the reporter carries it out.
+// summary writes a plan in the order the controller carries it out.
 func summary(p Plan) string {
 	var out []string
 	for _, d := range p.Orphans.Deployments {
@@ -142,7 +142,7 @@ func summary(p Plan) string {
 	return strings.Join(out, "; ")
 }
 
-// Every decision the reporter takes for one container. (What status a snapshot maps to,
+// Every decision the controller takes for one container. (What status a snapshot maps to,
 // row by row, is container.StatusOf's table; which Deployment is live is
 // container.Snapshot.Live's; here they are inputs.)
 func TestPlan(t *testing.T) {
@@ -344,7 +344,7 @@ func TestPlanOutputs(t *testing.T) {
 					t.Errorf("RUNNING without its pod IP: %+v", p.Publish.Outputs)
 				}
 				if !p.Publish.Observed.IsZero() {
-					t.Error("the plan dated its report: the reporter does, with its event id")
+					t.Error("the plan dated its report: the controller does, with its event id")
 				}
 			}
 			if got != tc.want {
@@ -354,7 +354,7 @@ func TestPlanOutputs(t *testing.T) {
 	}
 }
 
-// Which plans the reporter confirms with the apiserver before carrying them out: every
+// Which plans the controller confirms with the apiserver before carrying them out: every
 // one that deletes a record or publishes DELETED. A finalize after a DELETED delivered
 // is guarded by its UID alone.
 func TestNeedsConfirmation(t *testing.T) {
@@ -398,7 +398,7 @@ func TestAgree(t *testing.T) {
 			container.Snapshot{Record: record(terminating)}, container.Snapshot{Record: record(terminating)}, running, true},
 		{"the record is gone at the apiserver (its DELETED delivered and finalized by an earlier leader): not sent again",
 			container.Snapshot{Record: record(terminating)}, container.Snapshot{}, nil, false},
-		{"same, reported live by this reporter: no finalize of a record that is gone",
+		{"same, reported live by this controller: no finalize of a record that is gone",
 			container.Snapshot{Record: record(terminating)}, container.Snapshot{}, running, false},
 		{"finalized at the apiserver already (the GC still at work): not sent again",
 			container.Snapshot{Record: record(terminating)}, container.Snapshot{Record: record(terminating, notOwed)}, nil, false},

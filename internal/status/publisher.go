@@ -28,7 +28,7 @@ type EventData struct {
 	ID      string `json:"id"`
 	Status  string `json:"status"`
 	Message string `json:"message"`
-	// Timestamp is when the reporter planned the event (RFC 3339, UTC): never before the
+	// Timestamp is when the controller planned the event (RFC 3339, UTC): never before the
 	// change, and defined even for a DELETED or a change no object dates. It equals the
 	// event's time through every retry.
 	Timestamp time.Time `json:"timestamp"`

@@ -11,7 +11,7 @@ import (
 // Reconcile converges one container from the caches: it plans, confirms a destructive plan
 // at the apiserver, and carries it out. It returns when to look again (0: on its next change).
 // Planning at send time, not event time, means an older state is never sent after a newer.
-func (r *Reporter) Reconcile(ctx context.Context, id string) (time.Duration, error) {
+func (r *Controller) Reconcile(ctx context.Context, id string) (time.Duration, error) {
 	// The force is taken now, not cleared after publishing, so a republish asked meanwhile stays.
 	snap := r.src.Snapshot(id)
 	inc := incarnationOf(snap)
@@ -120,7 +120,7 @@ type mintedEvent struct {
 // previous event, so the stream (Nats-Msg-Id) and DCM de-duplicate it; a real change, even
 // a change back, is a new event. A republish gets a new id on purpose, so DCM learns the
 // status again instead of dropping it as a duplicate.
-func (r *Reporter) eventID(id, inc string, rep Report, now time.Time) mintedEvent {
+func (r *Controller) eventID(id, inc string, rep Report, now time.Time) mintedEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.entry(id)
@@ -131,7 +131,7 @@ func (r *Reporter) eventID(id, inc string, rep Report, now time.Time) mintedEven
 	return *t.minted
 }
 
-func (r *Reporter) publish(ctx context.Context, eventID, id string, rep Report) (bool, error) {
+func (r *Controller) publish(ctx context.Context, eventID, id string, rep Report) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	st := rep.Status
@@ -151,7 +151,7 @@ func (r *Reporter) publish(ctx context.Context, eventID, id string, rep Report) 
 
 // prune forgets ids gone from the cluster whose DELETED was delivered; until then the
 // remembered DELETED keeps their last pods' deletion from sending another.
-func (r *Reporter) prune() {
+func (r *Controller) prune() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.eachTracked(func(id string, t *tracked) {

@@ -15,9 +15,9 @@ import (
 // republish with a new event id, so neither JetStream nor DCM drops it as a duplicate.
 //
 // At most one resend is pending per id (a timer in its tracked entry), dropped when the
-// id's DELETED is delivered, the id is pruned, or the reporter stops.
+// id's DELETED is delivered, the id is pruned, or the controller stops.
 
-// resend is one pending resend: its timer, on the reporter's clock.
+// resend is one pending resend: its timer, on the controller's clock.
 type resend struct {
 	timer clock.Timer
 }
@@ -26,7 +26,7 @@ type resend struct {
 // incPrint, as snap showed at now), if st is that incarnation's first status and the
 // container is younger than ResendAfter; else a new leader's start-up republish would send
 // every status twice. A DELETED drops a pending resend. r.mu is held.
-func (r *Reporter) scheduleResend(id, inc string, incPrint incarnationPrint, snap container.Snapshot, st container.Status, now time.Time) {
+func (r *Controller) scheduleResend(id, inc string, incPrint incarnationPrint, snap container.Snapshot, st container.Status, now time.Time) {
 	d := r.opts.ResendAfter
 	if st.Status == v1alpha1.DELETED {
 		r.forgetResend(id)
@@ -51,7 +51,7 @@ func (r *Reporter) scheduleResend(id, inc string, incPrint incarnationPrint, sna
 }
 
 // fireResend queues id's current status to be sent again as a new event, unless dropped.
-func (r *Reporter) fireResend(id string, rs *resend) {
+func (r *Controller) fireResend(id string, rs *resend) {
 	r.mu.Lock()
 	t := r.containers[id]
 	if t == nil || t.resend != rs {
@@ -69,7 +69,7 @@ func (r *Reporter) fireResend(id string, rs *resend) {
 }
 
 // forgetResend drops id's pending resend. r.mu is held.
-func (r *Reporter) forgetResend(id string) {
+func (r *Controller) forgetResend(id string) {
 	if t := r.containers[id]; t != nil && t.resend != nil {
 		t.resend.timer.Stop()
 		t.resend = nil
@@ -77,8 +77,8 @@ func (r *Reporter) forgetResend(id string) {
 	}
 }
 
-// stopResends drops every pending resend as the reporter stops; the next leader republishes.
-func (r *Reporter) stopResends() {
+// stopResends drops every pending resend as the controller stops; the next leader republishes.
+func (r *Controller) stopResends() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.eachTracked(func(id string, _ *tracked) { r.forgetResend(id) })

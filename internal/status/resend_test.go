@@ -15,7 +15,7 @@ const resendAfter = 15 * time.Second
 // Issue 23 item 7: DCM drops the events of an instance it has not stored yet. A new
 // container's current status is sent once more, as a new event, resendAfter after its
 // first status was delivered; once only, and not for a container that is gone or old.
-func TestReporterResendsANewContainersStatus(t *testing.T) {
+func TestControllerResendsANewContainersStatus(t *testing.T) {
 	oldDep := func(name string) *container.Deployment {
 		return dep(name, func(d *appsv1.Deployment) { d.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour)) })
 	}
@@ -43,7 +43,7 @@ func TestReporterResendsANewContainersStatus(t *testing.T) {
 			[]container.Snapshot{liveSnap("a-1")}, [][]string{{"publish a PENDING"}}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := startReporterWith(t, 0, 0, func(o *Options) {
+			r := startControllerWith(t, 0, 0, func(o *Options) {
 				if !tc.off {
 					o.ResendAfter = resendAfter
 				}
@@ -75,9 +75,9 @@ func TestReporterResendsANewContainersStatus(t *testing.T) {
 	}
 }
 
-// A resend pending when the reporter stops (leadership lost) is dropped with it.
-func TestReporterDropsResendsWhenItStops(t *testing.T) {
-	r := startReporterWith(t, 0, 0, func(o *Options) { o.ResendAfter = resendAfter })
+// A resend pending when the controller stops (leadership lost) is dropped with it.
+func TestControllerDropsResendsWhenItStops(t *testing.T) {
+	r := startControllerWith(t, 0, 0, func(o *Options) { o.ResendAfter = resendAfter })
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish a PENDING")
 	waitPending(t, r, 0)
@@ -94,16 +94,16 @@ func TestReporterDropsResendsWhenItStops(t *testing.T) {
 		}
 	}
 	if n := pendingResends(r.rep); n != 0 {
-		t.Errorf("%d resends pending after the reporter stopped", n)
+		t.Errorf("%d resends pending after the controller stopped", n)
 	}
 	r.clock.Step(resendAfter)
 	if p := r.rep.Pending(); p != 0 {
-		t.Errorf("pending %d on a stopped reporter", p)
+		t.Errorf("pending %d on a stopped controller", p)
 	}
 }
 
 // pendingResends counts the resends rep has pending.
-func pendingResends(rep *Reporter) int {
+func pendingResends(rep *Controller) int {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()
 	n := 0
@@ -115,7 +115,7 @@ func pendingResends(rep *Reporter) int {
 	return n
 }
 
-// waitPending waits (real time, bounded) until the reporter owes n containers.
+// waitPending waits (real time, bounded) until the controller owes n containers.
 func waitPending(t *testing.T, r *rig, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

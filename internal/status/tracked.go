@@ -2,14 +2,14 @@ package status
 
 import "crypto/sha256"
 
-// tracked is what the reporter remembers about one id between looks, guarded by Reporter.mu.
+// tracked is what the controller remembers about one id between looks, guarded by Controller.mu.
 // An entry exists only while a field holds something (see release), so the map stays bounded.
 type tracked struct {
 	// sent is what is kept of the last delivered report, sentFor its incarnation's print
 	// (smaller than a UID string). A new container with the id has had nothing sent yet.
 	sent    delivered
 	sentFor incarnationPrint
-	// sentTerm is the leadership (Reporter.term) in which sent was delivered.
+	// sentTerm is the leadership (Controller.term) in which sent was delivered.
 	sentTerm uint64
 	// forced: publish the next status even if unchanged (a republish, a resend).
 	forced bool
@@ -28,7 +28,7 @@ func (t *tracked) empty() bool {
 
 // entry is id's entry, made if missing. r.mu is held. The pointer is good until id's next
 // release: take it again after a call that may clear a field (forgetResend).
-func (r *Reporter) entry(id string) *tracked {
+func (r *Controller) entry(id string) *tracked {
 	t := r.containers[id]
 	if t == nil {
 		t = &tracked{}
@@ -38,14 +38,14 @@ func (r *Reporter) entry(id string) *tracked {
 }
 
 // release deletes id's entry once it holds nothing; call wherever a field is cleared. r.mu is held.
-func (r *Reporter) release(id string) {
+func (r *Controller) release(id string) {
 	if t, ok := r.containers[id]; ok && t.empty() {
 		delete(r.containers, id)
 	}
 }
 
 // eachTracked calls f with every entry, then releases those f left empty. r.mu is held.
-func (r *Reporter) eachTracked(f func(id string, t *tracked)) {
+func (r *Controller) eachTracked(f func(id string, t *tracked)) {
 	for id, t := range r.containers {
 		f(id, t)
 		r.release(id) // deleting the current key while ranging is fine in Go

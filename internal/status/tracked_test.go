@@ -11,16 +11,16 @@ import (
 )
 
 // entries is how many containers rep has an entry for.
-func entries(rep *Reporter) int {
+func entries(rep *Controller) int {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()
 	return len(rep.containers)
 }
 
 // A container gone from the cluster, its DELETED delivered, leaves nothing behind once
-// pruned: the reporter's memory does not grow with the ids it ever saw.
-func TestReporterForgetsAPrunedContainer(t *testing.T) {
-	r := startReporterWith(t, 0, 0, func(o *Options) { o.ResendAfter = resendAfter })
+// pruned: the controller's memory does not grow with the ids it ever saw.
+func TestControllerForgetsAPrunedContainer(t *testing.T) {
+	r := startControllerWith(t, 0, 0, func(o *Options) { o.ResendAfter = resendAfter })
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish a PENDING")
 	waitPending(t, r, 0)
@@ -48,10 +48,10 @@ func TestReporterForgetsAPrunedContainer(t *testing.T) {
 
 // An entry goes as soon as its last field is cleared, whichever field that is, and
 // not before.
-func TestReporterReleasesAnEntryThatHoldsNothing(t *testing.T) {
+func TestControllerReleasesAnEntryThatHoldsNothing(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	src := &fakeSource{snaps: map[string]container.Snapshot{}}
-	rep := NewReporter(src, nil, nil, Options{Clock: clk, ResendAfter: resendAfter}, slog.New(slog.DiscardHandler))
+	rep := NewController(src, nil, nil, Options{Clock: clk, ResendAfter: resendAfter}, slog.New(slog.DiscardHandler))
 	check := func(step string, want int) {
 		t.Helper()
 		if n := entries(rep); n != want {
@@ -59,7 +59,7 @@ func TestReporterReleasesAnEntryThatHoldsNothing(t *testing.T) {
 		}
 	}
 
-	// Through the reporter's own methods, each field set then cleared.
+	// Through the controller's own methods, each field set then cleared.
 	check("new", 0)
 	rep.startWaiting("a", whyCacheBehind)
 	check("held back", 1)
@@ -113,9 +113,9 @@ func TestReporterReleasesAnEntryThatHoldsNothing(t *testing.T) {
 	}
 }
 
-// An id the reporter was never told about costs nothing to look up or clear.
-func TestReporterKeepsNoEntryForAnUnknownID(t *testing.T) {
-	rep := NewReporter(&fakeSource{snaps: map[string]container.Snapshot{}}, nil, nil,
+// An id the controller was never told about costs nothing to look up or clear.
+func TestControllerKeepsNoEntryForAnUnknownID(t *testing.T) {
+	rep := NewController(&fakeSource{snaps: map[string]container.Snapshot{}}, nil, nil,
 		Options{Clock: clocktesting.NewFakeClock(t0)}, slog.New(slog.DiscardHandler))
 	rep.stopWaiting("x")
 	rep.mu.Lock()

@@ -48,7 +48,7 @@ func (o *undelivered) done(id string) {
 		delete(o.gen, id)
 	}
 	if len(o.gen) == 0 && len(o.taken) == 0 {
-		// A Go map keeps its room when emptied: drop it, so an idle reporter holds nothing.
+		// A Go map keeps its room when emptied: drop it, so an idle controller holds nothing.
 		o.gen, o.taken = nil, nil
 	}
 }

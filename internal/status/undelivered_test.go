@@ -11,7 +11,7 @@ import (
 // failed to go out is owed while it waits for its retry (the work queue then looks
 // empty: the ids sit in its rate limiter), and nothing once the retries are delivered.
 func TestPendingCountsDeliveriesWaitingToRetry(t *testing.T) {
-	r := startReporter(t, 0, 3)
+	r := startController(t, 0, 3)
 	for _, id := range []string{"a", "b", "c"} {
 		r.src.set(id, liveSnap(id+"-1"))
 	}

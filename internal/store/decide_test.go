@@ -58,7 +58,7 @@ func TestClaimID(t *testing.T) {
 	}{
 		{"first: read the record", found{}, false, none, claimRead},
 		{"a live record: another container's", ours(rec(0)), false, none, claimTaken},
-		{"a live record, however old: never taken over (the reporter settles one no Deployment joined)", ours(rec(old)), false, none, claimTaken},
+		{"a live record, however old: never taken over (the controller settles one no Deployment joined)", ours(rec(old)), false, none, claimTaken},
 		{"a terminating record: its DELETED is on its way", ours(rec(0, terminatingRec)), false, none, claimDeleting},
 		{"a terminating record already finalized (the GC's finalizer holds it a moment)", ours(rec(0, terminatingRec, finalizedRec)), false, none, claimDeleting},
 		{"someone else's ConfigMap with the record's name", found{Read: answered, Rec: rec(0)}, false, none, claimTaken},

@@ -142,7 +142,7 @@ func TestRecordWrites(t *testing.T) {
 	}
 }
 
-// What the status reporter confirms its plans with: the record by name, and the id's
+// What the status controller confirms its plans with: the record by name, and the id's
 // Deployments only while it lives.
 func TestConfirmedRequests(t *testing.T) {
 	noDeployments := answer{obj: &appsv1.DeploymentList{TypeMeta: metav1.TypeMeta{Kind: "DeploymentList", APIVersion: "apps/v1"}}}

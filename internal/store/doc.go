@@ -6,8 +6,8 @@
 // record.go), and the Deployment the record controls; the Deployment and the Service
 // carry an ownerReference to the record, whose UID is the container's incarnation.
 // Creating the record reserves the id; deleting it deletes the container. The record's
-// finalizer keeps a deleted record until the status reporter has delivered its
-// DELETED; what a lost answer, a race or a crash left under it, the reporter deletes
+// finalizer keeps a deleted record until the status controller has delivered its
+// DELETED; what a lost answer, a race or a crash left under it, the controller deletes
 // as an orphan first (the garbage collector waits for the record).
 //
 // The decisions are pure functions in decide.go, table-tested without a cluster
@@ -27,7 +27,7 @@
 //   - record.go: the writes after a create (Finalize, DeleteRecord, DeleteOrphans),
 //     each request guarded by the object's UID.
 //   - apiserver_snapshot.go: Confirmed, a container as the apiserver has it, which the
-//     status reporter plans again from before any destructive step.
+//     status controller plans again from before any destructive step.
 //   - release.go: Release, the `release` command (uninstall): every record deleted,
 //     its workloads orphaned and left running.
 //   - store.go: the informers, one per kind, label-selected and started one after

@@ -14,7 +14,7 @@
 //     bench (make bench) and chaos (make chaos, with its planted bugs) share.
 //   - localstack: the whole DCM loop on one machine (make run).
 //   - model: the capacity model (make model): the service's store, API and status
-//     reporter fed by an in-process list-watch server with up to 150,000 containers.
+//     controller fed by an in-process list-watch server with up to 150,000 containers.
 //   - proc: starting child processes and finding free ports, for all of the above.
 //   - cmd/sp-harness, sp-bench, sp-model, sp-chaos, sp-local: the commands behind the make targets.
 //

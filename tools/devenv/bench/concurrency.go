@@ -37,7 +37,7 @@ var concurrencyClients = []int{8, 32, 64}
 // rawCallsPerCreate and rawCallsPerDelete are the raw side's Kubernetes requests per
 // container, the request path's of a POST and a DELETE (rawCreateAsService,
 // rawDeleteAsService): the record, then the Deployment and the Service at once; the
-// record, the Deployment and the Service at once. No reporter follows the raw side's
+// record, the Deployment and the Service at once. No controller follows the raw side's
 // deletes.
 const (
 	rawCallsPerCreate = 3
@@ -67,7 +67,7 @@ const concurrencyRawNS = "bench-conc-raw"
 type ConcurrencyResult struct {
 	Rows []ConcurrencyRow `json:"rows"`
 	// ServiceQPS and ServiceBurst are the service's Kubernetes client limiter
-	// (app.RESTConfig): every request it makes waits there, the reporter's included.
+	// (app.RESTConfig): every request it makes waits there, the controller's included.
 	ServiceQPS   float64 `json:"service_client_qps"`
 	ServiceBurst float64 `json:"service_client_burst"`
 	// PodsBefore: pods in the service's namespace when the phase began (the controllers
@@ -105,7 +105,7 @@ type ConcurrencyRow struct {
 	// Retried: answers 503 (the service's in-flight cap) retried after Retry-After.
 	Retried int `json:"retried_503,omitempty"`
 	// CallsPerOp: Kubernetes requests per operation: the service's own count during
-	// its batches (everything it sent meanwhile, the reporter's too, but the background
+	// its batches (everything it sent meanwhile, the controller's too, but the background
 	// requests: the leader election's, the health probe's and the informers' watches),
 	// or the raw side's fixed number.
 	CallsPerOp float64 `json:"kubernetes_calls_per_op"`
@@ -207,7 +207,7 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 	// A JetStream stream captures the status events, as DCM's registry makes one: the
 	// service deletes a deleted container's record only once a stream has stored its
 	// DELETED. Without one every API-deleted record stays, owing its DELETED, and the
-	// reporter retries it (3 reads each time) for as long as the service runs: on the
+	// controller retries it (3 reads each time) for as long as the service runs: on the
 	// service's limiter, in this phase's later batches and every later phase.
 	js, err := jetstream.New(e.NC)
 	if err != nil {
@@ -293,7 +293,7 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 				rows[side.via] = &ConcurrencyRow{Clients: clients, Op: op, Via: side.via, CallsBy: map[string]float64{}}
 			}
 			if op == "create" {
-				// The reporter finalizes the records of the previous deletes (a PATCH
+				// The controller finalizes the records of the previous deletes (a PATCH
 				// each, once their DELETED is out): that work is those deletes', not
 				// these creates', so the batches wait for it.
 				if werr := waitUntil(ctx, time.Minute, func() bool { return e.deletesFinalized(ctx, serviceNS) }); werr != nil {
@@ -394,7 +394,7 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 	}
 	res.ThrottleLogs = throttleLines(s.Log, logFrom)
 
-	// The pods go by cascade, the API records once the reporter has published their
+	// The pods go by cascade, the API records once the controller has published their
 	// DELETED: wait for both, then for the controllers to go quiet.
 	cleanup := time.Now()
 	ours := func(id string) bool { return strings.HasPrefix(id, "conc-") }
@@ -479,7 +479,7 @@ func (s *Service) send(method, path string, body []byte, want int) (int, error) 
 }
 
 // deletesFinalized: no record of a deleted container is left in ns (each goes once the
-// reporter has published its DELETED and taken its finalizer off).
+// controller has published its DELETED and taken its finalizer off).
 func (e *Env) deletesFinalized(ctx context.Context, ns string) bool {
 	// A consistent read, not the watch cache's (ResourceVersion "0"): right after a
 	// delete batch the cache may not show its last records' deletion yet, and the
@@ -499,7 +499,7 @@ func (e *Env) deletesFinalized(ctx context.Context, ns string) bool {
 // rawCreateAsService creates container id's record, then its Service and Deployment
 // at once, owned by the record, with client-go in ns: the requests a POST makes
 // (internal/store/create.go), without the service's checks and its caches. The record
-// carries no finalizer: no reporter finalizes the raw side's records.
+// carries no finalizer: no controller finalizes the raw side's records.
 func (e *Env) rawCreateAsService(ctx context.Context, ns, id string) (rawContainer, error) {
 	objs, err := rawObjects(ns, id)
 	if err != nil {

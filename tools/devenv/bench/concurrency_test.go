@@ -136,7 +136,7 @@ func TestCallsCheck(t *testing.T) {
 	del := ConcurrencyRow{Clients: 8, Op: "delete", Via: "api", Ops: 100, Seconds: 10, CallsPerOp: 4,
 		CallsBy: map[string]float64{"DELETE": 200, "GET": 100, "PATCH": 100}}
 	_, measured, limit, target, ok = callsCheck(del)
-	if !ok || target != "≤ 5: 3 on the request path + the reporter's 2" || !strings.Contains(limit, "raw client-go: 3 (the record, the Deployment and the Service)") ||
+	if !ok || target != "≤ 5: 3 on the request path + the controller's 2" || !strings.Contains(limit, "raw client-go: 3 (the record, the Deployment and the Service)") ||
 		measured != "**4.00** (DELETE 200, GET 100, PATCH 100 over 100 deletes); background, not counted: 0 over the batches' 10.0 s" {
 		t.Errorf("delete: %q, %q, %q, %v", measured, limit, target, ok)
 	}

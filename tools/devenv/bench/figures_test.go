@@ -198,7 +198,7 @@ func TestChecksMeetTheirTargets(t *testing.T) {
 		// Requests per operation: the service's whole count during its batches.
 		{"3 requests per create", func(r *Results) { r.Concurrent.Rows[0].CallsPerOp = 3 }, "concurrent creates, 8 clients: the service's Kubernetes requests", true},
 		{"over 3 requests per create (a renewal)", func(r *Results) { r.Concurrent.Rows[0].CallsPerOp = 3.01 }, "concurrent creates, 8 clients: the service's Kubernetes requests", false},
-		{"5 requests per delete, the reporter's included", func(r *Results) { r.Concurrent.Rows[2].CallsPerOp = 5 }, "concurrent deletes, 8 clients: the service's Kubernetes requests", true},
+		{"5 requests per delete, the controller's included", func(r *Results) { r.Concurrent.Rows[2].CallsPerOp = 5 }, "concurrent deletes, 8 clients: the service's Kubernetes requests", true},
 		{"over 5 requests per delete", func(r *Results) { r.Concurrent.Rows[2].CallsPerOp = 5.01 }, "concurrent deletes, 8 clients: the service's Kubernetes requests", false},
 		{"no delete measured", func(r *Results) { r.Concurrent.Rows[2].Ops, r.Concurrent.Rows[2].CallsPerOp = 0, 0 }, "concurrent deletes, 8 clients: the service's Kubernetes requests", false},
 	}

@@ -46,12 +46,12 @@ const targetConcurrentRatio = 0.9
 // targetCallsPerCreate and targetCallsPerDelete: the service's Kubernetes requests per
 // operation in the concurrency phase (issue 35). A create's are all on the request path
 // (the record, the Deployment, the Service); a delete's are the request path's (the
-// record and the Deployment, one to spare) and then the reporter's (the record's GET and
+// record and the Deployment, one to spare) and then the controller's (the record's GET and
 // the PATCH that takes its finalizer off), which the phase's count holds too.
 const (
-	targetCallsPerCreate   = 3
-	targetCallsPerDelete   = 3 + reporterCallsPerDelete
-	reporterCallsPerDelete = 2
+	targetCallsPerCreate     = 3
+	targetCallsPerDelete     = 3 + controllerCallsPerDelete
+	controllerCallsPerDelete = 2
 )
 
 func mb(b float64) float64 { return b / (1 << 20) }
@@ -212,7 +212,7 @@ func checks(r *Results) []check {
 // service sent during its batches but the background requests, which come at their own
 // pace whatever the load and which the row shows beside it: the leader election's
 // (sp_kubernetes_requests_total's client label), the health probe's (its resource
-// label: none) and the informers' watches (method WATCH). For deletes, it holds the reporter's work as far as it was done before
+// label: none) and the informers' watches (method WATCH). For deletes, it holds the controller's work as far as it was done before
 // the batch's last answer.
 func callsCheck(row ConcurrencyRow) (what, measured, limit, target string, ok bool) {
 	what = fmt.Sprintf("concurrent %ss, %d clients: the service's Kubernetes requests per %s", row.Op, row.Clients, row.Op)
@@ -221,8 +221,8 @@ func callsCheck(row ConcurrencyRow) (what, measured, limit, target string, ok bo
 	target = fmt.Sprintf("≤ %d", targetCallsPerCreate)
 	if row.Op == "delete" {
 		most = targetCallsPerDelete
-		limit = fmt.Sprintf("all it sent during its batches but the background requests (election, health probe, watches), its reporter's too; raw client-go: %d (the record, the Deployment and the Service), no reporter", rawCallsPerDelete)
-		target = fmt.Sprintf("≤ %d: 3 on the request path + the reporter's %d", targetCallsPerDelete, reporterCallsPerDelete)
+		limit = fmt.Sprintf("all it sent during its batches but the background requests (election, health probe, watches), its controller's too; raw client-go: %d (the record, the Deployment and the Service), no controller", rawCallsPerDelete)
+		target = fmt.Sprintf("≤ %d: 3 on the request path + the controller's %d", targetCallsPerDelete, controllerCallsPerDelete)
 	}
 	if row.Ops == 0 {
 		return what, "none measured", limit, target, false

@@ -140,7 +140,7 @@ type StartupResult struct {
 	RSSBytes        int64              `json:"rss_bytes_after_republish"`
 	HeapInuseBytes  float64            `json:"go_heap_inuse_bytes_after_republish"`
 	// From the service's own log, seconds from the process start: its informer caches
-	// synced, it became the leader, its reporter started the republish.
+	// synced, it became the leader, its controller started the republish.
 	LogCachesSyncedS float64 `json:"log_caches_synced_s"`
 	LogLeaderS       float64 `json:"log_became_leader_s"`
 	LogRepublishS    float64 `json:"log_republish_started_s"`

@@ -26,7 +26,7 @@ type Growth struct {
 // Growths reads the metrics samples: per process, its first sample warmAfter after it
 // was ready and its last one. Goroutines are compared in one role: from the first warm
 // sample in the role the process ends in (the leader or not), when it held that role for
-// minLife or more. A replica that becomes the leader starts the status reporter (its
+// minLife or more. A replica that becomes the leader starts the status controller (its
 // workers, its loop), about 20 goroutines that are its new job, not a leak; with the
 // reflectors a follower runs 35 to 55, so "1.25x + 30" of a follower's count did not
 // cover them (seed 350101: a-7, 35 as a follower, 75 at rest as the leader).

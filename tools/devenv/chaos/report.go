@@ -180,7 +180,7 @@ func (rep *Report) Markdown() string {
 		p("| %s | %d | %s | %s | %s | %d |\n", rc.Kind, rc.N, rc.P50.Round(time.Millisecond), rc.P99.Round(time.Millisecond), rc.Max.Round(time.Millisecond), rc.Never)
 	}
 
-	p("\n## Goroutines and memory per service process\n\nWarm sample: the first one %s after the process was ready (for goroutines, the first such one in the role it ends in: the leader runs the status reporter); end: its last sample (at rest, or before it was stopped). Processes that lived less than %s after warming up are listed but not judged.\n\n", warmAfter, minLife)
+	p("\n## Goroutines and memory per service process\n\nWarm sample: the first one %s after the process was ready (for goroutines, the first such one in the role it ends in: the leader runs the status controller); end: its last sample (at rest, or before it was stopped). Processes that lived less than %s after warming up are listed but not judged.\n\n", warmAfter, minLife)
 	p("| process | span | goroutines | RSS MiB | judged |\n| --- | --- | --- | --- | --- |\n")
 	for _, g := range rep.Growth {
 		p("| %s | %s | %.0f → %.0f | %.0f → %.0f | %v |\n", g.Proc, g.Span.Round(time.Second), g.GoroutinesStart, g.GoroutinesEnd, g.RSSStartMiB, g.RSSEndMiB, g.Judged)

@@ -1,5 +1,5 @@
 // Package model is the in-process capacity model of the service (make model, issue 26):
-// the service's real store, HTTP API and status reporter (internal/app as the binary
+// the service's real store, HTTP API and status controller (internal/app as the binary
 // wires them) fed by a list-watch server (Server) that speaks the part of the
 // Kubernetes REST API the service uses, for 1,000 to 150,000 running containers, and
 // publishing to a real NATS server; no apiserver, no etcd: this machine cannot hold one

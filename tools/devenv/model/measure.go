@@ -45,11 +45,11 @@ type Memory struct {
 type SizeResult struct {
 	Containers int `json:"containers"`
 	// From app.New to the store synced (every cache filled), to /readyz answering 200,
-	// to this replica leading the status reporter.
+	// to this replica leading the status controller.
 	SyncedS  float64 `json:"synced_s"`
 	ReadyS   float64 `json:"ready_s"`
 	LeadingS float64 `json:"leading_s"`
-	// RepublishSentS: from synced to every status handed to NATS (the reporter has
+	// RepublishSentS: from synced to every status handed to NATS (the controller has
 	// nothing pending); RepublishS: from synced to the last container's event received
 	// by a subscriber (filled by the parent).
 	RepublishSentS  float64 `json:"republish_sent_s"`
@@ -169,7 +169,7 @@ func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop
 			return res, nil, fmt.Errorf("the service stopped: %v", err)
 		case <-deadline:
 			return res, nil, fmt.Errorf("not synced and republished in 20 minutes (synced %v, leading %v, pending %d)",
-				!synced.IsZero(), a.Leading(), a.Reporter().Pending())
+				!synced.IsZero(), a.Leading(), a.Controller().Pending())
 		case <-tick.C:
 		}
 		now := time.Now()
@@ -183,7 +183,7 @@ func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop
 		if ready.IsZero() && n%10 == 0 && readyz(client, base) {
 			ready = time.Now()
 		}
-		if !synced.IsZero() && sent.IsZero() && a.Reporter().Active() && a.Reporter().Pending() == 0 {
+		if !synced.IsZero() && sent.IsZero() && a.Controller().Active() && a.Controller().Pending() == 0 {
 			sent = now
 		}
 	}

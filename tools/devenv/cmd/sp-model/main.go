@@ -1,5 +1,5 @@
 // Command sp-model runs the in-process capacity model (make model): the service's real
-// store, HTTP API and status reporter fed by a list-watch server with 1,000 to
+// store, HTTP API and status controller fed by a list-watch server with 1,000 to
 // 150,000 running containers, each size in a process of its own, and writes model.md
 // and model.json (see tools/devenv/model).
 package main

@@ -460,7 +460,7 @@ func resourceZero() resource.Quantity { return resource.MustParse("0") }
 // A replica that died between reserving an id and creating the Deployment leaves a bare
 // reservation: it is never taken over (it could be a container deleted by hand whose
 // DELETED is not sent yet); once it is older than twice the create timeout, the status
-// reporter reports it DELETED and deletes it, and a create of the id then succeeds.
+// controller reports it DELETED and deletes it, and a create of the id then succeeds.
 // Before that, and whenever a Deployment exists, the id stays taken.
 func TestAbandonedReservationIsCleanedUp(t *testing.T) {
 	ns := testenv.Namespace(t)
@@ -476,7 +476,7 @@ func TestAbandonedReservationIsCleanedUp(t *testing.T) {
 	// Young: another create may still be in flight.
 	expectProblem(t, do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx")), http.StatusConflict, "already-exists")
 	// Old (twice the create timeout, by the apiserver's timestamps): cleaned up by the
-	// reporter (409 with Retry-After until then), then free.
+	// controller (409 with Retry-After until then), then free.
 	testenv.Eventually(t, 30*time.Second, "abandoned reservation cleaned up", func() error {
 		r := do(t, http.MethodPost, p.URL+containers+"?id=orphan", spec("web", "nginx"))
 		if r.Status != http.StatusCreated {

@@ -19,9 +19,9 @@ import (
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 )
 
-// Issue 23 item 1 against the real control plane: a status reporter whose caches are
+// Issue 23 item 1 against the real control plane: a status controller whose caches are
 // behind takes no destructive step the apiserver does not confirm. The lag is made
-// deterministic: the reporter reads frozen snapshots (what a replica whose watches
+// deterministic: the controller reads frozen snapshots (what a replica whose watches
 // broke would still hold) and confirms with the real Store against the real
 // apiserver. (a) The cache still shows stale-a's first record terminating, its DELETED
 // delivered long ago and a new container of the id created since: no DELETED may be
@@ -56,7 +56,7 @@ func TestStaleCacheTakesNoDestructiveStep(t *testing.T) {
 	if first == nil || b.Record == nil || b.Live() == nil {
 		t.Fatalf("snapshots: %+v %+v", first, b)
 	}
-	p.Stop() // its reporter is up to date; only the stale one runs from here
+	p.Stop() // its controller is up to date; only the stale one runs from here
 
 	st, err := store.New(cs, ns, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -71,7 +71,7 @@ func TestStaleCacheTakesNoDestructiveStep(t *testing.T) {
 	}}
 	cl := &watchedCluster{Store: st, confirmed: map[string]int{}}
 	pub := &watchedPublisher{}
-	rep := status.NewReporter(stale, pub, cl, status.Options{Workers: 1, Settle: 40 * time.Second, DrainTimeout: time.Second},
+	rep := status.NewController(stale, pub, cl, status.Options{Workers: 1, Settle: 40 * time.Second, DrainTimeout: time.Second},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -92,10 +92,10 @@ func TestStaleCacheTakesNoDestructiveStep(t *testing.T) {
 	steps := cl.steps
 	cl.mu.Unlock()
 	if len(steps) > 0 {
-		t.Errorf("the stale reporter changed the cluster: %q", steps)
+		t.Errorf("the stale controller changed the cluster: %q", steps)
 	}
 	if sent := pub.sent(); len(sent) > 0 {
-		t.Errorf("the stale reporter published %q", sent)
+		t.Errorf("the stale controller published %q", sent)
 	}
 	if n := rep.Pending(); n != 2 {
 		t.Errorf("pending %d, want both held back", n)
@@ -123,7 +123,7 @@ func (f *frozenSource) IDs() []string {
 }
 
 // watchedCluster is the real Store, counting confirmations and noting every change
-// it is asked to make (then made, as the reporter asked).
+// it is asked to make (then made, as the controller asked).
 type watchedCluster struct {
 	*store.Store
 	mu        sync.Mutex

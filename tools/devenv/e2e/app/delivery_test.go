@@ -36,7 +36,7 @@ func TestStatusSurvivesNATSOutage(t *testing.T) {
 		t.Fatalf("delete during the outage: %d %s", r.Status, r.Body)
 	}
 	create(t, p, "new", spec("new", "nginx"))
-	// The reporter tries, fails, and keeps the latest state; the gauge says what is owed
+	// The controller tries, fails, and keeps the latest state; the gauge says what is owed
 	// (gone's DELETED and new's status) while the retries wait.
 	testenv.Eventually(t, 30*time.Second, "failed deliveries, owed", func() error {
 		if f, n := p.metric(t, "sp_status_events_failed_total"), p.metric(t, "sp_status_events_pending"); f == 0 || n != 2 {
@@ -127,7 +127,7 @@ func TestStatusTwoReplicasFailover(t *testing.T) {
 		default:
 			return fmt.Errorf("leading: a=%v b=%v", a.App.Leading(), b.App.Leading())
 		}
-		if !leader.App.Reporter().Active() {
+		if !leader.App.Controller().Active() {
 			return fmt.Errorf("leader not reporting yet")
 		}
 		return nil
@@ -189,14 +189,14 @@ func TestStatusFlushedOnStop(t *testing.T) {
 	// Let the start-up republish (of nothing) pass, or it would send the container.
 	p.waitReporting(t)
 	create(t, p, "late", spec("late", "nginx"))
-	// The pod runs (kwok), the provider's own cache shows it (the reporter plans what to
+	// The pod runs (kwok), the provider's own cache shows it (the controller plans what to
 	// send from that cache when it sends: the apiserver may show the pod running while
 	// the watch has not brought it yet), and the debounce holds the change.
 	testenv.Eventually(t, 60*time.Second, "RUNNING in the provider's cache, its change held by the debounce", func() error {
 		if st := p.App.Store().Snapshot("late").Status(); st.Status != v1alpha1.RUNNING {
 			return fmt.Errorf("the cache shows %s", st.Status)
 		}
-		if p.App.Reporter().Pending() == 0 {
+		if p.App.Controller().Pending() == 0 {
 			return fmt.Errorf("nothing held")
 		}
 		return nil

@@ -160,7 +160,7 @@ func (s *sink) noRepeats(id string) {
 }
 
 // state is what an event says of its container, without when it was observed: its id,
-// status, message and outputs (the reporter's status.Report.Same), as a comparable key.
+// status, message and outputs (the controller's status.Report.Same), as a comparable key.
 func state(d status.EventData) string {
 	b, err := json.Marshal(struct {
 		ID, Status, Message string

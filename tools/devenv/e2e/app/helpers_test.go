@@ -162,12 +162,12 @@ func (p *provider) metric(t *testing.T, name string) float64 {
 	return sum
 }
 
-// waitIdle waits until the provider's reporter has nothing left to deliver: no change
+// waitIdle waits until the provider's controller has nothing left to deliver: no change
 // held by the debounce, none queued.
 func (p *provider) waitIdle(t *testing.T) {
 	t.Helper()
-	testenv.Eventually(t, 30*time.Second, "status reporter idle", func() error {
-		if n := p.App.Reporter().Pending(); n > 0 {
+	testenv.Eventually(t, 30*time.Second, "status controller idle", func() error {
+		if n := p.App.Controller().Pending(); n > 0 {
 			return fmt.Errorf("%d pending", n)
 		}
 		return nil
@@ -184,15 +184,15 @@ func (p *provider) waitSynced(t *testing.T) {
 	}
 }
 
-// waitReporting waits until the provider's caches are loaded and its status reporter
+// waitReporting waits until the provider's caches are loaded and its status controller
 // leads and has queued its start-up republish. A test that counts events waits for it
 // before it creates: a container created earlier has its status sent twice, once as a
-// change and once by the republish, as the reporter means to.
+// change and once by the republish, as the controller means to.
 func (p *provider) waitReporting(t *testing.T) {
 	t.Helper()
 	p.waitSynced(t)
-	testenv.Eventually(t, 30*time.Second, "reporter active", func() error {
-		if !p.App.Reporter().Active() {
+	testenv.Eventually(t, 30*time.Second, "controller active", func() error {
+		if !p.App.Controller().Active() {
 			return fmt.Errorf("not yet")
 		}
 		return nil
@@ -208,7 +208,7 @@ type apiCall struct {
 	// Serving: sent with the context of an HTTP request the instance was answering
 	// (net/http puts the connection's local address in it), so caused by one of its
 	// handlers, not by its background work (the API probe, the election's renewals, the
-	// permission check, the informers, the status reporter), which runs on the
+	// permission check, the informers, the status controller), which runs on the
 	// instance's own context.
 	Serving bool
 }

@@ -144,7 +144,7 @@ func TestDeleteDuringACreateInProgress(t *testing.T) {
 // lost (the RoundTripper sends the POST, then returns an error instead of the answer):
 // the create answers 5xx and deletes its record, keeping its DELETED owed (the
 // Deployment may exist, and may have been reported); the garbage collector deletes
-// what the record owned, the reporter delivers the DELETED, and the id is free again.
+// what the record owned, the controller delivers the DELETED, and the id is free again.
 func TestLostCreateAnswerIsCleanedUp(t *testing.T) {
 	for _, lost := range []string{"deployments", "services"} {
 		t.Run(lost, func(t *testing.T) {

@@ -120,7 +120,7 @@ func TestRecordWithoutDeploymentIs404(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), container.NewRecord("bare", container.Request{}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { // the reporter settles it, unless the test ends first
+	t.Cleanup(func() { // the controller settles it, unless the test ends first
 		_, _ = cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), container.RecordName("bare"), types.MergePatchType,
 			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
@@ -138,12 +138,12 @@ func TestRecordWithoutDeploymentIs404(t *testing.T) {
 }
 
 // A container whose Deployment was deleted by hand a moment ago (its record still live:
-// the reporter is about to settle it) is a 404 at once on a replica whose cache saw the
+// the controller is about to settle it) is a 404 at once on a replica whose cache saw the
 // Deployment go; it waited 2 s, then answered 503 (make chaos, seed 114630519, with
 // the ownership model's first cut).
 func TestDeploymentDeletedByHandIs404AtOnce(t *testing.T) {
 	ns := testenv.Namespace(t)
-	p := startProvider(t, ns, withEnv("SP_MONITOR_DEBOUNCE_MS=2000")) // the reporter waits: the record stays live
+	p := startProvider(t, ns, withEnv("SP_MONITOR_DEBOUNCE_MS=2000")) // the controller waits: the record stays live
 	p.waitSynced(t)
 	create(t, p, "byhand", spec("web", "nginx"))
 	deleteByHand(t, ns, "byhand")

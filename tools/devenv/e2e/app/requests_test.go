@@ -16,7 +16,7 @@ import (
 )
 
 // The apiserver requests of a container's life through the running service, its
-// status reporter included (tools/devenv/e2e/store/requests_test.go pins the store's
+// status controller included (tools/devenv/e2e/store/requests_test.go pins the store's
 // paths one by one; docs/architecture.md lists them). Only requests about the
 // container are counted: its record by name, and writes of Deployments and Services;
 // the election's renewals, the API probe and the informers' watches are background
@@ -73,8 +73,8 @@ func TestRequestsOfAContainersLife(t *testing.T) {
 		return nil
 	})
 	p.waitIdle(t)
-	// The reporter's: the finalizer off once the DELETED is delivered. No confirmation:
+	// The controller's: the finalizer off once the DELETED is delivered. No confirmation:
 	// this leadership reported the container live, and a deletion timestamp never goes
 	// back (status.needsConfirmation).
-	check("the reporter after the DELETE", about(p.Calls()[mark:], false), "PATCH "+record)
+	check("the controller after the DELETE", about(p.Calls()[mark:], false), "PATCH "+record)
 }

@@ -206,7 +206,7 @@ func TestStatusDebounce(t *testing.T) {
 	setStatus(corev1.PodRunning, "")
 	// The blip reaches the debounce, which then lets it go (after 400 ms) as nothing.
 	testenv.Eventually(t, 10*time.Second, "the blip seen", func() error {
-		if p.App.Reporter().Pending() == 0 {
+		if p.App.Controller().Pending() == 0 {
 			return fmt.Errorf("not yet")
 		}
 		return nil

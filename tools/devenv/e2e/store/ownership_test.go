@@ -94,7 +94,7 @@ func TestCreateOfAnIDBeingDeleted(t *testing.T) {
 // A DELETE on a replica whose cache has not seen the container (made a moment ago
 // through another replica) reads the record at the apiserver and deletes it; the
 // garbage collector deletes the Deployment it did not know of, at the latest once the
-// record goes. The test plays the reporter (DELETED delivered: the finalizer off):
+// record goes. The test plays the controller (DELETED delivered: the finalizer off):
 // foreground propagation alone does not make the collector delete the dependents
 // while the record is kept, since none blocks its owner's deletion (record.go, OwnedBy);
 // a dependent the collector looks at after it has let go of the record's

@@ -87,7 +87,7 @@ func TestRequestsOfADelete(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 
-	// The reporter's work after it: a confirmation (one read: the record is
+	// The controller's work after it: a confirmation (one read: the record is
 	// terminating, so its Deployments do not matter), then the finalizer off.
 	stop = f.main.journal(f.ns)
 	snap, err := f.s.Confirmed(context.Background(), "x")
@@ -97,7 +97,7 @@ func TestRequestsOfADelete(t *testing.T) {
 	if err := f.s.Finalize(context.Background(), *snap.Record); err != nil {
 		t.Fatal(err)
 	}
-	checkRequests(t, "the reporter after a DELETE", stop(), "GET configmaps/"+container.RecordName("x"), "PATCH configmaps/"+container.RecordName("x"))
+	checkRequests(t, "the controller after a DELETE", stop(), "GET configmaps/"+container.RecordName("x"), "PATCH configmaps/"+container.RecordName("x"))
 	waitFor(t, "the record goes", func() bool {
 		_, _, record := what(t, f.ns, "x")
 		return !record

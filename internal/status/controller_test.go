@@ -20,7 +20,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/logtest"
 )
 
-// The reporter's machinery (debounce, queue, retries, drain, the confirmation, the order
+// The controller's machinery (debounce, queue, retries, drain, the confirmation, the order
 // of the cluster steps around the publish: delete the record, publish, finalize) on
 // in-memory stand-ins for its three narrow interfaces and a fake clock. The real
 // informers, NATS and cluster are exercised in tools/devenv/e2e/app.
@@ -53,7 +53,7 @@ func (s *fakeSource) IDs() []string {
 	return ids
 }
 
-// set stores a container's snapshot and tells the reporter, as an informer would.
+// set stores a container's snapshot and tells the controller, as an informer would.
 func (s *fakeSource) set(id string, snap container.Snapshot) {
 	s.mu.Lock()
 	s.snaps[id] = snap
@@ -63,7 +63,7 @@ func (s *fakeSource) set(id string, snap container.Snapshot) {
 }
 
 // dropped takes deleted Deployments and Services out of the caches, as their watch
-// does, and tells the reporter.
+// does, and tells the controller.
 func (s *fakeSource) dropped(deps []*container.Deployment, svcs []*container.Service) {
 	s.mu.Lock()
 	var ids []string
@@ -84,7 +84,7 @@ func (s *fakeSource) dropped(deps []*container.Deployment, svcs []*container.Ser
 }
 
 // wrote shows a write to record uid in the caches, as the informer brings it: change
-// is applied to a copy of the record (the fixtures share theirs), and the reporter is
+// is applied to a copy of the record (the fixtures share theirs), and the controller is
 // told. Nothing when no cached snapshot has the record.
 func (s *fakeSource) wrote(uid types.UID, change func(*container.Record)) {
 	s.mu.Lock()
@@ -108,7 +108,7 @@ func (s *fakeSource) wrote(uid types.UID, change func(*container.Record)) {
 	h(id)
 }
 
-// journal records, in order, everything the reporter did to the outside world: it is
+// journal records, in order, everything the controller did to the outside world: it is
 // the fake Publisher and the fake Cluster.
 type journal struct {
 	mu        sync.Mutex
@@ -118,7 +118,7 @@ type journal struct {
 	failDeleteRecord, failFinalize, failConfirmed int
 	// unstored: publishes go out with no stream storing them (core NATS).
 	unstored bool
-	// stale: the caches do not show the reporter's own writes (a watch that is behind);
+	// stale: the caches do not show the controller's own writes (a watch that is behind);
 	// else a DeleteRecord or Finalize that succeeded shows in src at once.
 	stale bool
 	// src is what the caches show; api, per id, what the apiserver has when it differs
@@ -226,7 +226,7 @@ func (j *journal) Finalize(_ context.Context, r container.Record) error {
 	return nil
 }
 
-// reachesTheCache shows a write the reporter made in the caches, unless they are stale.
+// reachesTheCache shows a write the controller made in the caches, unless they are stale.
 func (j *journal) reachesTheCache(uid types.UID, change func(*container.Record)) {
 	j.mu.Lock()
 	stale := j.stale
@@ -253,7 +253,7 @@ func (j *journal) Confirmed(_ context.Context, id string) (container.Snapshot, e
 }
 
 // confirmedOf is snap as Cluster.Confirmed answers it: the record and, when the record
-// lives, its Deployments; no pods (the reporter adds the cache's), no Services.
+// lives, its Deployments; no pods (the controller adds the cache's), no Services.
 func confirmedOf(snap container.Snapshot) container.Snapshot {
 	out := container.Snapshot{Record: snap.Record}
 	if snap.Record != nil && !snap.Record.Terminating {
@@ -307,22 +307,22 @@ func (j *journal) await(t *testing.T, tick func(), want []string) {
 }
 
 type rig struct {
-	logs  *logtest.Buffer // what the reporter logged (every level)
+	logs  *logtest.Buffer // what the controller logged (every level)
 	src   *fakeSource
 	out   *journal
 	clock *clocktesting.FakeClock
-	rep   *Reporter
+	rep   *Controller
 	drain chan struct{}
 	done  chan struct{}
 }
 
-func startReporter(t *testing.T, debounce time.Duration, failFirst int) *rig {
+func startController(t *testing.T, debounce time.Duration, failFirst int) *rig {
 	t.Helper()
-	return startReporterWith(t, debounce, failFirst, nil)
+	return startControllerWith(t, debounce, failFirst, nil)
 }
 
-// startReporterWith is startReporter with options changed by opts.
-func startReporterWith(t *testing.T, debounce time.Duration, failFirst int, opts func(*Options)) *rig {
+// startControllerWith is startController with options changed by opts.
+func startControllerWith(t *testing.T, debounce time.Duration, failFirst int, opts func(*Options)) *rig {
 	t.Helper()
 	r := &rig{
 		src: &fakeSource{snaps: map[string]container.Snapshot{}}, out: newJournal(),
@@ -337,7 +337,7 @@ func startReporterWith(t *testing.T, debounce time.Duration, failFirst int, opts
 	if opts != nil {
 		opts(&o)
 	}
-	r.rep = NewReporter(r.src, r.out, r.out, o, slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	r.rep = NewController(r.src, r.out, r.out, o, slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(r.done)
@@ -355,8 +355,8 @@ func liveSnap(name string) container.Snapshot {
 	return container.Snapshot{Record: record(), Deployments: deps(dep(name))}
 }
 
-func TestReporterDebouncesThenPublishes(t *testing.T) {
-	r := startReporter(t, 100*time.Millisecond, 0)
+func TestControllerDebouncesThenPublishes(t *testing.T) {
+	r := startController(t, 100*time.Millisecond, 0)
 	r.src.set("a", liveSnap("a-1"))
 	r.src.set("a", liveSnap("a-1"))
 	if n := r.rep.Pending(); n != 1 {
@@ -366,8 +366,8 @@ func TestReporterDebouncesThenPublishes(t *testing.T) {
 	r.out.waitFor(t, "publish a PENDING")
 }
 
-func TestReporterRetriesWithBackoffAndSendsOnce(t *testing.T) {
-	r := startReporter(t, 0, 2)
+func TestControllerRetriesWithBackoffAndSendsOnce(t *testing.T) {
+	r := startController(t, 0, 2)
 	r.src.set("a", liveSnap("a-1"))
 	// Retries wait for the backoff (100 ms, doubling), on the clock.
 	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) },
@@ -378,10 +378,10 @@ func TestReporterRetriesWithBackoffAndSendsOnce(t *testing.T) {
 // DCM could drop a retry whose first attempt was stored but not acknowledged. The
 // retries of one change share an id; a new change, a change back, and a republish
 // each get a new one.
-func TestReporterEventIDs(t *testing.T) {
+func TestControllerEventIDs(t *testing.T) {
 	step := func(r *rig) func() { return func() { r.clock.Step(10 * time.Millisecond) } }
 	t.Run("retries of one change share its id", func(t *testing.T) {
-		r := startReporter(t, 0, 2)
+		r := startController(t, 0, 2)
 		r.src.set("a", liveSnap("a-1"))
 		r.out.await(t, step(r), []string{"publish failed a", "publish failed a", "publish a PENDING"})
 		ev := r.out.eventIDs()
@@ -390,7 +390,7 @@ func TestReporterEventIDs(t *testing.T) {
 		}
 	})
 	t.Run("a change during the retries is a new event", func(t *testing.T) {
-		r := startReporter(t, 0, 1)
+		r := startController(t, 0, 1)
 		r.src.set("a", liveSnap("a-1"))
 		r.out.waitFor(t, "publish failed a")
 		r.src.set("a", deletedSnap())
@@ -400,7 +400,7 @@ func TestReporterEventIDs(t *testing.T) {
 		}
 	})
 	t.Run("a change back, a new incarnation and a republish are new events", func(t *testing.T) {
-		r := startReporter(t, 0, 0)
+		r := startController(t, 0, 0)
 		r.src.set("a", liveSnap("a-1"))
 		want := []string{"publish a PENDING"}
 		r.out.waitFor(t, want...)
@@ -429,7 +429,7 @@ func TestReporterEventIDs(t *testing.T) {
 		}
 	})
 	t.Run("a republish during the retries is a new event", func(t *testing.T) {
-		r := startReporter(t, 0, 1)
+		r := startController(t, 0, 1)
 		r.src.set("a", liveSnap("a-1"))
 		r.out.waitFor(t, "publish failed a")
 		r.rep.RepublishAll()
@@ -440,17 +440,17 @@ func TestReporterEventIDs(t *testing.T) {
 	})
 }
 
-// The timestamp of an event is when the reporter first planned it: kept through its
+// The timestamp of an event is when the controller first planned it: kept through its
 // retries (one event, one content), new for a new change and for a republish. A change
 // of outputs alone while RUNNING is a new event.
-func TestReporterDatesEachEvent(t *testing.T) {
+func TestControllerDatesEachEvent(t *testing.T) {
 	step := func(r *rig) func() { return func() { r.clock.Step(10 * time.Millisecond) } }
 	running := func(ip string) container.Snapshot {
 		p := runningPod()
 		p.IP = ip
 		return container.Snapshot{Record: record(), Deployments: deps(dep("a-1")), Pods: pods(p)}
 	}
-	r := startReporter(t, 0, 2)
+	r := startController(t, 0, 2)
 	r.src.set("a", running("10.244.0.4"))
 	r.out.await(t, step(r), []string{"publish failed a", "publish failed a", "publish a RUNNING"})
 	reps := r.out.sentReports()
@@ -498,7 +498,7 @@ func deletedSnap() container.Snapshot {
 	return container.Snapshot{Record: record(terminating)}
 }
 
-// settled moves the clock (past any backoff) until the reporter owes nothing, then
+// settled moves the clock (past any backoff) until the controller owes nothing, then
 // checks that the journal holds want and nothing more, however long it waits.
 func (r *rig) settled(t *testing.T, want ...string) {
 	t.Helper()
@@ -528,8 +528,8 @@ func (j *journal) all() []string {
 // A deleted container: its DELETED first, the record finalized only once a stream
 // stored it; the record's last moments (the garbage collector at work, then gone) send
 // nothing more.
-func TestReporterPublishesDeletedThenFinalizes(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerPublishesDeletedThenFinalizes(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish a PENDING")
 	// DELETE: the record terminating, its Deployment not yet collected (foreground).
@@ -546,8 +546,8 @@ func TestReporterPublishesDeletedThenFinalizes(t *testing.T) {
 // A create that raced a DELETE made its Deployment and Service after the DELETE's own
 // deletes: both are deleted while NATS is down, DELETED follows once they are gone and
 // NATS is back, then the record is finalized.
-func TestReporterDeletesADeletedRecordsWorkloadWithNATSDown(t *testing.T) {
-	r := startReporter(t, 0, 3)
+func TestControllerDeletesADeletedRecordsWorkloadWithNATSDown(t *testing.T) {
+	r := startController(t, 0, 3)
 	r.src.set("a", container.Snapshot{Record: record(terminating), Deployments: deps(dep("a-1")), Services: []*container.Service{svc("a-s")}})
 	want := []string{"delete deployment a-1", "delete service a-s", "publish failed a", "publish failed a", "publish failed a", "publish a DELETED", "finalize r1"}
 	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)
@@ -556,8 +556,8 @@ func TestReporterDeletesADeletedRecordsWorkloadWithNATSDown(t *testing.T) {
 
 // A DELETED that failed (NATS down) is retried; the record is not finalized until it is
 // delivered.
-func TestReporterFinalizesOnlyAfterDeletedIsDelivered(t *testing.T) {
-	r := startReporter(t, 0, 1)
+func TestControllerFinalizesOnlyAfterDeletedIsDelivered(t *testing.T) {
+	r := startController(t, 0, 1)
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish failed a")
 	r.src.set("a", deletedSnap())
@@ -568,8 +568,8 @@ func TestReporterFinalizesOnlyAfterDeletedIsDelivered(t *testing.T) {
 }
 
 // A finalize that failed is retried, the DELETED (delivered) not sent again.
-func TestReporterRetriesAFailedFinalizeWithoutPublishingAgain(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerRetriesAFailedFinalizeWithoutPublishingAgain(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.out.failFinalize = 2
 	r.src.set("a", deletedSnap())
 	want := []string{"publish a DELETED", "finalize failed r1", "finalize failed r1", "finalize r1"}
@@ -583,10 +583,10 @@ func TestReporterRetriesAFailedFinalizeWithoutPublishingAgain(t *testing.T) {
 // A container whose Deployment was deleted by hand: its record is deleted first (the
 // garbage collector takes what it owns), and its DELETED is the next plan's, made from
 // the terminating record once the cache shows it, then the record is finalized.
-func TestReporterDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) {
+func TestControllerDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) {
 	for _, failures := range []int{0, 2} {
 		t.Run(fmt.Sprintf("%d failed deletes", failures), func(t *testing.T) {
-			r := startReporter(t, 0, 0)
+			r := startController(t, 0, 0)
 			r.out.failDeleteRecord = failures
 			r.src.set("a", liveSnap("a-1"))
 			want := []string{"publish a PENDING"}
@@ -604,7 +604,7 @@ func TestReporterDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) 
 	// collector stuck after an apiserver restart would leave it (the chaos run, seed
 	// 114630519). Another incarnation's Service is an orphan, deleted first.
 	t.Run("with its Service", func(t *testing.T) {
-		r := startReporter(t, 0, 0)
+		r := startController(t, 0, 0)
 		r.src.set("a", liveSnap("a-1"))
 		r.out.waitFor(t, "publish a PENDING")
 		other := svc("svc-of-another")
@@ -615,7 +615,7 @@ func TestReporterDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) 
 		r.settled(t, want...)
 	})
 	t.Run("the cache slow to show the deletion", func(t *testing.T) {
-		r := startReporter(t, 0, 0)
+		r := startController(t, 0, 0)
 		r.out.stale = true
 		r.src.set("a", liveSnap("a-1"))
 		r.out.waitFor(t, "publish a PENDING")
@@ -640,8 +640,8 @@ func TestReporterDeletesTheRecordOfAGoneContainerBeforeItsDeleted(t *testing.T) 
 // A cache that still shows the record owed after its finalize (its watch behind) has
 // the record finalized again, which is harmless (by UID, gone or replaced is success),
 // and the DELETED is not sent again.
-func TestReporterFinalizesAgainOnAStaleCache(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerFinalizesAgainOnAStaleCache(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.out.stale = true
 	r.src.set("a", deletedSnap())
 	want := []string{"publish a DELETED", "finalize r1"}
@@ -653,9 +653,9 @@ func TestReporterFinalizesAgainOnAStaleCache(t *testing.T) {
 }
 
 // Issue 23 item 1: no destructive step on a cache alone. Each race is a cache that is
-// behind the apiserver; while it is, the reporter does nothing (and keeps the container
+// behind the apiserver; while it is, the controller does nothing (and keeps the container
 // owed), and once the cache catches up it does what the apiserver's state asks for.
-func TestReporterTakesNoDestructiveStepTheApiserverDoesNotConfirm(t *testing.T) {
+func TestControllerTakesNoDestructiveStepTheApiserverDoesNotConfirm(t *testing.T) {
 	old := created(time.Hour)
 	reserved := container.Snapshot{Record: record(uid("r2")), Deployments: deps(dep("a-2", ownedBy("r2")))}
 	for _, tc := range []struct {
@@ -664,7 +664,7 @@ func TestReporterTakesNoDestructiveStepTheApiserverDoesNotConfirm(t *testing.T) 
 		delivered *container.Snapshot
 		cache     container.Snapshot
 		apiserver container.Snapshot
-		// after: what the reporter does once the cache shows what the apiserver has.
+		// after: what the controller does once the cache shows what the apiserver has.
 		after []string
 	}{
 		{"the cache shows no record of a live container (reported live): no DELETED",
@@ -685,7 +685,7 @@ func TestReporterTakesNoDestructiveStepTheApiserverDoesNotConfirm(t *testing.T) 
 			[]string{"publish a DELETED", "finalize r1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := startReporter(t, 0, 0)
+			r := startController(t, 0, 0)
 			var want []string
 			if tc.delivered != nil {
 				r.src.set("a", *tc.delivered)
@@ -716,8 +716,8 @@ func TestReporterTakesNoDestructiveStepTheApiserverDoesNotConfirm(t *testing.T) 
 func ptrTo[T any](v T) *T { return &v }
 
 // A confirmation the apiserver does not answer is retried; nothing is done meanwhile.
-func TestReporterRetriesAFailedConfirmation(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerRetriesAFailedConfirmation(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.out.failConfirmed = 2
 	r.src.set("a", deletedSnap())
 	want := []string{"confirm failed a", "confirm failed a", "publish a DELETED", "finalize r1"}
@@ -728,8 +728,8 @@ func TestReporterRetriesAFailedConfirmation(t *testing.T) {
 // Issue 23 item 6: with no stream capturing dcm.container a DELETED goes out on plain
 // NATS, where nobody may have read it: its record is not finalized (DELETED still owed,
 // retried with backoff and counted as pending) until a stream stores one.
-func TestReporterDoesNotFinalizeAnUnstoredDeleted(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerDoesNotFinalizeAnUnstoredDeleted(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.out.unstored = true
 	r.src.set("a", deletedSnap())
 	r.out.waitFor(t, "publish unstored a DELETED")
@@ -759,8 +759,8 @@ func TestReporterDoesNotFinalizeAnUnstoredDeleted(t *testing.T) {
 
 // A DELETED with no record (its finalizer stripped by hand) has nothing to keep it
 // owed: sent on plain NATS, it is not retried.
-func TestReporterSendsTheDeletedOfARecordlessContainerOnce(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerSendsTheDeletedOfARecordlessContainerOnce(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish a PENDING")
 	r.out.mu.Lock()
@@ -771,8 +771,8 @@ func TestReporterSendsTheDeletedOfARecordlessContainerOnce(t *testing.T) {
 }
 
 // A live status needs no stream: it is not retried when plain NATS carried it.
-func TestReporterSendsLiveStatusesOnPlainNATS(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerSendsLiveStatusesOnPlainNATS(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.out.unstored = true
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish unstored a PENDING")
@@ -782,8 +782,8 @@ func TestReporterSendsLiveStatusesOnPlainNATS(t *testing.T) {
 // Chaos seed 14: an id re-created and deleted while the leader's cache was behind; the
 // leader only ever saw the new container's record, deleted, and the last status it had
 // sent for the id was the previous container's DELETED. The new one's DELETED is sent.
-func TestReporterSendsTheDeletedOfEachIncarnation(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerSendsTheDeletedOfEachIncarnation(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.src.set("a", deletedSnap())
 	r.out.waitFor(t, "publish a DELETED", "finalize r1")
 	r.src.set("a", container.Snapshot{Record: record(uid("r2"), terminating)})
@@ -792,8 +792,8 @@ func TestReporterSendsTheDeletedOfEachIncarnation(t *testing.T) {
 
 // A Deployment with the id that no record controls is not a container: nothing is
 // published about it, nothing deleted, a republish included.
-func TestReporterIgnoresADeploymentNoRecordOwns(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerIgnoresADeploymentNoRecordOwns(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.src.set("ref", container.Snapshot{Deployments: deps(dep("ref-1", unowned)), Pods: pods(runningPod())})
 	r.rep.RepublishAll()
 	r.settled(t)
@@ -801,8 +801,8 @@ func TestReporterIgnoresADeploymentNoRecordOwns(t *testing.T) {
 
 // A record with no Deployment is a create in progress until settle; then the container
 // counts as gone (its creator died): the record is deleted, and its DELETED follows.
-func TestReporterLooksAgainAtARecordWithoutDeployment(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerLooksAgainAtARecordWithoutDeployment(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.src.set("a", container.Snapshot{Record: record()}) // made at t0, settles at t0+40s
 	r.clock.Step(39 * time.Second)
 	time.Sleep(10 * time.Millisecond)
@@ -815,8 +815,8 @@ func TestReporterLooksAgainAtARecordWithoutDeployment(t *testing.T) {
 
 // A Deployment that joins its record within settle is the container: its status, and
 // the recheck finds it live.
-func TestReporterPublishesAContainerWhoseDeploymentCameLate(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerPublishesAContainerWhoseDeploymentCameLate(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.src.set("a", container.Snapshot{Record: record()})
 	r.clock.Step(20 * time.Second)
 	time.Sleep(10 * time.Millisecond)
@@ -826,8 +826,8 @@ func TestReporterPublishesAContainerWhoseDeploymentCameLate(t *testing.T) {
 	r.settled(t, "publish a PENDING")
 }
 
-func TestReporterDrainDeliversWhatTheDebounceHolds(t *testing.T) {
-	r := startReporter(t, time.Hour, 0)
+func TestControllerDrainDeliversWhatTheDebounceHolds(t *testing.T) {
+	r := startController(t, time.Hour, 0)
 	r.src.set("a", liveSnap("a-1"))
 	close(r.drain)
 	// The drain polls the queue on the clock: keep it moving until Run returns.
@@ -842,8 +842,8 @@ func TestReporterDrainDeliversWhatTheDebounceHolds(t *testing.T) {
 	}
 }
 
-func TestReporterRepublishSendsUnchangedStatusAgain(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerRepublishSendsUnchangedStatusAgain(t *testing.T) {
+	r := startController(t, 0, 0)
 	r.src.set("a", liveSnap("a-1"))
 	r.out.waitFor(t, "publish a PENDING")
 	r.src.set("a", liveSnap("a-1")) // unchanged: nothing
@@ -870,8 +870,8 @@ func (l *lines) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *lines) WithGroup(string) slog.Handler      { return l }
 
 // An outage is two log lines, not one per container per retry.
-func TestReporterLogsAnOutageOnce(t *testing.T) {
-	r := startReporter(t, 0, 60)
+func TestControllerLogsAnOutageOnce(t *testing.T) {
+	r := startController(t, 0, 60)
 	logs := &lines{counts: map[slog.Level]int{}}
 	r.rep.log = slog.New(logs)
 	for _, id := range []string{"a", "b", "c"} {
@@ -906,8 +906,8 @@ func TestReporterLogsAnOutageOnce(t *testing.T) {
 }
 
 // A container held back while the cache is behind is one log line, not one per look.
-func TestReporterLogsAHeldBackContainerOnce(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerLogsAHeldBackContainerOnce(t *testing.T) {
+	r := startController(t, 0, 0)
 	logs := &lines{counts: map[slog.Level]int{}}
 	r.rep.log = slog.New(logs)
 	old := created(time.Hour)
@@ -924,8 +924,8 @@ func TestReporterLogsAHeldBackContainerOnce(t *testing.T) {
 
 // What a status message keeps from the tenant (a pull error's view of the node's
 // network) is logged for the operator when the status is published.
-func TestReporterLogsWhatTheStatusWithholds(t *testing.T) {
-	r := startReporter(t, 0, 0)
+func TestControllerLogsWhatTheStatusWithholds(t *testing.T) {
+	r := startController(t, 0, 0)
 	kubelet := `failed to pull and unpack image "10.0.0.1:22/x:v1": dial tcp 10.0.0.1:22: connect: connection refused`
 	p := container.PodOf(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(t0),
@@ -958,8 +958,8 @@ func eventually(t *testing.T, ok func() bool) {
 
 // A DELETED whose publish fails is retried, and its record finalized only once one is
 // delivered (what the chaos run's planted bug, internal/app/plantedbug_chaos.go, breaks).
-func TestReporterRetriesAFailedDeletedBeforeFinalizing(t *testing.T) {
-	r := startReporter(t, 0, 3)
+func TestControllerRetriesAFailedDeletedBeforeFinalizing(t *testing.T) {
+	r := startController(t, 0, 3)
 	r.src.set("a", deletedSnap())
 	want := []string{"publish failed a", "publish failed a", "publish failed a", "publish a DELETED", "finalize r1"}
 	r.out.await(t, func() { r.clock.Step(10 * time.Millisecond) }, want)

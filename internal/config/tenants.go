@@ -25,7 +25,7 @@ type Tenants struct {
 	// MaxExternalPorts: each external port takes a node port from the cluster's shared
 	// range (2,768 by default) or a load balancer.
 	MaxExternalPorts int    `env:"SP_MAX_EXTERNAL_PORTS" envDefault:"4" unit:"ports" help:"external ports one container may have; 0 = no cap (set a ResourceQuota on services.nodeports too)"`
-	MixedVisibility  string `env:"SP_K8S_MIXED_VISIBILITY" envDefault:"refuse" help:"a container with an external port and an internal one: refuse (400 naming the internal port) or expose (one Service of SP_K8S_EXTERNAL_SVC_TYPE exposes both; the create's answer says external for both)"`
+	MixedVisibility  string `env:"SP_K8S_MIXED_VISIBILITY" envDefault:"expose" help:"a container with an external port and an internal one: expose (the seed's contract: one Service of SP_K8S_EXTERNAL_SVC_TYPE exposes both; the create's answer and GET say external for both) or refuse (400 naming the internal port)"`
 	// LoadBalancerSourceRanges: empty leaves the cloud's default (any source).
 	LoadBalancerSourceRanges string `env:"SP_K8S_LOAD_BALANCER_SOURCE_RANGES" help:"client CIDRs a LoadBalancer Service admits, comma-separated (e.g. 203.0.113.0/24); empty = the cloud's default, any"`
 	ImagePullPolicy          string `env:"SP_K8S_IMAGE_PULL_POLICY" envDefault:"Always" help:"imagePullPolicy of every container: Always (the node checks the right to the image at every start) or IfNotPresent (a private image another tenant's pull left on the node runs without credentials)"`

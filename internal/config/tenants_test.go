@@ -9,7 +9,7 @@ import (
 )
 
 // The safe defaults of issue 34: a registry allow-list, no label prefix, bounds on
-// resources, four external ports, mixed visibility refused, Always, ephemeral storage.
+// resources, four external ports, mixed visibility exposed (the seed's contract), Always, ephemeral storage.
 func TestTenantDefaults(t *testing.T) {
 	c, err := Load(required)
 	if err != nil {
@@ -17,7 +17,7 @@ func TestTenantDefaults(t *testing.T) {
 	}
 	p := c.Policy()
 	if !slices.Equal(p.Registries, []string{"docker.io", "quay.io", "ghcr.io", "registry.k8s.io", "gcr.io"}) || p.LabelPrefixes != nil ||
-		p.ExternalRefused || p.MaxExternalPorts != 4 || !p.RefuseMixed ||
+		p.ExternalRefused || p.MaxExternalPorts != 4 || p.RefuseMixed ||
 		p.MinCPU.String() != "10m" || p.MaxCPU.String() != "16" || p.MinMemory.String() != "16Mi" || p.MaxMemory.String() != "64Gi" {
 		t.Errorf("policy %+v", p)
 	}
@@ -32,14 +32,14 @@ func TestTenantSettings(t *testing.T) {
 	c, err := Load(append(slices.Clone(required),
 		"SP_IMAGE_REGISTRIES=quay.io, *.example.com ,image-registry.openshift-image-registry.svc:5000",
 		"SP_LABEL_PREFIXES=example.com/", "SP_K8S_EXTERNAL_SVC_TYPE=None", "SP_MAX_EXTERNAL_PORTS=0",
-		"SP_K8S_MIXED_VISIBILITY=expose", "SP_K8S_LOAD_BALANCER_SOURCE_RANGES=203.0.113.0/24,2001:db8::/32",
+		"SP_K8S_MIXED_VISIBILITY=refuse", "SP_K8S_LOAD_BALANCER_SOURCE_RANGES=203.0.113.0/24,2001:db8::/32",
 		"SP_MIN_CPU=0", "SP_MAX_CPU=0", "SP_K8S_IMAGE_PULL_POLICY=IfNotPresent", "SP_K8S_EPHEMERAL_STORAGE_REQUEST=0", "SP_K8S_EPHEMERAL_STORAGE_LIMIT=0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, o := c.Policy(), c.Objects()
 	if !slices.Equal(p.Registries, []string{"quay.io", "*.example.com", "image-registry.openshift-image-registry.svc:5000"}) ||
-		!slices.Equal(p.LabelPrefixes, []string{"example.com/"}) || !p.ExternalRefused || p.MaxExternalPorts != 0 || p.RefuseMixed ||
+		!slices.Equal(p.LabelPrefixes, []string{"example.com/"}) || !p.ExternalRefused || p.MaxExternalPorts != 0 || !p.RefuseMixed ||
 		!p.MinCPU.IsZero() || !p.MaxCPU.IsZero() {
 		t.Errorf("policy %+v", p)
 	}

@@ -90,8 +90,9 @@ func expectNothing(t *testing.T, ns string) {
 // The whole life of one container through the API, checked against the cluster.
 func TestContainerLifecycle(t *testing.T) {
 	ns := testenv.Namespace(t)
-	// An internal port beside an external one is exposed as such (the default refuses it).
-	p := startProvider(t, ns, withEnv("SP_K8S_MIXED_VISIBILITY=expose"))
+	// The seed's example by default: an internal port beside an external one is exposed
+	// by the one external Service, and said so.
+	p := startProvider(t, ns)
 	p.waitSynced(t)
 	cs := testenv.Cluster(t).Client
 	ctx := context.Background()

@@ -84,7 +84,7 @@ func TestRealNodeStrangersPods(t *testing.T) {
 // nothing in the cluster: no record, no Deployment, no Service (the defaults).
 func TestPolicyRefusalsLeaveNothing(t *testing.T) {
 	ns := testenv.Namespace(t)
-	p := startProvider(t, ns, withEnv("SP_IMAGE_REGISTRIES=docker.io,quay.io"))
+	p := startProvider(t, ns, withEnv("SP_IMAGE_REGISTRIES=docker.io,quay.io", "SP_K8S_MIXED_VISIBILITY=refuse"))
 	p.waitSynced(t)
 	cases := []struct {
 		id, pointer, says string

@@ -17,6 +17,7 @@ import (
 // the safe ones (docs/security.md), each a knob.
 type Tenants struct {
 	ImageRegistries string `env:"SP_IMAGE_REGISTRIES" envDefault:"docker.io,quay.io,ghcr.io,registry.k8s.io,gcr.io" help:"image registry hosts a container may pull from, comma-separated: quay.io, registry.example.com:5000 (that port only), *.example.com (its subdomains), * (any host); IP addresses, localhost and cluster-internal names (*.svc, *.cluster.local, kubernetes.default, names without a dot) are refused unless listed exactly"`
+	LabelKeys       string `env:"SP_LABEL_KEYS" help:"the only unprefixed label keys a container may use, comma-separated (empty: any key but the reserved ones: io.kubernetes.*, io.cilium.*, pcns.*, pcsa.*, aadpodidbinding, pod-template-hash, controller-revision-hash)"`
 	LabelPrefixes   string `env:"SP_LABEL_PREFIXES" help:"label key prefixes a container's labels may carry besides unprefixed keys, comma-separated (e.g. example.com/); kubernetes.io, k8s.io, dcm.project and the meshes' and policy engines' domains are refused whatever this says"`
 	MinCPU          string `env:"SP_MIN_CPU" envDefault:"10m" help:"smallest cpu request (spec.resources.cpu.min) a container may ask for, a Kubernetes quantity; 0 = none"`
 	MaxCPU          string `env:"SP_MAX_CPU" envDefault:"16" help:"largest cpu limit (spec.resources.cpu.max) a container may ask for, a Kubernetes quantity; 0 = none"`
@@ -42,6 +43,7 @@ func (c *Config) Policy() container.Policy {
 	p := container.Policy{
 		Registries:       list(t.ImageRegistries),
 		LabelPrefixes:    list(t.LabelPrefixes),
+		LabelKeys:        list(t.LabelKeys),
 		ExternalRefused:  c.Kubernetes.ExternalServiceType == ExternalNone,
 		MaxExternalPorts: t.MaxExternalPorts,
 		RefuseMixed:      t.MixedVisibility == "refuse",
@@ -96,6 +98,13 @@ func (t Tenants) validate() []string {
 			p = append(p, fmt.Sprintf("SP_LABEL_PREFIXES: %q is not a label key prefix (a DNS subdomain followed by /, e.g. example.com/)", e))
 		case container.ReservedLabelDomain(name) != "":
 			p = append(p, fmt.Sprintf("SP_LABEL_PREFIXES: %q is under %s, which is reserved and never allowed", e, container.ReservedLabelDomain(name)))
+		}
+	}
+	for _, k := range list(t.LabelKeys) {
+		if strings.Contains(k, "/") || len(validation.IsQualifiedName(k)) > 0 {
+			p = append(p, fmt.Sprintf("SP_LABEL_KEYS: %q is not an unprefixed label key", k))
+		} else if container.ReservedLabelKey(k) {
+			p = append(p, fmt.Sprintf("SP_LABEL_KEYS: %q is reserved and never allowed", k))
 		}
 	}
 	quantities := []struct{ name, value string }{

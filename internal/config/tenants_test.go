@@ -17,7 +17,7 @@ func TestTenantDefaults(t *testing.T) {
 	}
 	p := c.Policy()
 	if !slices.Equal(p.Registries, []string{"docker.io", "quay.io", "ghcr.io", "registry.k8s.io", "gcr.io"}) || p.LabelPrefixes != nil ||
-		p.ExternalRefused || p.MaxExternalPorts != 4 || p.RefuseMixed ||
+		p.LabelKeys != nil || p.ExternalRefused || p.MaxExternalPorts != 4 || p.RefuseMixed ||
 		p.MinCPU.String() != "10m" || p.MaxCPU.String() != "16" || p.MinMemory.String() != "16Mi" || p.MaxMemory.String() != "64Gi" {
 		t.Errorf("policy %+v", p)
 	}
@@ -31,7 +31,7 @@ func TestTenantDefaults(t *testing.T) {
 func TestTenantSettings(t *testing.T) {
 	c, err := Load(append(slices.Clone(required),
 		"SP_IMAGE_REGISTRIES=quay.io, *.example.com ,image-registry.openshift-image-registry.svc:5000",
-		"SP_LABEL_PREFIXES=example.com/", "SP_K8S_EXTERNAL_SVC_TYPE=None", "SP_MAX_EXTERNAL_PORTS=0",
+		"SP_LABEL_PREFIXES=example.com/", "SP_LABEL_KEYS=app, tier", "SP_K8S_EXTERNAL_SVC_TYPE=None", "SP_MAX_EXTERNAL_PORTS=0",
 		"SP_K8S_MIXED_VISIBILITY=refuse", "SP_K8S_LOAD_BALANCER_SOURCE_RANGES=203.0.113.0/24,2001:db8::/32",
 		"SP_MIN_CPU=0", "SP_MAX_CPU=0", "SP_K8S_IMAGE_PULL_POLICY=IfNotPresent", "SP_K8S_EPHEMERAL_STORAGE_REQUEST=0", "SP_K8S_EPHEMERAL_STORAGE_LIMIT=0"))
 	if err != nil {
@@ -39,7 +39,7 @@ func TestTenantSettings(t *testing.T) {
 	}
 	p, o := c.Policy(), c.Objects()
 	if !slices.Equal(p.Registries, []string{"quay.io", "*.example.com", "image-registry.openshift-image-registry.svc:5000"}) ||
-		!slices.Equal(p.LabelPrefixes, []string{"example.com/"}) || !p.ExternalRefused || p.MaxExternalPorts != 0 || !p.RefuseMixed ||
+		!slices.Equal(p.LabelPrefixes, []string{"example.com/"}) || !slices.Equal(p.LabelKeys, []string{"app", "tier"}) || !p.ExternalRefused || p.MaxExternalPorts != 0 || !p.RefuseMixed ||
 		!p.MinCPU.IsZero() || !p.MaxCPU.IsZero() {
 		t.Errorf("policy %+v", p)
 	}
@@ -59,6 +59,8 @@ func TestTenantSettingsRefused(t *testing.T) {
 		"SP_LABEL_PREFIXES=example.com":                         `SP_LABEL_PREFIXES: "example.com" is not a label key prefix`,
 		"SP_LABEL_PREFIXES=sidecar.istio.io/":                   `"sidecar.istio.io/" is under istio.io, which is reserved`,
 		"SP_LABEL_PREFIXES=app.kubernetes.io/":                  "under kubernetes.io",
+		"SP_LABEL_KEYS=app,example.com/x":                       `SP_LABEL_KEYS: "example.com/x" is not an unprefixed label key`,
+		"SP_LABEL_KEYS=pod-template-hash":                       `SP_LABEL_KEYS: "pod-template-hash" is reserved`,
 		"SP_MAX_CPU=lots":                                       `SP_MAX_CPU="lots": not a Kubernetes quantity`,
 		"SP_MIN_MEMORY=-1Gi":                                    `SP_MIN_MEMORY="-1Gi"`,
 		"SP_MIN_CPU=32":                                         "SP_MIN_CPU (32) must not exceed SP_MAX_CPU (16)",

@@ -26,6 +26,8 @@ type Policy struct {
 	// LabelPrefixes are the label key prefixes ("example.com/") a tenant may use besides
 	// unprefixed keys. ReservedLabelDomains are refused whatever this says.
 	LabelPrefixes []string
+	// LabelKeys, when set, are the only unprefixed label keys a tenant may use.
+	LabelKeys []string
 	// ExternalRefused: no port may be external (SP_K8S_EXTERNAL_SVC_TYPE=None).
 	ExternalRefused bool
 	// MaxExternalPorts caps a container's external ports; 0: no cap.
@@ -63,12 +65,21 @@ func ReservedLabelDomain(prefix string) string {
 	return ""
 }
 
+// ReservedLabelKeys and ReservedLabelKeyPrefixes are unprefixed label keys other
+// systems act on: the kubelet's and the runtime's (io.kubernetes.), Cilium's and
+// Calico's identities (io.cilium., pcns., pcsa.), AAD pod identity's binding, and the
+// hashes the Deployment and StatefulSet controllers select their pods by.
+var (
+	ReservedLabelKeys        = []string{"aadpodidbinding", "pod-template-hash", "controller-revision-hash"}
+	ReservedLabelKeyPrefixes = []string{"io.kubernetes.", "io.cilium.", "pcns.", "pcsa."}
+)
+
 // labelKeyProblem says why a tenant may not use a label key, or "". The key is
 // otherwise valid (IsQualifiedName is checked apart).
 func (p Policy) labelKeyProblem(key string) string {
 	prefix, _, ok := strings.Cut(key, "/")
 	if !ok {
-		return ""
+		return p.unprefixedKeyProblem(key)
 	}
 	key = Clip(key, MaxQuoted)
 	if d := ReservedLabelDomain(prefix); d != "" {
@@ -82,6 +93,24 @@ func (p Policy) labelKeyProblem(key string) string {
 		allowed = strings.Join(p.LabelPrefixes, ", ")
 	}
 	return fmt.Sprintf("label %q: a label key must be unprefixed or carry a prefix this provider allows (SP_LABEL_PREFIXES: %s)", key, allowed)
+}
+
+// ReservedLabelKey reports an unprefixed key another system acts on.
+func ReservedLabelKey(key string) bool {
+	key = strings.ToLower(key)
+	return slices.Contains(ReservedLabelKeys, key) ||
+		slices.ContainsFunc(ReservedLabelKeyPrefixes, func(r string) bool { return strings.HasPrefix(key, r) })
+}
+
+// unprefixedKeyProblem is labelKeyProblem for a key without a prefix.
+func (p Policy) unprefixedKeyProblem(key string) string {
+	if ReservedLabelKey(key) {
+		return fmt.Sprintf("label %q: the key is reserved (another system acts on it: a runtime, a network policy engine, an identity or a controller)", Clip(key, MaxQuoted))
+	}
+	if p.LabelKeys != nil && !slices.Contains(p.LabelKeys, key) {
+		return fmt.Sprintf("label %q: this provider allows only these unprefixed keys (SP_LABEL_KEYS: %s)", Clip(key, MaxQuoted), strings.Join(p.LabelKeys, ", "))
+	}
+	return ""
 }
 
 // Registry host rules. What a node pulls from it reaches from the node's own network,

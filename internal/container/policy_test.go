@@ -107,8 +107,8 @@ func TestImagePolicyRegistries(t *testing.T) {
 
 func hex64(c byte) string { return strings.Repeat(string(c), 64) }
 
-// The label keys of issue 34 (each reached into another workload or a mesh) and the
-// rule's other sides.
+// The label keys that reach into another workload, a mesh, a runtime or a policy
+// engine, and the rule's other sides.
 func TestLabelPolicy(t *testing.T) {
 	p := Policy{LabelPrefixes: []string{"example.com/", "team.corp.test/"}}
 	for key, ok := range map[string]bool{
@@ -133,7 +133,18 @@ func TestLabelPolicy(t *testing.T) {
 		"policy.cilium.io/x":                  false,
 		"azure.workload.identity/use":         false,
 		"projectcalico.org/x":                 false,
-		"pod-security.admission.openshift.io": true, // unprefixed (no slash): an ordinary key
+		"pod-security.admission.openshift.io": true,  // unprefixed (no slash): an ordinary key
+		"io.kubernetes.pod.namespace":         false, // unprefixed, but the runtime's
+		"io.cilium.k8s.policy.serviceaccount": false,
+		"io.cilium.k8s.namespace.labels.team": false,
+		"pcns.projectcalico.org/name":         false,
+		"pcns.team":                           false,
+		"pcsa.name":                           false,
+		"aadpodidbinding":                     false,
+		"AADPodIdBinding":                     false,
+		"pod-template-hash":                   false,
+		"controller-revision-hash":            false,
+		"io.example":                          true,
 	} {
 		spec := mutate(t, func(m map[string]any) { sub(m, "metadata")["labels"] = map[string]any{key: "true"} })
 		var got []string
@@ -152,6 +163,14 @@ func TestLabelPolicy(t *testing.T) {
 	})
 	if vs := Validate(spec, Policy{LabelPrefixes: []string{"sidecar.istio.io/"}}); len(vs) != 1 || !strings.Contains(vs[0].Detail, "reserved") {
 		t.Errorf("a reserved prefix the operator listed: %+v", vs)
+	}
+	// SP_LABEL_KEYS: only the listed unprefixed keys.
+	only := Policy{LabelKeys: []string{"app", "tier"}}
+	for key, ok := range map[string]bool{"app": true, "tier": true, "team": false, "example.com/x": false} {
+		spec := mutate(t, func(m map[string]any) { sub(m, "metadata")["labels"] = map[string]any{key: "true"} })
+		if vs := Validate(spec, only); ok != (len(vs) == 0) {
+			t.Errorf("SP_LABEL_KEYS=app,tier, label %q: %+v, want allowed=%v", key, vs, ok)
+		}
 	}
 }
 

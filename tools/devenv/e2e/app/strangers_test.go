@@ -99,6 +99,9 @@ func TestPolicyRefusalsLeaveNothing(t *testing.T) {
 		{"endpoint", "#/spec/metadata/labels/app.kubernetes.io~1name", "reserved", spec("web", "nginx", func(s map[string]any) {
 			s["metadata"].(map[string]any)["labels"] = map[string]any{"app.kubernetes.io/name": "k8s-container-sp"}
 		})},
+		{"cilium", "#/spec/metadata/labels/io.cilium.k8s.policy.serviceaccount", "reserved", spec("web", "nginx", func(s map[string]any) {
+			s["metadata"].(map[string]any)["labels"] = map[string]any{"io.cilium.k8s.policy.serviceaccount": "default"}
+		})},
 		{"mixed", "#/spec/network/ports/1/visibility", "SP_K8S_MIXED_VISIBILITY=refuse",
 			spec("web", "nginx", withPorts(port(8080, "external"), port(9090, "internal")))},
 		{"huge", "#/spec/resources/memory/max", "SP_MAX_MEMORY", spec("web", "nginx", memory("1GB", "4096TB"))},

@@ -76,6 +76,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	a.metrics = metrics.New(metrics.Gauges{
 		EventsPending:     func() float64 { return float64(a.controller.Pending()) },
 		InformersSynced:   func() bool { return a.store.Synced() },
+		NATSConnected:     func() bool { return a.nats.Connected() },
 		Leader:            a.Leading,
 		RegistrationState: func() string { return string(a.registrar.State().Phase) },
 		CacheStale:        func(cache string) float64 { return a.store.Lag(cache).For.Seconds() },
@@ -150,6 +151,9 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		PodSecurity:  a.podSec.profile,
 		Health:       a.probe.Last,
 		Registration: registrar.State,
+		Events: func() (bool, int) {
+			return a.nats.Connected(), a.controller.Pending()
+		},
 		Permissions: func() string {
 			if missing := st.Access.Missing(); len(missing) > 0 {
 				return st.Access.Describe(missing)

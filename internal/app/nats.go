@@ -57,6 +57,13 @@ type natsLink struct {
 	lastReconnectErr atomic.Pointer[string]
 }
 
+// Connected reports whether the connection in use is up.
+func (n *natsLink) Connected() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.conn != nil && n.conn.IsConnected()
+}
+
 // newNATSLink reads the files files names (an error names the file); it connects to
 // nothing.
 func newNATSLink(url, clientName, provider string, files config.NATS, log *slog.Logger) (*natsLink, error) {

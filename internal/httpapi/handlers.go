@@ -51,6 +51,7 @@ type handlers struct {
 	podSecurity  func() container.PodSecurity // nil: objects.PodSecurity
 	health       HealthCheck
 	registration func() registration.State
+	events       func() (bool, int)
 	permissions  func() string
 	version      string
 	started      time.Time
@@ -215,6 +216,10 @@ func (h *handlers) healthBody(ctx context.Context) v1alpha1.Health {
 	}
 	if h.registration != nil {
 		out.Registration = registrationBody(h.registration())
+	}
+	if h.events != nil {
+		connected, undelivered := h.events()
+		out.Events = &v1alpha1.EventsState{Connected: connected, Undelivered: int64(undelivered)}
 	}
 	if h.permissions != nil {
 		if msg := h.permissions(); msg != "" {

@@ -21,6 +21,10 @@ type Options struct {
 	Policy       container.Policy
 	Health       HealthCheck
 	Registration func() registration.State // nil: not shown
+	// Events reports the status event channel: NATS connected, and how many containers'
+	// statuses are owed. Shown in health, never unhealthy: a provider that cannot
+	// publish still serves, and delivers what it owes once NATS is back. nil: not shown.
+	Events func() (connected bool, undelivered int)
 	// Permissions describes the Kubernetes permissions the provider lacks ("" when
 	// none): health is then unhealthy, saying so. Optional.
 	Permissions func() string
@@ -60,7 +64,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		o.MaxContainerBytes = container.DefaultMaxObjectBytes
 	}
 	maxBody := int64(o.MaxContainerBytes) + bodySlack
-	h := &handlers{store: quotaLogged{o.Store, o.Log}, objects: o.Objects, policy: o.Policy, health: o.Health, registration: o.Registration, permissions: o.Permissions,
+	h := &handlers{store: quotaLogged{o.Store, o.Log}, objects: o.Objects, policy: o.Policy, health: o.Health, registration: o.Registration, events: o.Events, permissions: o.Permissions,
 		version: o.Version, started: time.Now(), log: o.Log, podSecurity: o.PodSecurity,
 		maxContainerBytes: o.MaxContainerBytes, maxContainers: o.MaxContainers, containers: o.Containers}
 	strict := v1alpha1.NewStrictHandlerWithOptions(h, nil, v1alpha1.StrictHTTPServerOptions{

@@ -105,3 +105,19 @@ func TestHealthShowsNoRegistryDetail(t *testing.T) {
 		t.Errorf("the log lacks the registry's answer:\n%s", logs)
 	}
 }
+
+// Health shows the event channel and stays healthy with NATS down: a provider that
+// cannot publish still serves.
+func TestHealthShowsTheEventChannel(t *testing.T) {
+	h, err := NewHandler(Options{Store: panicStore{}, Health: func(context.Context) error { return nil },
+		Events: func() (bool, int) { return false, 3 }, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/health", nil))
+	if body := rec.Body.String(); rec.Code != http.StatusOK || !strings.Contains(body, `"status":"healthy"`) ||
+		!strings.Contains(body, `"events":{"connected":false,"undelivered":3}`) {
+		t.Errorf("health: %d %s", rec.Code, body)
+	}
+}

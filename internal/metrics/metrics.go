@@ -28,7 +28,9 @@ type Metrics struct {
 type Gauges struct {
 	EventsPending   func() float64
 	InformersSynced func() bool
-	Leader          func() bool
+	// NATSConnected: this replica's NATS connection is up.
+	NATSConnected func() bool
+	Leader        func() bool
 	// RegistrationState is pending, registered or rejected.
 	RegistrationState func() string
 	// RegistrationError is why the last registration attempt failed ("" when it did
@@ -83,6 +85,7 @@ func New(g Gauges) *Metrics {
 	}
 	boolGauge("sp_informers_synced", "1 when the Deployment, Pod, Service and container record caches are synced.", g.InformersSynced)
 	boolGauge("sp_leader", "1 when this replica is the elected status publisher.", g.Leader)
+	boolGauge("sp_nats_connected", "1 when this replica's NATS connection is up (status events can be published).", g.NATSConnected)
 	if g.EventsPending != nil {
 		r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sp_status_events_pending",

@@ -292,8 +292,22 @@ type EnvVar struct {
 	Value string `json:"value"`
 }
 
+// EventsState The status event channel (NATS). It never makes the provider unhealthy: a provider
+// that cannot publish still serves requests, and delivers what it owes once NATS is back.
+type EventsState struct {
+	// Connected This replica's NATS connection is up.
+	Connected bool `json:"connected"`
+
+	// Undelivered Containers whose current status is owed to DCM (0 on a replica that is not the publisher).
+	Undelivered int64 `json:"undelivered"`
+}
+
 // Health defines model for Health.
 type Health struct {
+	// Events The status event channel (NATS). It never makes the provider unhealthy: a provider
+	// that cannot publish still serves requests, and delivers what it owes once NATS is back.
+	Events *EventsState `json:"events,omitempty"`
+
 	// Message Why the provider is unhealthy, e.g. the Kubernetes permissions it lacks.
 	Message *string `json:"message,omitempty"`
 

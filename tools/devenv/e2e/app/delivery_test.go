@@ -44,6 +44,15 @@ func TestStatusSurvivesNATSOutage(t *testing.T) {
 		}
 		return nil
 	})
+	// Health says NATS is down and what is owed, and stays healthy: the provider still
+	// serves. The gauge says it too.
+	h := do(t, http.MethodGet, p.URL+"/health", nil)
+	if ev, _ := h.JSON["events"].(map[string]any); h.JSON["status"] != "healthy" || ev == nil || ev["connected"] != false || ev["undelivered"] != float64(2) {
+		t.Errorf("health with NATS down: %s, want healthy, events connected false, 2 undelivered", h.Body)
+	}
+	if got := p.metric(t, "sp_nats_connected"); got != 0 {
+		t.Errorf("sp_nats_connected with NATS down = %v, want 0", got)
+	}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +70,14 @@ func TestStatusSurvivesNATSOutage(t *testing.T) {
 		if n := p.metric(t, "sp_status_events_pending"); n != 0 {
 			return fmt.Errorf("%v pending", n)
 		}
+		if h := do(t, http.MethodGet, p.URL+"/health", nil); h.JSON["events"].(map[string]any)["connected"] != true {
+			return fmt.Errorf("health: %s", h.Body)
+		}
 		return nil
 	})
+	if got := p.metric(t, "sp_nats_connected"); got != 1 {
+		t.Errorf("sp_nats_connected with NATS back = %v, want 1", got)
+	}
 	info, err := stream.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)

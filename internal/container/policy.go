@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/distribution/reference"
+	"golang.org/x/net/publicsuffix"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -19,9 +21,10 @@ import (
 // the safe ones.
 type Policy struct {
 	// Registries are the image registry hosts a reference may name: "quay.io",
-	// "registry.example.com:5000" (that port only), "*.example.com" (its subdomains),
-	// "*" (any host). nil: any host the fixed rules allow. A host the fixed rules
-	// refuse is allowed only when listed exactly, never by a glob.
+	// "registry.example.com:5000" (that port only), "gcr.io/distroless/" (repositories
+	// under that path only), "*.example.com" (its subdomains), "*" (any host). nil: any
+	// host the fixed rules allow. A host the fixed rules refuse, or one without a public
+	// suffix, is allowed only when listed exactly, never by a glob.
 	Registries []string
 	// LabelPrefixes are the label key prefixes ("example.com/") a tenant may use besides
 	// unprefixed keys. ReservedLabelDomains are refused whatever this says.
@@ -183,25 +186,28 @@ func splitHostPort(domain string) (host, port string) {
 }
 
 // registryProblem says why the policy refuses an image from domain (a reference's
-// registry part, as distribution/reference normalizes it: docker.io for "nginx"), or "".
-func (p Policy) registryProblem(domain string) string {
+// registry part, as distribution/reference normalizes it: docker.io for "nginx") and
+// repository path (library/nginx), or "".
+func (p Policy) registryProblem(domain, path string) string {
 	host, port := splitHostPort(domain)
 	// An entry names a host and, after a colon, a port: "h" is h without a port (the
-	// registry's default), "h:5000" that port only; "*.example.com" the subdomains of
-	// example.com (not example.com), "*" any host on any port. exact: globs do not count.
+	// registry's default), "h:5000" that port only; then, after a slash, a repository
+	// path prefix; "*.example.com" the subdomains of example.com (not example.com), "*"
+	// any host on any port. exact: globs do not count.
 	listed := func(exact bool) bool {
 		for _, e := range p.Registries {
 			e = strings.ToLower(e)
-			eHost, ePort := splitHostPort(e)
+			eDomain, ePath, _ := strings.Cut(e, "/")
+			eHost, ePort := splitHostPort(eDomain)
 			switch {
 			case e == "*":
-				if !exact {
+				if !exact && publicSuffixed(host) {
 					return true
 				}
-			case ePort != port:
+			case ePort != port || !strings.HasPrefix(path+"/", ePath):
 			case eHost == host:
 				return true
-			case !exact && strings.HasPrefix(eHost, "*.") && strings.HasSuffix(host, eHost[1:]):
+			case !exact && strings.HasPrefix(eHost, "*.") && strings.HasSuffix(host, eHost[1:]) && publicSuffixed(host):
 				return true
 			}
 		}
@@ -217,7 +223,18 @@ func (p Policy) registryProblem(domain string) string {
 	if p.Registries == nil || listed(false) {
 		return ""
 	}
-	return fmt.Sprintf("registry host %q is not one this provider pulls from (SP_IMAGE_REGISTRIES: %s)", domain, strings.Join(p.Registries, ", "))
+	if slices.ContainsFunc(p.Registries, func(e string) bool { return strings.HasPrefix(e, "*") }) && !publicSuffixed(host) {
+		return fmt.Sprintf("registry host %q has no public suffix: wildcards match only public names, so the operator must list it exactly (SP_IMAGE_REGISTRIES: %s)", domain, strings.Join(p.Registries, ", "))
+	}
+	return fmt.Sprintf("registry %q is not one this provider pulls from (SP_IMAGE_REGISTRIES: %s)", Clip(domain+"/"+path, MaxQuoted), strings.Join(p.Registries, ", "))
+}
+
+// publicSuffixed: host ends in a public suffix of the ICANN section (io, com, co.uk)
+// and is more than the suffix. Names like nats.dcm, registry.corp or
+// kube-dns.kube-system resolve only inside a network, through the node's resolver.
+func publicSuffixed(host string) bool {
+	suffix, icann := publicsuffix.PublicSuffix(host)
+	return icann && suffix != host
 }
 
 // RegistryEntryProblem says what is wrong with one entry of Policy.Registries (a
@@ -229,7 +246,19 @@ func RegistryEntryProblem(e string) string {
 	if strings.ToLower(e) != e {
 		return "must be lower case"
 	}
-	host, port := splitHostPort(e)
+	domain, path, hasPath := strings.Cut(e, "/")
+	if hasPath {
+		if strings.Contains(domain, "*") || !strings.HasSuffix(path, "/") {
+			return "is not a registry host (host, host:port, host/path/ or *.domain; a path ends in / and takes no wildcard)"
+		}
+		if _, err := reference.ParseNamed(domain + "/" + strings.TrimSuffix(path, "/")); err != nil {
+			return "has a path that is not a repository path"
+		}
+	}
+	host, port := splitHostPort(domain)
+	if strings.HasPrefix(host, "*.") && !publicSuffixed(host[2:]) {
+		return "is a wildcard under a name without a public suffix: list such hosts exactly"
+	}
 	if n, err := strconv.Atoi(port); port != "" && (err != nil || len(validation.IsValidPortNum(n)) > 0) {
 		return "has a port that is not a number from 1 to 65535"
 	}

@@ -33,7 +33,7 @@ func FuzzImagePolicy(f *testing.F) {
 		if i := strings.IndexByte(bare, '%'); i >= 0 {
 			bare = bare[:i]
 		}
-		if anyHost.registryProblem(domain) == "" {
+		if anyHost.registryProblem(domain, reference.Path(named)) == "" {
 			if _, err := netip.ParseAddr(bare); err == nil {
 				t.Fatalf("%q: an IP-literal host %q was allowed", ref, host)
 			}
@@ -42,7 +42,7 @@ func FuzzImagePolicy(f *testing.F) {
 				t.Fatalf("%q: host %q was allowed", ref, host)
 			}
 		}
-		if listed.registryProblem(domain) == "" && host != "quay.io" && !strings.HasSuffix(host, ".example.com") {
+		if listed.registryProblem(domain, reference.Path(named)) == "" && host != "quay.io" && !strings.HasSuffix(host, ".example.com") {
 			t.Fatalf("%q: host %q is not on the list but was allowed", ref, domain)
 		}
 	})

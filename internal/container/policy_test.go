@@ -62,6 +62,41 @@ func TestImagePolicyRefusesTheNodesNetwork(t *testing.T) {
 	}
 }
 
+// Repository prefixes, and a wildcard that matches only names with a public suffix.
+func TestImagePolicyPrefixesAndPublicSuffixes(t *testing.T) {
+	prefixed := Policy{Registries: []string{"gcr.io/distroless/", "quay.io"}}
+	any := Policy{Registries: []string{"*"}}
+	for _, tc := range []struct {
+		p   Policy
+		ref string
+		ok  bool
+	}{
+		{prefixed, "gcr.io/distroless/static:nonroot", true},
+		{prefixed, "gcr.io/distroless/base/debug", true},
+		{prefixed, "gcr.io/distrolessx/static", false},
+		{prefixed, "gcr.io/my-project/private", false},
+		{prefixed, "quay.io/anything/at/all", true},
+		{any, "quay.io/app", true},
+		{any, "registry.example.co.uk/app", true},
+		{any, "nats.dcm/x", false},
+		{any, "kube-dns.kube-system/x", false},
+		{any, "registry.corp/x", false},
+		{any, "x.svc.k8s.corp/x", false},
+		{Policy{Registries: []string{"*", "registry.corp"}}, "registry.corp/x", true},
+	} {
+		got := imageProblems(withImage(t, tc.ref), tc.p)
+		if tc.ok != (len(got) == 0) {
+			t.Errorf("SP_IMAGE_REGISTRIES=%v, %s: problems %q, want allowed=%v", tc.p.Registries, tc.ref, got, tc.ok)
+		}
+	}
+	for e, ok := range map[string]bool{"gcr.io/distroless/": true, "gcr.io/distroless": false, "*.corp": false, "*.example.com": true,
+		"*/x/": false, "gcr.io/Bad Path/": false, "localhost:5000/team/": true} {
+		if got := RegistryEntryProblem(e); ok != (got == "") {
+			t.Errorf("RegistryEntryProblem(%q) = %q, want ok=%v", e, got, ok)
+		}
+	}
+}
+
 func TestImagePolicyExactListingAllowsAnInternalHost(t *testing.T) {
 	openshift := "image-registry.openshift-image-registry.svc:5000"
 	p := Policy{Registries: []string{"quay.io", openshift}}

@@ -115,7 +115,7 @@ func validateImage(ref string, p Policy) []Violation {
 	if err != nil {
 		return []Violation{violation(ptr, "image.reference %q is not an image reference ([registry/]repository[:tag][@digest]): %v", ref, err)}
 	}
-	if problem := p.registryProblem(reference.Domain(named)); problem != "" {
+	if problem := p.registryProblem(reference.Domain(named), reference.Path(named)); problem != "" {
 		return []Violation{{Pointer: ptr, Detail: fmt.Sprintf("image.reference %q: %s", Clip(ref, MaxQuoted), problem)}}
 	}
 	return nil

@@ -23,6 +23,11 @@ type Tenants struct {
 	MaxCPU          string `env:"SP_MAX_CPU" envDefault:"16" help:"largest cpu limit (spec.resources.cpu.max) a container may ask for, a Kubernetes quantity; 0 = none"`
 	MinMemory       string `env:"SP_MIN_MEMORY" envDefault:"16Mi" help:"smallest memory request (spec.resources.memory.min), a Kubernetes quantity; 0 = none"`
 	MaxMemory       string `env:"SP_MAX_MEMORY" envDefault:"64Gi" help:"largest memory limit (spec.resources.memory.max), a Kubernetes quantity; 0 = none"`
+	// The ratios bound what a container may use beyond what the scheduler reserved for
+	// it, as a LimitRange's maxLimitRequestRatio does: memory is not compressible, so
+	// its overcommit is what gets neighbours killed or evicted.
+	MaxCPURatio    float64 `env:"SP_MAX_CPU_RATIO" envDefault:"10" help:"largest cpu.max / cpu.min a container may ask for (cpu is throttled, not killed); 0 = none"`
+	MaxMemoryRatio float64 `env:"SP_MAX_MEMORY_RATIO" envDefault:"4" help:"largest memory.max / memory.min a container may ask for (memory beyond the request is taken from neighbours on the node); 0 = none"`
 	// MaxExternalPorts: each external port takes a node port from the cluster's shared
 	// range (2,768 by default) or a load balancer.
 	MaxExternalPorts int    `env:"SP_MAX_EXTERNAL_PORTS" envDefault:"4" unit:"ports" help:"external ports one container may have; 0 = no cap (set a ResourceQuota on services.nodeports too)"`
@@ -47,6 +52,8 @@ func (c *Config) Policy() container.Policy {
 		ExternalRefused:  c.Kubernetes.ExternalServiceType == ExternalNone,
 		MaxExternalPorts: t.MaxExternalPorts,
 		RefuseMixed:      t.MixedVisibility == "refuse",
+		MaxCPURatio:      t.MaxCPURatio,
+		MaxMemoryRatio:   t.MaxMemoryRatio,
 	}
 	p.MinCPU, _ = resource.ParseQuantity(t.MinCPU)
 	p.MaxCPU, _ = resource.ParseQuantity(t.MaxCPU)
@@ -126,6 +133,9 @@ func (t Tenants) validate() []string {
 		if okLo && okHi && !hi.IsZero() && lo.Cmp(hi) > 0 {
 			p = append(p, fmt.Sprintf("%s (%s) must not exceed %s (%s)", pair[0], lo.String(), pair[1], hi.String()))
 		}
+	}
+	if t.MaxCPURatio != 0 && t.MaxCPURatio < 1 || t.MaxMemoryRatio != 0 && t.MaxMemoryRatio < 1 {
+		p = append(p, fmt.Sprintf("SP_MAX_CPU_RATIO (%g) and SP_MAX_MEMORY_RATIO (%g): must be 0 (none) or 1 or more", t.MaxCPURatio, t.MaxMemoryRatio))
 	}
 	if t.MaxExternalPorts < 0 {
 		p = append(p, "SP_MAX_EXTERNAL_PORTS: must be 0 (no cap) or more")

@@ -18,7 +18,7 @@ func TestTenantDefaults(t *testing.T) {
 	p := c.Policy()
 	if !slices.Equal(p.Registries, []string{"docker.io", "quay.io", "ghcr.io", "registry.k8s.io", "gcr.io"}) || p.LabelPrefixes != nil ||
 		p.LabelKeys != nil || p.ExternalRefused || p.MaxExternalPorts != 4 || p.RefuseMixed ||
-		p.MinCPU.String() != "10m" || p.MaxCPU.String() != "16" || p.MinMemory.String() != "16Mi" || p.MaxMemory.String() != "64Gi" {
+		p.MaxCPURatio != 10 || p.MaxMemoryRatio != 4 || p.MinCPU.String() != "10m" || p.MaxCPU.String() != "16" || p.MinMemory.String() != "16Mi" || p.MaxMemory.String() != "64Gi" {
 		t.Errorf("policy %+v", p)
 	}
 	o := c.Objects()
@@ -61,6 +61,7 @@ func TestTenantSettingsRefused(t *testing.T) {
 		"SP_LABEL_PREFIXES=app.kubernetes.io/":                  "under kubernetes.io",
 		"SP_LABEL_KEYS=app,example.com/x":                       `SP_LABEL_KEYS: "example.com/x" is not an unprefixed label key`,
 		"SP_LABEL_KEYS=pod-template-hash":                       `SP_LABEL_KEYS: "pod-template-hash" is reserved`,
+		"SP_MAX_MEMORY_RATIO=0.5":                               "SP_MAX_MEMORY_RATIO (0.5): must be 0 (none) or 1 or more",
 		"SP_MAX_CPU=lots":                                       `SP_MAX_CPU="lots": not a Kubernetes quantity`,
 		"SP_MIN_MEMORY=-1Gi":                                    `SP_MIN_MEMORY="-1Gi"`,
 		"SP_MIN_CPU=32":                                         "SP_MIN_CPU (32) must not exceed SP_MAX_CPU (16)",

@@ -41,6 +41,8 @@ type Policy struct {
 	// Bounds of spec.resources; a zero Quantity is no bound. Min* bound the requests
 	// (min), Max* the limits (max).
 	MinCPU, MaxCPU, MinMemory, MaxMemory resource.Quantity
+	// MaxCPURatio and MaxMemoryRatio bound max / min of each; 0: no bound.
+	MaxCPURatio, MaxMemoryRatio float64
 }
 
 // ReservedLabelDomains are label key prefixes no tenant may use, whatever the

@@ -373,3 +373,39 @@ func TestVisibilityOfMixedPorts(t *testing.T) {
 		t.Errorf("visibilities = %v, want %v", got, want)
 	}
 }
+
+// The limit-to-request ratios, as a LimitRange's maxLimitRequestRatio: the issue's
+// 16Mi scheduled and 64Gi allowed is refused; the seed's examples pass.
+func TestResourceRatios(t *testing.T) {
+	p := Policy{MaxCPURatio: 10, MaxMemoryRatio: 4, LabelPrefixes: testPolicy.LabelPrefixes}
+	for _, tc := range []struct {
+		cpuMin, cpuMax any
+		memMin, memMax string
+		want           map[string]string
+	}{
+		{1, 2, "1GB", "2GB", nil},
+		{2, 4, "1GB", "4GB", nil}, // the seed's largest ratio
+		{"10m", "100m", "16MB", "64MB", nil},
+		{"10m", 16, "16MB", "64GB", map[string]string{
+			"#/spec/resources/cpu/max":    "cpu.max (16) is more than 10 times cpu.min (10m), this provider's largest ratio (SP_MAX_CPU_RATIO)",
+			"#/spec/resources/memory/max": "memory.max (64Gi) is more than 4 times memory.min (16Mi), this provider's largest ratio (SP_MAX_MEMORY_RATIO)"}},
+		{"10m", "101m", "16MB", "65MB", map[string]string{"#/spec/resources/cpu/max": "SP_MAX_CPU_RATIO", "#/spec/resources/memory/max": "SP_MAX_MEMORY_RATIO"}},
+	} {
+		got := map[string]string{}
+		edit := func(m map[string]any) {
+			sub(m, "resources")["cpu"] = map[string]any{"min": tc.cpuMin, "max": tc.cpuMax}
+			sub(m, "resources")["memory"] = map[string]any{"min": tc.memMin, "max": tc.memMax}
+		}
+		for _, v := range Validate(mutate(t, edit), p) {
+			got[v.Pointer] = v.Detail
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%v/%v %s/%s: problems %v, want %v", tc.cpuMin, tc.cpuMax, tc.memMin, tc.memMax, got, tc.want)
+		}
+		for ptr, want := range tc.want {
+			if !strings.Contains(got[ptr], want) {
+				t.Errorf("%s: %q, want it to contain %q", ptr, got[ptr], want)
+			}
+		}
+	}
+}

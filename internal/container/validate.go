@@ -126,10 +126,27 @@ func validateResources(r *v1alpha1.ContainerResources, p Policy) []Violation {
 	cpuMax, errMax := parseCPU(r.Cpu.Max)
 	vs := validateRange("cpu", cpuMin, cpuMax, errMin, errMax, cpuMin.String(), cpuMax.String())
 	vs = append(vs, validateBounds("cpu", cpuMin, cpuMax, errMin, errMax, p.MinCPU, p.MaxCPU, "SP_MIN_CPU", "SP_MAX_CPU")...)
+	if errMin == nil && errMax == nil {
+		vs = append(vs, validateRatio("cpu", cpuMin, cpuMax, p.MaxCPURatio, "SP_MAX_CPU_RATIO")...)
+	}
 	memMin, errMin := parseMemory(r.Memory.Min)
 	memMax, errMax := parseMemory(r.Memory.Max)
 	vs = append(vs, validateRange("memory", memMin, memMax, errMin, errMax, r.Memory.Min, r.Memory.Max)...)
-	return append(vs, validateBounds("memory", memMin, memMax, errMin, errMax, p.MinMemory, p.MaxMemory, "SP_MIN_MEMORY", "SP_MAX_MEMORY")...)
+	vs = append(vs, validateBounds("memory", memMin, memMax, errMin, errMax, p.MinMemory, p.MaxMemory, "SP_MIN_MEMORY", "SP_MAX_MEMORY")...)
+	if errMin == nil && errMax == nil {
+		vs = append(vs, validateRatio("memory", memMin, memMax, p.MaxMemoryRatio, "SP_MAX_MEMORY_RATIO")...)
+	}
+	return vs
+}
+
+// validateRatio bounds max / min: a container scheduled for min that may use far more
+// takes it from its neighbours on the node.
+func validateRatio(name string, lo, hi resource.Quantity, ratio float64, ratioVar string) []Violation {
+	if ratio == 0 || lo.Sign() <= 0 || hi.AsApproximateFloat64() <= ratio*lo.AsApproximateFloat64() {
+		return nil
+	}
+	return []Violation{violation(Pointer("spec", "resources", name, "max"), "%s.max (%s) is more than %g times %s.min (%s), this provider's largest ratio (%s)",
+		name, hi.String(), ratio, name, lo.String(), ratioVar)}
 }
 
 // validateBounds holds spec.resources.<name> to the operator's minimum request (floor,

@@ -105,6 +105,7 @@ func TestPolicyRefusalsLeaveNothing(t *testing.T) {
 		{"mixed", "#/spec/network/ports/1/visibility", "SP_K8S_MIXED_VISIBILITY=refuse",
 			spec("web", "nginx", withPorts(port(8080, "external"), port(9090, "internal")))},
 		{"huge", "#/spec/resources/memory/max", "SP_MAX_MEMORY", spec("web", "nginx", memory("1GB", "4096TB"))},
+		{"overcommit", "#/spec/resources/memory/max", "SP_MAX_MEMORY_RATIO", spec("web", "nginx", memory("16MB", "64GB"))},
 		{"ports", "#/spec/network/ports", "SP_MAX_EXTERNAL_PORTS", spec("web", "nginx", withPorts(port(1, "external"),
 			port(2, "external"), port(3, "external"), port(4, "external"), port(5, "external")))},
 	}

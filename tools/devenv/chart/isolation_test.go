@@ -335,8 +335,7 @@ func krustomize(t *testing.T) []*unstructured.Unstructured {
 // (dcm-containers): the provider's objects in its namespace, the Role, RoleBinding and
 // containers' NetworkPolicies in the containers', bound to the provider's ServiceAccount,
 // SP_K8S_NAMESPACE naming the containers' namespace and SP_ENDPOINT the provider's
-// Service. Before issue 34 everything was in dcm-containers, the provider among its
-// tenants.
+// Service. The optional ClusterRole for SP_K8S_POD_SECURITY=auto is not in the base.
 func TestKustomizeLayout(t *testing.T) {
 	const provider, containers = "k8s-container-sp", "dcm-containers"
 	objs := krustomize(t)
@@ -349,7 +348,7 @@ func TestKustomizeLayout(t *testing.T) {
 		"NetworkPolicy/k8s-container-sp": provider, "PodDisruptionBudget/k8s-container-sp": provider,
 		"Role/k8s-container-sp": containers, "RoleBinding/k8s-container-sp": containers,
 		"NetworkPolicy/k8s-container-sp-containers-ingress": containers, "NetworkPolicy/k8s-container-sp-containers-egress": containers,
-		"ClusterRole/k8s-container-sp-namespace": "", "ClusterRoleBinding/k8s-container-sp-namespace": "",
+		"LimitRange/k8s-container-sp-containers": containers, "ResourceQuota/k8s-container-sp-containers": containers,
 	} {
 		got, ok := where[k]
 		if !ok || got != want {

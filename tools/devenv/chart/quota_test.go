@@ -1,8 +1,11 @@
 package chart
 
 import (
+	"os"
+	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
@@ -44,5 +47,34 @@ func TestContainerQuotaMatchesKustomize(t *testing.T) {
 		ratio(corev1.ResourceCPU) != p.MaxCPURatio || ratio(corev1.ResourceMemory) != p.MaxMemoryRatio {
 		t.Errorf("the LimitRange %+v is not the service's bounds (max cpu %s, memory %s, ratios %g, %g)",
 			lim, p.MaxCPU.String(), p.MaxMemory.String(), p.MaxCPURatio, p.MaxMemoryRatio)
+	}
+}
+
+// deploy/base and the chart install with the same security defaults: the external
+// Service type, the pod security profile, no cluster-wide grant, and the containers'
+// NetworkPolicies, LimitRange and ResourceQuota (compared above and in
+// TestContainerPoliciesMatchKustomize).
+func TestKustomizeSharesTheChartsSecurityDefaults(t *testing.T) {
+	chartDep, _ := find[appsv1.Deployment](t, render(t, ""), "Deployment")
+	chartEnv := env(t, chartDep)
+	raw, err := os.ReadFile(repo("deploy", "base", "config.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseEnv := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			baseEnv[k] = v
+		}
+	}
+	for _, k := range []string{"SP_K8S_EXTERNAL_SVC_TYPE", "SP_K8S_POD_SECURITY", "SP_K8S_MIXED_VISIBILITY", "SP_IMAGE_REGISTRIES"} {
+		if chartEnv[k] != baseEnv[k] {
+			t.Errorf("%s: the chart sets %q, deploy/base %q", k, chartEnv[k], baseEnv[k])
+		}
+	}
+	for _, o := range krustomize(t) {
+		if k := o.GetKind(); k == "ClusterRole" || k == "ClusterRoleBinding" {
+			t.Errorf("deploy/base grants %s %s: the chart grants nothing cluster-wide by default", k, o.GetName())
+		}
 	}
 }

@@ -187,7 +187,7 @@ bench-limit: $(HARNESS)
 MODEL_FLAGS ?=
 model:
 	go build -o $(BIN)/sp-model $(DEVENV)/cmd/sp-model
-	$(BIN)/sp-model -sizes 1000,100000,150000 $(MODEL_FLAGS)
+	$(BIN)/sp-model -sizes 1000,25000,100000 $(MODEL_FLAGS)
 
 # Seeded fault injection with an invariant checker (docs/reliability.md). SEED=<n> replays
 # a run; CHAOS_FLAGS=-duration=10m for a longer one. The report goes to

@@ -48,12 +48,14 @@ func machine() Machine {
 	return m
 }
 
-// The targets of issue 26 for the model (issue 35 keeps them).
+// The model's targets, read at targetContainers; larger sizes are figures, not targets.
+// The RSS target leaves a fifth of the chart's default memory limit (256Mi) as room.
 const (
-	targetRSSMB      = 300 // RSS at 100,000, idle and after the reads, without a memory limit (issue 35)
-	targetSyncedS    = 20  // start to synced at 100,000
-	targetPageRatio  = 1.5 // LIST page p50 at 100,000 / at 1,000
-	targetContainers = 100000
+	chartLimitMB     = 256
+	targetRSSMB      = chartLimitMB * 4 / 5 // RSS at targetContainers, idle and after the reads
+	targetSyncedS    = 20                   // start to synced at targetContainers
+	targetPageRatio  = 1.5                  // LIST page p50 at targetContainers / at 1,000
+	targetContainers = 25000
 )
 
 // Check is one target: what was measured, the target, and whether it was met.
@@ -84,7 +86,7 @@ func (r *Report) Checks() []Check {
 	}{{"idle", big.Idle}, {"after the reads", big.AfterReads}} {
 		out = append(out, Check{What: fmt.Sprintf("RSS at %d, %s", big.Containers, m.when),
 			Measured: fmt.Sprintf("%.0f MB (Go heap %.0f MB live)", mib(m.m.RSSBytes), mib(int64(m.m.HeapLiveBytes))),
-			Target:   fmt.Sprintf("≤ %d MB, no memory limit", targetRSSMB), OK: m.m.RSSBytes <= targetRSSMB<<20})
+			Target:   fmt.Sprintf("≤ %d MB (the chart's limit, %d MiB, with room), measured without a limit", targetRSSMB, chartLimitMB), OK: m.m.RSSBytes <= targetRSSMB<<20})
 	}
 	out = append(out, Check{What: fmt.Sprintf("start to synced at %d", big.Containers),
 		Measured: fmt.Sprintf("%.1f s", big.SyncedS), Target: fmt.Sprintf("≤ %d s", targetSyncedS), OK: big.SyncedS <= targetSyncedS})

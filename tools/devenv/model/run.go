@@ -263,9 +263,9 @@ func runSize(ctx context.Context, o Options, n int, natsURL, registryURL string)
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// defaultGC is env without GOMEMLIMIT and GOGC: the target at 100,000 containers is
-// without a memory limit (issue 35), so the service's process runs with Go's defaults
-// whatever the environment of the model's run sets.
+// defaultGC is env without GOMEMLIMIT and GOGC: the RSS target is measured without a
+// memory limit, so the service's process runs with Go's defaults whatever the
+// environment of the model's run sets.
 func defaultGC(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")

@@ -181,7 +181,7 @@ bench-limit: $(HARNESS)
 	go run $(DEVENV)/cmd/sp-bench -only=memory-limit -only-out=docs/benchmarks-limit.json
 
 # The capacity model (no cluster): the service's real store, API and status controller fed
-# by an in-process list-watch server with 1,000 to 150,000 running containers, each size
+# by an in-process list-watch server with 1,000, 25,000 and 100,000 running containers, each size
 # in a fresh process; writes docs/model.md and docs/model.json (tools/devenv/model).
 # MODEL_FLAGS=-sizes=1000,10000 for a quick one, -out=DIR to write elsewhere.
 MODEL_FLAGS ?=

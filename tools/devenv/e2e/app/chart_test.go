@@ -36,6 +36,8 @@ func TestChartManifestsAreValid(t *testing.T) {
 		"Deployment":          {schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true},
 		"NetworkPolicy":       {schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}, true},
 		"PodDisruptionBudget": {schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, true},
+		"LimitRange":          {schema.GroupVersionResource{Version: "v1", Resource: "limitranges"}, true},
+		"ResourceQuota":       {schema.GroupVersionResource{Version: "v1", Resource: "resourcequotas"}, true},
 	}
 	// The containers' namespace, by default <release namespace>-containers, exists
 	// already (the chart makes it only with createNamespace).

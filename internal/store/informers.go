@@ -21,11 +21,13 @@ type informers struct {
 	of [kinds]cache.SharedIndexInformer
 
 	mu sync.Mutex
-	// written are this replica's writes, by id, until their informer shows them or
-	// something newer (see overlay).
+	// written are this replica's writes, by id, until their informer has reached their
+	// resourceVersion (see wrote).
 	written map[string][]*object
 	// seen is, per kind, the newest resourceVersion an event has brought.
 	seen [kinds]uint64
+	// watchers are told the ids whose written objects went (see Store.Watch).
+	watchers map[*func(string)]struct{}
 	// ids are the containers with a Deployment or a record, in order.
 	ids *btree.BTreeG[string]
 	// ended holds, per id, the incarnation whose Deployment an informer saw deleted,
@@ -35,7 +37,7 @@ type informers struct {
 
 // newInformers makes the informers (not started) over each kind's ListerWatcher.
 func newInformers(lws [kinds]cache.ListerWatcher, resync time.Duration) *informers {
-	c := &informers{written: map[string][]*object{}, ids: btree.NewG(32, func(a, b string) bool { return a < b }), ended: map[string]string{}}
+	c := &informers{written: map[string][]*object{}, watchers: map[*func(string)]struct{}{}, ids: btree.NewG(32, func(a, b string) bool { return a < b }), ended: map[string]string{}}
 	examples := [kinds]runtime.Object{&appsv1.Deployment{}, &corev1.Pod{}, &corev1.Service{}, &corev1.ConfigMap{}}
 	for k := range kinds {
 		inf := cache.NewSharedIndexInformerWithOptions(lws[k], examples[k], cache.SharedIndexInformerOptions{
@@ -60,24 +62,94 @@ func (c *informers) event(k kind, obj any, deleted bool) {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.seen[k] = max(c.seen[k], version(o.ResourceVersion))
+	if deleted && k == deployments && o.dep.Incarnation != "" {
+		c.ended[o.id] = o.dep.Incarnation
+	}
+	c.settle(o.id)
+	gone := c.prune()
+	c.mu.Unlock()
+	c.tell(gone)
+}
+
+// reached is the newest resourceVersion kind k's informer has applied: its indexer's,
+// which a relist and a bookmark move too, or its newest event's. c.mu is held.
+func (c *informers) reached(k kind) uint64 {
+	return max(c.seen[k], version(c.of[k].GetIndexer().LastStoreSyncResourceVersion()))
+}
+
+// prune drops the written objects whose informer has reached them and returns their
+// ids. A relist can pass a write without an event of it (made and deleted while the
+// watch was down), so this runs on a timer too (sweep). c.mu is held.
+func (c *informers) prune() []string {
+	if len(c.written) == 0 {
+		return nil
+	}
+	var at [kinds]uint64
+	for k := range kinds {
+		at[k] = c.reached(k)
+	}
+	var gone []string
 	for id, objs := range c.written {
-		objs = slices.DeleteFunc(objs, func(w *object) bool { return w.kind == k && version(w.ResourceVersion) <= c.seen[k] })
+		n := len(objs)
+		objs = slices.DeleteFunc(objs, func(w *object) bool { return version(w.ResourceVersion) <= at[w.kind] })
+		if len(objs) == n {
+			continue
+		}
 		if len(objs) == 0 {
 			delete(c.written, id)
 		} else {
 			c.written[id] = objs
 		}
+		gone = append(gone, id)
 	}
-	if deleted && k == deployments && o.dep.Incarnation != "" {
-		c.ended[o.id] = o.dep.Incarnation
+	for _, id := range gone {
+		c.settle(id)
 	}
-	c.settle(o.id)
+	return gone
+}
+
+// watch adds a watcher; the returned function removes it.
+func (c *informers) watch(changed func(string)) (stop func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.watchers[&changed] = struct{}{}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.watchers, &changed)
+	}
+}
+
+// sweep prunes the written objects a relist or a bookmark has passed, which brings no
+// event, and tells the watchers.
+func (c *informers) sweep() {
+	c.mu.Lock()
+	gone := c.prune()
+	c.mu.Unlock()
+	c.tell(gone)
+}
+
+// tell calls every watcher with each id. c.mu is not held.
+func (c *informers) tell(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	c.mu.Lock()
+	watchers := make([]func(string), 0, len(c.watchers))
+	for w := range c.watchers {
+		watchers = append(watchers, *w)
+	}
+	c.mu.Unlock()
+	for _, changed := range watchers {
+		for _, id := range ids {
+			changed(id)
+		}
+	}
 }
 
 // wrote puts an object this replica wrote (the apiserver's answer) in front of what
-// its informer shows until the informer shows it or something newer. client-go's
+// its informer shows until the informer has reached its resourceVersion. client-go's
 // MutationCache would keep it for a fixed time, even once the watch showed it deleted.
 func (c *informers) wrote(o *object) {
 	if o.id == "" {
@@ -85,7 +157,7 @@ func (c *informers) wrote(o *object) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if version(o.ResourceVersion) <= c.seen[o.kind] {
+	if version(o.ResourceVersion) <= c.reached(o.kind) {
 		return // the informer is past it already
 	}
 	c.written[o.id] = append(slices.DeleteFunc(c.written[o.id], func(w *object) bool {
@@ -116,9 +188,13 @@ func (c *informers) objects(k kind, id string) []*object {
 	for _, x := range list {
 		out = append(out, x.(*object))
 	}
+	reached := uint64(0)
+	if len(c.written[id]) > 0 {
+		reached = c.reached(k)
+	}
 	for _, w := range c.written[id] {
-		if w.kind != k {
-			continue
+		if w.kind != k || version(w.ResourceVersion) <= reached {
+			continue // the informer shows it or something newer; prune drops it
 		}
 		i := slices.IndexFunc(out, func(o *object) bool { return o.Name == w.Name })
 		switch {

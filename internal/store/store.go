@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -104,7 +105,7 @@ func (s *Store) wrote(obj runtime.Object) {
 }
 
 // Watch calls changed with a container's id on every change to its record,
-// Deployment, pods or Service until the returned function is called; first, as an
+// Deployment, pods or Service, and when a write of it leaves the overlay, until the returned function is called; first, as an
 // informer tells a late handler, with the id of every object the informers hold. It
 // is called from the informers' handler goroutines, once their indexers have the
 // change: it must not block.
@@ -120,7 +121,9 @@ func (s *Store) Watch(changed func(id string)) (stop func(), err error) {
 			return nil, err
 		}
 	}
+	unwatch := s.informers.watch(changed)
 	return func() {
+		unwatch()
 		for k, inf := range s.informers.of {
 			_ = inf.RemoveEventHandler(regs[k])
 		}
@@ -145,7 +148,11 @@ func (s *Store) Start(ctx context.Context) {
 			}
 		}
 	})
+	s.running.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { s.informers.sweep() }, sweepEvery) })
 }
+
+// sweepEvery is how often the overlay drops writes a relist or a bookmark passed.
+const sweepEvery = time.Second
 
 // Synced reports whether every informer has synced.
 func (s *Store) Synced() bool {

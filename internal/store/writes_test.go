@@ -124,3 +124,35 @@ func TestLookupOf(t *testing.T) {
 		t.Error("lookupOf")
 	}
 }
+
+// A relist (or a bookmark) past a write that the informer never showed drops the write
+// with no event of it, and the store's watchers hear of its container: a Deployment made
+// and deleted while the watch was down is not read back, and the status controller
+// looks at the container again.
+func TestARelistDropsTheWritesItPassed(t *testing.T) {
+	s := unstarted(t)
+	rec, dep, _ := createdX(t)
+	s.wrote(rec)
+	s.wrote(dep)
+	var told []string
+	stop := s.informers.watch(func(id string) { told = append(told, id) })
+	defer stop()
+	if err := s.informers.of[deployments].GetIndexer().Replace(nil, "11"); err != nil {
+		t.Fatal(err)
+	}
+	if snap := s.Snapshot("x"); len(snap.Deployments) != 0 || snap.Record == nil {
+		t.Errorf("after a relist at the Deployment's version: %d Deployments, record %v; want none and the record",
+			len(snap.Deployments), snap.Record != nil)
+	}
+	s.informers.sweep()
+	if len(told) != 1 || told[0] != "x" {
+		t.Errorf("the watchers were told %v, want [x]", told)
+	}
+	if ids := s.IDs(); len(ids) != 1 {
+		t.Errorf("IDs %v, want [x] (its record lives)", ids)
+	}
+	s.informers.sweep()
+	if len(told) != 1 {
+		t.Errorf("a second sweep told %v again", told)
+	}
+}

@@ -151,6 +151,11 @@ func (h *hooks) wrap(gateOf func(*http.Request) *gate) func(http.RoundTripper) h
 			if h.down.Load() && !isWatch(r) {
 				return nil, errAway
 			}
+			if gateOf != nil && isWatch(r) && r.URL.Query().Get("sendInitialEvents") != "true" {
+				if g := gateOf(r); g != nil && g.expired.CompareAndSwap(true, false) {
+					return expired(r), nil
+				}
+			}
 			resp, err := rt.RoundTrip(r)
 			if err != nil {
 				return resp, err
@@ -177,6 +182,20 @@ func (h *hooks) wrap(gateOf func(*http.Request) *gate) func(http.RoundTripper) h
 type gate struct {
 	mu     sync.Mutex
 	closed chan struct{} // nil: open
+	broken bool          // held reads fail, their data lost
+	// expired: the next watch (not a list's) answers 410, so the reflector lists anew.
+	expired atomic.Bool
+}
+
+// relist ends the held watch with its data lost and answers the next watch 410, as
+// when a watch breaks and its resourceVersion is compacted away: the informer lists
+// anew and sees none of the changes made while it was held.
+func (g *gate) relist() {
+	g.expired.Store(true)
+	g.mu.Lock()
+	g.broken = true
+	g.mu.Unlock()
+	g.open()
 }
 
 func (g *gate) close() {
@@ -196,13 +215,18 @@ func (g *gate) open() {
 	}
 }
 
-func (g *gate) wait() {
+// wait waits while the gate is closed; false when the held read is to fail.
+func (g *gate) wait() bool {
 	g.mu.Lock()
 	ch := g.closed
 	g.mu.Unlock()
-	if ch != nil {
-		<-ch
+	if ch == nil {
+		return true
 	}
+	<-ch
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.broken
 }
 
 type gatedBody struct {
@@ -212,8 +236,17 @@ type gatedBody struct {
 
 func (b gatedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.g.wait()
+	if !b.g.wait() {
+		return 0, io.ErrUnexpectedEOF
+	}
 	return n, err
+}
+
+// expired is the apiserver's answer to a watch from a compacted resourceVersion.
+func expired(r *http.Request) *http.Response {
+	body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version","reason":"Expired","code":410}`
+	return &http.Response{StatusCode: http.StatusGone, Status: "410 Gone", Request: r, Body: io.NopCloser(strings.NewReader(body)),
+		Header: http.Header{"Content-Type": {"application/json"}}, ProtoMajor: 1, ProtoMinor: 1}
 }
 
 func isWatch(r *http.Request) bool { return r.URL.Query().Get("watch") == "true" }

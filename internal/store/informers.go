@@ -183,10 +183,12 @@ func (c *informers) settle(id string) {
 // objects are the objects of kind k of container id: the informer's, overlaid with
 // this replica's newer writes. c.mu is held.
 func (c *informers) objects(k kind, id string) []*object {
-	list, _ := c.of[k].GetIndexer().ByIndex(byID, id)
-	out := make([]*object, 0, len(list)+1)
+	list, _ := c.of[k].GetIndexer().ByIndex(byID, bucket(id))
+	var out []*object
 	for _, x := range list {
-		out = append(out, x.(*object))
+		if o := x.(*object); o.id == id {
+			out = append(out, o)
+		}
 	}
 	reached := uint64(0)
 	if len(c.written[id]) > 0 {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -74,23 +75,40 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 		s.fresh[name] = freshness.NewTracker(name, cacheTitle[name], now, log)
 	}
 	// Records are ConfigMaps: only those labelled as records are listed and watched,
-	// never the namespace's other ConfigMaps.
-	core, apps := client.CoreV1().RESTClient(), client.AppsV1().RESTClient()
-	var lws [kinds]cache.ListerWatcher
-	for k, lw := range [kinds]struct {
-		client   cache.Getter
-		resource string
-		selector string
-	}{
-		{apps, "deployments", container.Selector}, {core, "pods", container.Selector},
-		{core, "services", container.Selector}, {core, "configmaps", container.RecordSelector},
-	} {
-		selected := cache.NewFilteredListWatchFromClient(lw.client, lw.resource, namespace,
-			func(o *metav1.ListOptions) { o.LabelSelector = lw.selector })
-		lws[k] = s.fresh[Caches[k]].Wrap(cache.ToListWatcherWithWatchListSemantics(selected, client))
+	// never the namespace's other ConfigMaps. The typed clients speak protobuf to the
+	// apiserver, which decodes several times faster than JSON.
+	apps, core := client.AppsV1(), client.CoreV1()
+	lws := [kinds]*cache.ListWatch{
+		listWatch(container.Selector, apps.Deployments(namespace).List, apps.Deployments(namespace).Watch),
+		listWatch(container.Selector, core.Pods(namespace).List, core.Pods(namespace).Watch),
+		listWatch(container.Selector, core.Services(namespace).List, core.Services(namespace).Watch),
+		listWatch(container.RecordSelector, core.ConfigMaps(namespace).List, core.ConfigMaps(namespace).Watch),
 	}
-	s.informers = newInformers(lws, resync)
+	var tracked [kinds]cache.ListerWatcher
+	for k, lw := range lws {
+		tracked[k] = s.fresh[Caches[k]].Wrap(cache.ToListWatcherWithWatchListSemantics(lw, client))
+	}
+	s.informers = newInformers(tracked, resync)
 	return s, nil
+}
+
+// listWatch lists and watches what selector selects, through a typed client's List and Watch.
+func listWatch[L runtime.Object](selector string, list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			l, err := list(ctx, o)
+			if err != nil {
+				return nil, err // not a typed nil in an interface
+			}
+			return l, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return watchFn(ctx, o)
+		},
+	}
 }
 
 // DefaultReserveWindow is many times a record's create, short enough for a DELETE to wait.

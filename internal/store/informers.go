@@ -15,18 +15,22 @@ import (
 )
 
 // informers are the store's caches: one client-go SharedIndexInformer per kind, each
-// keeping objects as transform cuts them, indexed by container id; the writes this
-// replica made that they do not show yet; and the ids in order, for LIST's pages.
+// keeping objects as transform cuts them; the keys of each container's objects; the
+// writes this replica made that they do not show yet; and the ids in order, for LIST.
 type informers struct {
-	of [kinds]cache.SharedIndexInformer
+	namespace string
+	of        [kinds]cache.SharedIndexInformer
 
 	mu sync.Mutex
+	// byID names each container's objects. client-go's own index keeps a set of keys per
+	// value, about 240 bytes even for one key: more than the objects themselves.
+	byID map[string][]ref
 	// written are this replica's writes, by id, until their informer has reached their
-	// resourceVersion (see wrote).
+	// resourceVersion and byID names them (see wrote).
 	written map[string][]*object
 	// seen is, per kind, the newest resourceVersion an event has brought.
 	seen [kinds]uint64
-	// watchers are told the ids whose written objects went (see Store.Watch).
+	// watchers are told the id of every change, after byID, ids and ended have it.
 	watchers map[*func(string)]struct{}
 	// ids are the containers with a Deployment or a record, in order.
 	ids *btree.BTreeG[string]
@@ -35,41 +39,101 @@ type informers struct {
 	ended map[string]string
 }
 
+// ref names one object of a container in its informer.
+type ref struct {
+	kind kind
+	name string
+}
+
 // newInformers makes the informers (not started) over each kind's ListerWatcher.
-func newInformers(lws [kinds]cache.ListerWatcher, resync time.Duration) *informers {
-	c := &informers{written: map[string][]*object{}, watchers: map[*func(string)]struct{}{}, ids: btree.NewG(32, func(a, b string) bool { return a < b }), ended: map[string]string{}}
+func newInformers(namespace string, lws [kinds]cache.ListerWatcher, resync time.Duration) *informers {
+	c := &informers{namespace: namespace, byID: map[string][]ref{}, written: map[string][]*object{},
+		watchers: map[*func(string)]struct{}{}, ids: btree.NewG(32, func(a, b string) bool { return a < b }), ended: map[string]string{}}
 	examples := [kinds]runtime.Object{&appsv1.Deployment{}, &corev1.Pod{}, &corev1.Service{}, &corev1.ConfigMap{}}
 	for k := range kinds {
 		inf := cache.NewSharedIndexInformerWithOptions(lws[k], examples[k], cache.SharedIndexInformerOptions{
-			ResyncPeriod: resync, Indexers: cache.Indexers{byID: indexByID}, ObjectDescription: Caches[k],
+			ResyncPeriod: resync, ObjectDescription: Caches[k],
 		})
 		_ = inf.SetTransform(transform) // fails only once started
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.event(k, obj, false) },
-			UpdateFunc: func(old, obj any) { c.event(k, old, false); c.event(k, obj, false) },
-			DeleteFunc: func(obj any) { c.event(k, obj, true) },
+			AddFunc:    func(obj any) { c.event(k, nil, obj) },
+			UpdateFunc: func(old, obj any) { c.event(k, old, obj) },
+			DeleteFunc: func(obj any) { c.event(k, obj, nil) },
 		})
 		c.of[k] = inf
 	}
 	return c
 }
 
-// event keeps the overlay, the ids and the ended incarnations in step with what an
-// informer shows: it runs once the informer's indexer has the change.
-func (c *informers) event(k kind, obj any, deleted bool) {
-	o, ok := objectOf(obj)
-	if !ok {
+// event keeps byID, the overlay, the ids and the ended incarnations in step with what
+// an informer shows, then tells the watchers: it runs once the informer's indexer has
+// the change. old is nil for an add, obj nil for a delete.
+func (c *informers) event(k kind, old, obj any) {
+	was, _ := objectOf(old)
+	is, _ := objectOf(obj)
+	if was == nil && is == nil {
 		return
 	}
+	var ids []string
 	c.mu.Lock()
-	c.seen[k] = max(c.seen[k], version(o.ResourceVersion))
-	if deleted && k == deployments && o.dep.Incarnation != "" {
-		c.ended[o.id] = o.dep.Incarnation
+	if was != nil && (is == nil || was.id != is.id) {
+		c.unref(was)
+		if is == nil && k == deployments && was.dep.Incarnation != "" {
+			c.ended[was.id] = was.dep.Incarnation
+		}
+		ids = append(ids, was.id)
 	}
-	c.settle(o.id)
-	gone := c.prune()
+	if is != nil {
+		c.seen[k] = max(c.seen[k], version(is.ResourceVersion))
+		if is.id != "" && !slices.Contains(c.byID[is.id], ref{k, is.Name}) {
+			c.byID[is.id] = append(c.byID[is.id], ref{k, is.Name})
+		}
+		ids = append(ids, is.id)
+	}
+	for _, id := range ids {
+		c.settle(id)
+	}
+	ids = append(ids, c.prune()...)
+	watchers := c.watching()
 	c.mu.Unlock()
-	c.tell(gone)
+	tell(watchers, ids)
+}
+
+// unref takes o out of byID. c.mu is held.
+func (c *informers) unref(o *object) {
+	refs := slices.DeleteFunc(c.byID[o.id], func(r ref) bool { return r == ref{o.kind, o.Name} })
+	if len(refs) == 0 {
+		delete(c.byID, o.id)
+	} else {
+		c.byID[o.id] = refs
+	}
+}
+
+// informed returns kind k's object named name from its informer, if byID names it.
+// c.mu is held.
+func (c *informers) informed(id string, k kind, name string) (*object, bool) {
+	if !slices.Contains(c.byID[id], ref{k, name}) {
+		return nil, false
+	}
+	x, ok, _ := c.of[k].GetIndexer().GetByKey(c.namespace + "/" + name)
+	if !ok {
+		return nil, false
+	}
+	o := x.(*object)
+	return o, o.id == id
+}
+
+// shown reports whether the informers show a write w or something newer, or its
+// deletion: its informer has reached its resourceVersion, and byID names the object
+// when the indexer holds it (the handler runs just after the indexer). c.mu is held.
+func (c *informers) shown(w *object, reached uint64) bool {
+	if version(w.ResourceVersion) > reached {
+		return false
+	}
+	if _, ok, _ := c.of[w.kind].GetIndexer().GetByKey(c.namespace + "/" + w.Name); !ok {
+		return true
+	}
+	return slices.Contains(c.byID[w.id], ref{w.kind, w.Name})
 }
 
 // reached is the newest resourceVersion kind k's informer has applied: its indexer's,
@@ -92,7 +156,7 @@ func (c *informers) prune() []string {
 	var gone []string
 	for id, objs := range c.written {
 		n := len(objs)
-		objs = slices.DeleteFunc(objs, func(w *object) bool { return version(w.ResourceVersion) <= at[w.kind] })
+		objs = slices.DeleteFunc(objs, func(w *object) bool { return c.shown(w, at[w.kind]) })
 		if len(objs) == n {
 			continue
 		}
@@ -109,11 +173,17 @@ func (c *informers) prune() []string {
 	return gone
 }
 
-// watch adds a watcher; the returned function removes it.
+// watch adds a watcher and, as an informer tells a late handler, tells it every id
+// the informers hold; the returned function removes it.
 func (c *informers) watch(changed func(string)) (stop func()) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.watchers[&changed] = struct{}{}
+	ids := make([]string, 0, len(c.byID))
+	for id := range c.byID {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	tell([]func(string){changed}, ids)
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -126,30 +196,33 @@ func (c *informers) watch(changed func(string)) (stop func()) {
 func (c *informers) sweep() {
 	c.mu.Lock()
 	gone := c.prune()
+	watchers := c.watching()
 	c.mu.Unlock()
-	c.tell(gone)
+	tell(watchers, gone)
 }
 
-// tell calls every watcher with each id. c.mu is not held.
-func (c *informers) tell(ids []string) {
-	if len(ids) == 0 {
-		return
-	}
-	c.mu.Lock()
+// watching is the watchers now. c.mu is held.
+func (c *informers) watching() []func(string) {
 	watchers := make([]func(string), 0, len(c.watchers))
 	for w := range c.watchers {
 		watchers = append(watchers, *w)
 	}
-	c.mu.Unlock()
+	return watchers
+}
+
+// tell calls each watcher with each id but "". c.mu is not held.
+func tell(watchers []func(string), ids []string) {
 	for _, changed := range watchers {
 		for _, id := range ids {
-			changed(id)
+			if id != "" {
+				changed(id)
+			}
 		}
 	}
 }
 
 // wrote puts an object this replica wrote (the apiserver's answer) in front of what
-// its informer shows until the informer has reached its resourceVersion. client-go's
+// its informer shows until the informers show it (shown). client-go's
 // MutationCache would keep it for a fixed time, even once the watch showed it deleted.
 func (c *informers) wrote(o *object) {
 	if o.id == "" {
@@ -157,7 +230,7 @@ func (c *informers) wrote(o *object) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if version(o.ResourceVersion) <= c.reached(o.kind) {
+	if c.shown(o, c.reached(o.kind)) {
 		return // the informer is past it already
 	}
 	c.written[o.id] = append(slices.DeleteFunc(c.written[o.id], func(w *object) bool {
@@ -183,10 +256,12 @@ func (c *informers) settle(id string) {
 // objects are the objects of kind k of container id: the informer's, overlaid with
 // this replica's newer writes. c.mu is held.
 func (c *informers) objects(k kind, id string) []*object {
-	list, _ := c.of[k].GetIndexer().ByIndex(byID, bucket(id))
 	var out []*object
-	for _, x := range list {
-		if o := x.(*object); o.id == id {
+	for _, r := range c.byID[id] {
+		if r.kind != k {
+			continue
+		}
+		if o, ok := c.informed(id, k, r.name); ok {
 			out = append(out, o)
 		}
 	}
@@ -195,8 +270,8 @@ func (c *informers) objects(k kind, id string) []*object {
 		reached = c.reached(k)
 	}
 	for _, w := range c.written[id] {
-		if w.kind != k || version(w.ResourceVersion) <= reached {
-			continue // the informer shows it or something newer; prune drops it
+		if w.kind != k || c.shown(w, reached) {
+			continue // the informers show it, something newer or its deletion; prune drops it
 		}
 		i := slices.IndexFunc(out, func(o *object) bool { return o.Name == w.Name })
 		switch {

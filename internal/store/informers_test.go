@@ -16,6 +16,10 @@ func (s *Store) watched(k kind, obj any, deleted bool) error {
 	if err := change(o); err != nil {
 		return err
 	}
-	s.informers.event(k, o, deleted)
+	if deleted {
+		s.informers.event(k, o, nil)
+	} else {
+		s.informers.event(k, nil, o)
+	}
 	return nil
 }

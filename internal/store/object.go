@@ -1,7 +1,6 @@
 package store
 
 import (
-	"hash/fnv"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -89,36 +88,6 @@ func transform(obj any) (any, error) {
 		return o, nil
 	}
 	return obj, nil
-}
-
-// byID is the informers' index of objects by container id. Its values are buckets of
-// ids, not ids: client-go keeps a set of keys per value, about 240 bytes even for one
-// key, so a set per id cost more than the objects themselves.
-const byID = "id"
-
-// buckets is how many values byID has: a bucket holds about 10 containers at 10,000.
-const buckets = 1024
-
-// bucketNames are the values of byID, made once.
-var bucketNames = func() (names [buckets]string) {
-	for i := range names {
-		names[i] = strconv.Itoa(i)
-	}
-	return names
-}()
-
-// bucket is the byID value of container id.
-func bucket(id string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return bucketNames[h.Sum32()%buckets]
-}
-
-func indexByID(obj any) ([]string, error) {
-	if o, ok := obj.(*object); ok && o.id != "" {
-		return []string{bucket(o.id)}, nil
-	}
-	return nil, nil
 }
 
 // version is a resourceVersion as a number; 0 for one that is not (the apiserver's

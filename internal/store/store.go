@@ -88,7 +88,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 	for k, lw := range lws {
 		tracked[k] = s.fresh[Caches[k]].Wrap(cache.ToListWatcherWithWatchListSemantics(lw, client))
 	}
-	s.informers = newInformers(tracked, resync)
+	s.informers = newInformers(namespace, tracked, resync)
 	return s, nil
 }
 
@@ -123,35 +123,12 @@ func (s *Store) wrote(obj runtime.Object) {
 }
 
 // Watch calls changed with a container's id on every change to its record,
-// Deployment, pods or Service, and when a write of it leaves the overlay, until the returned function is called; first, as an
-// informer tells a late handler, with the id of every object the informers hold. It
-// is called from the informers' handler goroutines, once their indexers have the
-// change: it must not block.
+// Deployment, pods or Service, and when a write of it leaves the overlay, until the
+// returned function is called; first, as an informer tells a late handler, with every
+// id the informers hold. It is called from the informers' handler goroutines once the
+// store shows the change: it must not block.
 func (s *Store) Watch(changed func(id string)) (stop func(), err error) {
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { tell(changed, obj) },
-		UpdateFunc: func(old, obj any) { tell(changed, old); tell(changed, obj) },
-		DeleteFunc: func(obj any) { tell(changed, obj) },
-	}
-	var regs [kinds]cache.ResourceEventHandlerRegistration
-	for k, inf := range s.informers.of {
-		if regs[k], err = inf.AddEventHandler(handler); err != nil {
-			return nil, err
-		}
-	}
-	unwatch := s.informers.watch(changed)
-	return func() {
-		unwatch()
-		for k, inf := range s.informers.of {
-			_ = inf.RemoveEventHandler(regs[k])
-		}
-	}, nil
-}
-
-func tell(changed func(string), obj any) {
-	if o, ok := objectOf(obj); ok && o.id != "" {
-		changed(o.id)
-	}
+	return s.informers.watch(changed), nil
 }
 
 // Start runs the informers until ctx ends, each once the one before it has synced:

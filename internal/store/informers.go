@@ -20,6 +20,8 @@ import (
 type informers struct {
 	namespace string
 	of        [kinds]cache.SharedIndexInformer
+	// handled are the informers' handlers: synced once each has had its first list.
+	handled [kinds]cache.ResourceEventHandlerRegistration
 
 	mu sync.Mutex
 	// byID names each container's objects. client-go's own index keeps a set of keys per
@@ -55,7 +57,7 @@ func newInformers(namespace string, lws [kinds]cache.ListerWatcher, resync time.
 			ResyncPeriod: resync, ObjectDescription: Caches[k],
 		})
 		_ = inf.SetTransform(transform) // fails only once started
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		c.handled[k], _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.event(k, nil, obj) },
 			UpdateFunc: func(old, obj any) { c.event(k, old, obj) },
 			DeleteFunc: func(obj any) { c.event(k, obj, nil) },
@@ -64,6 +66,10 @@ func newInformers(namespace string, lws [kinds]cache.ListerWatcher, resync time.
 	}
 	return c
 }
+
+// synced reports whether kind k's informer has synced and its handler has had the
+// whole first list: only then do byID and the ids show it.
+func (c *informers) synced(k kind) bool { return c.handled[k].HasSynced() }
 
 // event keeps byID, the overlay, the ids and the ended incarnations in step with what
 // an informer shows, then tells the watchers: it runs once the informer's indexer has

@@ -136,9 +136,9 @@ func (s *Store) Watch(changed func(id string)) (stop func(), err error) {
 // one.
 func (s *Store) Start(ctx context.Context) {
 	s.running.Go(func() {
-		for _, inf := range s.informers.of {
+		for k, inf := range s.informers.of {
 			s.running.Go(func() { inf.RunWithContext(ctx) })
-			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			if !cache.WaitForCacheSync(ctx.Done(), s.informers.handled[k].HasSynced) {
 				return
 			}
 		}
@@ -149,10 +149,10 @@ func (s *Store) Start(ctx context.Context) {
 // sweepEvery is how often the overlay drops writes a relist or a bookmark passed.
 const sweepEvery = time.Second
 
-// Synced reports whether every informer has synced.
+// Synced reports whether every informer has synced, its handler included.
 func (s *Store) Synced() bool {
-	for _, inf := range s.informers.of {
-		if !inf.HasSynced() {
+	for k := range kinds {
+		if !s.informers.synced(k) {
 			return false
 		}
 	}
@@ -161,8 +161,8 @@ func (s *Store) Synced() bool {
 
 // WaitForSync blocks until the informers are synced or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	for _, inf := range s.informers.of {
-		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	for k := range kinds {
+		if !cache.WaitForCacheSync(ctx.Done(), s.informers.handled[k].HasSynced) {
 			return false
 		}
 	}

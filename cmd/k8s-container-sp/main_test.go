@@ -129,3 +129,23 @@ func TestGoMemoryLimitFollowsTheCgroup(t *testing.T) {
 		t.Errorf("no memory limit from the cgroup:\n%s", out)
 	}
 }
+
+// The collector's target is 50 unless GOGC is set, and the log says which.
+func TestGoCollectorTarget(t *testing.T) {
+	base := []string{"SP_NAME=sp", "SP_ENDPOINT=http://127.0.0.1:1", "DCM_REGISTRATION_URL=http://127.0.0.1:1/api",
+		"SP_NATS_URL=nats://127.0.0.1:1", "SP_K8S_KUBECONFIG=/nonexistent"}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, `"msg":"Go collector","gogc":50,"from":"the provider's default"`},
+		{[]string{"GOGC=100"}, `"msg":"Go collector","gogc":"100","from":"GOGC"`},
+	} {
+		cmd := exec.Command(binary(t))
+		cmd.Env = append(append([]string{}, base...), c.env...)
+		out, _ := cmd.CombinedOutput()
+		if !strings.Contains(string(out), c.want) {
+			t.Errorf("with %v: the log does not say %s:\n%s", c.env, c.want, out)
+		}
+	}
+}

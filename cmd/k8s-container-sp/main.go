@@ -109,10 +109,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	// The heap is mostly the caches, which live as long as the process; Go's default
 	// (GOGC=100) lets garbage grow to their size again before it collects. GOGC overrides.
 	if gogc, set := lookup(environ, "GOGC"); set {
-		log.Info("Go collector", "gogc", gogc, "from", "GOGC")
+		log.Debug("Go collector", "gogc", gogc, "from", "GOGC")
 	} else {
-		debug.SetGCPercent(defaultGOGC)
-		log.Info("Go collector", "gogc", defaultGOGC, "from", "the provider's default")
+		debug.SetGCPercent(app.DefaultGOGC)
+		log.Debug("Go collector", "gogc", app.DefaultGOGC, "from", "the provider's default")
 	}
 	rc, err := app.RESTConfig(cfg)
 	if err != nil {
@@ -291,10 +291,6 @@ func buildVersion() (ver, detail string) {
 	}
 	return ver, rev + ", " + info.GoVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
 }
-
-// defaultGOGC is the collector's target unless GOGC is set: a collection once the heap
-// has grown by half the live heap, not by all of it.
-const defaultGOGC = 50
 
 // lookup returns the value of name in environ (NAME=value entries).
 func lookup(environ []string, name string) (string, bool) {

@@ -133,12 +133,12 @@ func TestGoMemoryLimitFollowsTheCgroup(t *testing.T) {
 // The collector's target is 50 unless GOGC is set, and the log says which.
 func TestGoCollectorTarget(t *testing.T) {
 	base := []string{"SP_NAME=sp", "SP_ENDPOINT=http://127.0.0.1:1", "DCM_REGISTRATION_URL=http://127.0.0.1:1/api",
-		"SP_NATS_URL=nats://127.0.0.1:1", "SP_K8S_KUBECONFIG=/nonexistent"}
+		"SP_NATS_URL=nats://127.0.0.1:1", "SP_K8S_KUBECONFIG=/nonexistent", "SP_LOG_LEVEL=debug"}
 	for _, c := range []struct {
 		env  []string
 		want string
 	}{
-		{nil, `"msg":"Go collector","gogc":50,"from":"the provider's default"`},
+		{nil, `"level":"DEBUG","msg":"Go collector","gogc":50,"from":"the provider's default"`},
 		{[]string{"GOGC=100"}, `"msg":"Go collector","gogc":"100","from":"GOGC"`},
 	} {
 		cmd := exec.Command(binary(t))

@@ -48,6 +48,10 @@ type App struct {
 
 // RESTConfig loads the Kubernetes client configuration: the kubeconfig file when set,
 // else the in-cluster service account.
+// DefaultGOGC is the Go collector's target unless GOGC is set: a collection once the
+// heap has grown by half the live heap (mostly the caches), not by all of it.
+const DefaultGOGC = 50
+
 func RESTConfig(cfg *config.Config) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error

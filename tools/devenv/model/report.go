@@ -132,7 +132,7 @@ func (r *Report) Markdown() []byte {
 	p("- no controller or kubelet traffic, no concurrent creates or deletes, no status changes:\n")
 	p("  the caches are filled once and stay still (a steady watch with bookmarks);\n")
 	p("- one replica (it leads at once), no API token, no TLS on the API;\n")
-	p("- no memory limit: the child runs with Go's defaults (GOGC=100, no GOMEMLIMIT); in a pod\n")
+	p("- no memory limit: the child runs with no GOMEMLIMIT and the binary's GOGC (50); in a pod\n")
 	p("  the binary sets GOMEMLIMIT to 90%% of the container's limit, which holds RSS lower when\n")
 	p("  the limit is near.\n\n")
 	if checks := r.Checks(); len(checks) > 0 {

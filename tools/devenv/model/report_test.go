@@ -61,11 +61,12 @@ func TestChecks(t *testing.T) {
 	}
 }
 
-// The service's process runs with Go's defaults: the RSS target is measured without a limit.
+// The service's process runs with the binary's collector and no memory limit: the RSS
+// target is measured without one.
 func TestDefaultGC(t *testing.T) {
-	env := []string{"PATH=/bin", "GOMEMLIMIT=120MiB", "GOGC=50", "GOGCX=1", "HOME=/root"}
+	env := []string{"PATH=/bin", "GOMEMLIMIT=120MiB", "GOGC=200", "GOGCX=1", "HOME=/root"}
 	got := defaultGC(env)
-	if want := []string{"PATH=/bin", "GOGCX=1", "HOME=/root"}; !slices.Equal(got, want) {
+	if want := []string{"PATH=/bin", "GOGCX=1", "HOME=/root", "GOGC=50"}; !slices.Equal(got, want) {
 		t.Errorf("defaultGC = %q, want %q", got, want)
 	}
 	if env[1] != "GOMEMLIMIT=120MiB" {

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dcm-project/k8s-container-sp/internal/app"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 )
 
@@ -263,12 +264,12 @@ func runSize(ctx context.Context, o Options, n int, natsURL, registryURL string)
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// defaultGC is env without GOMEMLIMIT and GOGC: the RSS target is measured without a
-// memory limit, so the service's process runs with Go's defaults whatever the
-// environment of the model's run sets.
+// defaultGC is env without GOMEMLIMIT and with the binary's GOGC: the RSS target is
+// measured without a memory limit, the collector set as the binary sets it, whatever
+// the environment of the model's run sets.
 func defaultGC(env []string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+	return append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
 		return name == "GOMEMLIMIT" || name == "GOGC"
-	})
+	}), fmt.Sprintf("GOGC=%d", app.DefaultGOGC))
 }

@@ -204,7 +204,7 @@ chaos: $(HARNESS)
 # docs/reliability-runs.md). Reports go to a temporary folder.
 # A seed is SEED or SEED:DURATION (a schedule depends on its duration: a seed found with
 # 3m is replayed with 3m); CHAOS_CI_DURATION is the duration of a bare SEED.
-CHAOS_CI_SEEDS ?= 7 1475124511 114630519:3m 350101:5m 350102:5m 350103:5m
+CHAOS_CI_SEEDS ?= 7 1475124511 114630519:3m 350101:5m 350102:5m 350103:5m 470102:5m
 CHAOS_CI_DURATION ?= 1m
 chaos-ci: $(HARNESS)
 	$(HARNESS) build

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/freshness"
 )
 
 // Source is the controller's view of containers (internal/store implements it with informers).
@@ -24,6 +25,9 @@ type Source interface {
 	Snapshot(id string) container.Snapshot
 	// IDs lists every container id known: live, being deleted, or with a record.
 	IDs() []string
+	// Behind lists the caches whose watch has been down past the staleness bound; none
+	// when all are current.
+	Behind() []freshness.Lag
 }
 
 // Options tune the controller.
@@ -271,6 +275,7 @@ func (n notYet) Error() string { return n.why }
 
 const (
 	whyCacheBehind = "this replica's cache does not match the apiserver (it is behind); nothing done until they agree"
+	whyCacheStale  = "a cache of this replica has lost its watch past the staleness bound; nothing planned from it until it catches up"
 	whyNotStored   = "DELETED sent on plain NATS, stored by no stream (none captures " + Subject + "); the record is kept until a stream stores it"
 )
 

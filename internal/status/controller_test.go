@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/freshness"
 	"github.com/dcm-project/k8s-container-sp/internal/logtest"
 )
 
@@ -29,6 +30,25 @@ type fakeSource struct {
 	mu      sync.Mutex
 	snaps   map[string]container.Snapshot
 	handler func(id string)
+	behind  []freshness.Lag
+}
+
+func (s *fakeSource) Behind() []freshness.Lag {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.behind
+}
+
+// setBehind marks the caches behind (or current: nil) and tells the controller of id,
+// as a relist would.
+func (s *fakeSource) setBehind(id string, lags []freshness.Lag) {
+	s.mu.Lock()
+	s.behind = lags
+	h := s.handler
+	s.mu.Unlock()
+	if h != nil {
+		h(id)
+	}
 }
 
 func (s *fakeSource) Watch(h func(id string)) (func(), error) {
@@ -903,6 +923,27 @@ func TestControllerLogsAnOutageOnce(t *testing.T) {
 	if logs.counts[slog.LevelWarn] != 1 || logs.counts[slog.LevelInfo] < 1 {
 		t.Errorf("log lines by level %v: %v", logs.counts, logs.text)
 	}
+}
+
+// While a cache's watch is down past the staleness bound, nothing is sent from it: a
+// container the apiserver has deleted would still look live there. Once it catches up,
+// the status goes.
+func TestControllerSendsNothingFromAStaleCache(t *testing.T) {
+	r := startController(t, 0, 0)
+	r.src.setBehind("a", []freshness.Lag{{Cache: "records", Behind: true, For: 6 * time.Second}})
+	r.src.set("a", liveSnap("a-1"))
+	for range 20 {
+		r.clock.Step(50 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	r.out.mu.Lock()
+	got := slices.Clone(r.out.entries)
+	r.out.mu.Unlock()
+	if len(got) != 0 {
+		t.Fatalf("sent from a stale cache: %q", got)
+	}
+	r.src.setBehind("a", nil)
+	r.out.waitFor(t, "publish a PENDING")
 }
 
 // A container held back while the cache is behind is one log line, not one per look.

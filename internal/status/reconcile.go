@@ -12,6 +12,11 @@ import (
 // at the apiserver, and carries it out. It returns when to look again (0: on its next change).
 // Planning at send time, not event time, means an older state is never sent after a newer.
 func (r *Controller) Reconcile(ctx context.Context, id string) (time.Duration, error) {
+	// A cache whose watch is down can show a deleted container live: nothing is sent from
+	// it, as a read from it answers 503. Its relist tells every id again.
+	if len(r.src.Behind()) > 0 {
+		return 0, notYet{whyCacheStale}
+	}
 	// The force is taken now, not cleared after publishing, so a republish asked meanwhile stays.
 	snap := r.src.Snapshot(id)
 	inc := incarnationOf(snap)

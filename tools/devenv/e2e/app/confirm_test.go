@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
+	"github.com/dcm-project/k8s-container-sp/internal/freshness"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
@@ -114,6 +115,9 @@ type frozenSource struct{ snaps map[string]container.Snapshot }
 func (f *frozenSource) Watch(func(string)) (func(), error)    { return func() {}, nil }
 func (f *frozenSource) WaitForSync(context.Context) bool      { return true }
 func (f *frozenSource) Snapshot(id string) container.Snapshot { return f.snaps[id] }
+
+// Behind is none: its staleness has not been noticed yet (within the bound).
+func (f *frozenSource) Behind() []freshness.Lag { return nil }
 func (f *frozenSource) IDs() []string {
 	var ids []string
 	for id := range f.snaps {

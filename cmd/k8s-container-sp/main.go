@@ -27,6 +27,7 @@ import (
 	"syscall"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/caarlos0/env/v11"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -108,7 +109,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	// The heap is mostly the caches, which live as long as the process; Go's default
 	// (GOGC=100) lets garbage grow to their size again before it collects. GOGC overrides.
-	if gogc, set := lookup(environ, "GOGC"); set {
+	if gogc, set := env.ToMap(environ)["GOGC"]; set {
 		log.Debug("Go collector", "gogc", gogc, "from", "GOGC")
 	} else {
 		debug.SetGCPercent(app.DefaultGOGC)
@@ -290,14 +291,4 @@ func buildVersion() (ver, detail string) {
 		}
 	}
 	return ver, rev + ", " + info.GoVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
-}
-
-// lookup returns the value of name in environ (NAME=value entries).
-func lookup(environ []string, name string) (string, bool) {
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
 }

@@ -21,6 +21,15 @@ const (
 	// AnnotationResources keeps spec.resources exactly as sent (cpu as integer or string,
 	// memory with its unit) so GET echoes what the client sent.
 	AnnotationResources = "dcm.project/requested-resources"
+	// AnnotationImage keeps spec.image.reference as sent when the pod names the digest it
+	// resolved to, so GET echoes the reference.
+	AnnotationImage = "dcm.project/image-reference"
+	// AnnotationImagePending says why the image is not resolved yet; the Deployment runs
+	// no pod until the status controller resolves it.
+	AnnotationImagePending = "dcm.project/image-pending"
+	// AnnotationImageRefused says which rule the image broke once resolved; the
+	// Deployment never runs a pod.
+	AnnotationImageRefused = "dcm.project/image-refused"
 )
 
 // Selector is the label selector of everything this provider manages.

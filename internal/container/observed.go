@@ -72,15 +72,19 @@ type Deployment struct {
 	// message only in the status StatusOf reads it in (Available and Progressing
 	// False, ReplicaFailure True).
 	Available, Progressing, ReplicaFailure Condition
+	// ImagePending says why its image is not resolved yet, ImageRefused why it never
+	// will be (both "" once it is): it runs no pod meanwhile.
+	ImagePending, ImageRefused string
 	// Changed is the newest of its creation and its conditions' transitions.
 	Changed time.Time
 }
 
 // Container is what the service reads of the container DCM asked for.
 type Container struct {
-	Name, Image   string
-	Command, Args []string
-	Env           []EnvVar
+	// Image is the reference as sent; Digest the one the pod runs ("" if not pinned).
+	Name, Image, Digest string
+	Command, Args       []string
+	Env                 []EnvVar
 	// Ports are the container's ports (their numbers).
 	Ports []int32
 }
@@ -109,7 +113,9 @@ func DeploymentOf(d *appsv1.Deployment) Deployment {
 	if cs := d.Spec.Template.Spec.Containers; len(cs) > 0 {
 		ctr = cs[0]
 	}
-	out.Container = Container{Name: Intern(ctr.Name), Image: Intern(ctr.Image), Command: ctr.Command, Args: ctr.Args}
+	ref, digest := imageOf(ctr.Image, d.Annotations)
+	out.Container = Container{Name: Intern(ctr.Name), Image: Intern(ref), Digest: digest, Command: ctr.Command, Args: ctr.Args}
+	out.ImagePending, out.ImageRefused = d.Annotations[AnnotationImagePending], d.Annotations[AnnotationImageRefused]
 	for _, e := range ctr.Env {
 		out.Container.Env = append(out.Container.Env, EnvVar{Name: Intern(e.Name), Value: e.Value})
 	}

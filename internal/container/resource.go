@@ -36,6 +36,9 @@ func ToAPI(o Observed) v1alpha1.Container {
 		spec.Metadata.Name = ctr.Name
 	}
 	spec.Image.Reference = ctr.Image
+	if ctr.Digest != "" {
+		spec.Image.Digest = &ctr.Digest
+	}
 	spec.Resources = d.Resources
 	if len(ctr.Command) > 0 || len(ctr.Args) > 0 || len(ctr.Env) > 0 {
 		p := &v1alpha1.ContainerProcess{}

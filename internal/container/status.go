@@ -75,6 +75,12 @@ func statusOf(dep *Deployment, pods []*Pod, raw bool) Status {
 	if dep == nil || dep.Deleting {
 		return Status{v1alpha1.DELETED, "Container deleted."}
 	}
+	if dep.ImageRefused != "" {
+		return Status{v1alpha1.PENDING, "The image is refused: " + dep.ImageRefused}
+	}
+	if dep.ImagePending != "" {
+		return Status{v1alpha1.PENDING, "The image is not resolved yet: " + dep.ImagePending}
+	}
 	// Asked to run nothing (scaled to zero by hand): the design's "Replicas = 0 ->
 	// FAILED". Decided on the desired count, not on the pods: a new Deployment has no
 	// pod for a moment (PENDING), and a scaled-down one's pod may still be terminating.

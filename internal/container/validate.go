@@ -58,6 +58,9 @@ func Validate(spec *v1alpha1.ContainerSpec, p Policy) []Violation {
 		add(violation(namePtr, "metadata.name %q must start with a letter when a port is exposed (Kubernetes Service names do)", name))
 	}
 	add(validateImage(spec.Image.Reference, p)...)
+	if spec.Image.Digest != nil {
+		add(violation(Pointer("spec", "image", "digest"), "image.digest is response-only: the provider resolves the reference (give a digest in image.reference: repository@sha256:...)"))
+	}
 	if p := spec.Process; p != nil {
 		if p.Command != nil {
 			add(tooMany(Pointer("spec", "process", "command"), "process.command", len(*p.Command), MaxArgs)...)

@@ -196,7 +196,10 @@ type ContainerEndpointScope string
 
 // ContainerImage defines model for ContainerImage.
 type ContainerImage struct {
-	// Reference OCI reference: [registry/]repository[:tag][@digest]. The registry host must be one the provider allows (SP_IMAGE_REGISTRIES); IP addresses, localhost, names without a dot and cluster-internal names (*.svc, *.cluster.local, kubernetes.default, ...) are refused unless the operator lists that exact host (400 naming the rule).
+	// Digest Response only: the manifest digest (sha256:...) the provider resolved the reference to and checked; the pod runs exactly this image. Absent while the image is not resolved, and when resolution is off or skipped for its registry (SP_IMAGE_RESOLVE, SP_IMAGE_RESOLVE_SKIP).
+	Digest *string `json:"digest,omitempty"`
+
+	// Reference OCI reference: [registry/]repository[:tag][@digest]. The registry host must be one the provider allows (SP_IMAGE_REGISTRIES); IP addresses, localhost, names without a dot and cluster-internal names (*.svc, *.cluster.local, kubernetes.default, ...) are refused unless the operator lists that exact host (400 naming the rule). Echoed as sent.
 	Reference string `json:"reference"`
 }
 

@@ -148,6 +148,10 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	}
 	a.tlsConfig = tlsConfig
 	a.podSec = &podSecurity{client: client, namespace: cfg.Kubernetes.Namespace, configured: cfg.Kubernetes.PodSecurity, log: log}
+	images, err := resolver(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	handler, err := httpapi.NewHandler(httpapi.Options{
 		Store:        st,
 		Objects:      cfg.Objects(),
@@ -174,6 +178,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		MaxContainerBytes: cfg.Limits.ContainerMaxBytes,
 		MaxContainers:     cfg.Limits.MaxContainers,
 		Containers:        st.Count,
+		Images:            images,
+		ImageTimeout:      cfg.Images.Timeout,
 		Log:               log,
 	})
 	if err != nil {
@@ -225,6 +231,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Republish:    a.nats.republish,
 		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },
 		Failed:       a.metrics.EventFailed,
+		Images:       images,
 	}, log)
 	a.election = &election.Election{
 		Client: electionClient, Namespace: cfg.Kubernetes.Namespace, Name: cfg.Monitor.LeaderLease, ID: cfg.Monitor.Identity,

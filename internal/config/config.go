@@ -42,6 +42,7 @@ type Config struct {
 	Registration Registration
 	Security     Security
 	Tenants      Tenants
+	Images       Images
 	NATS         NATS
 }
 
@@ -149,7 +150,7 @@ type Security struct {
 // Setting describes one environment variable, as Config's tags declare it.
 type Setting struct {
 	Name     string // the environment variable
-	Group    string // "" for the provider's own settings, else Kubernetes, Limits, Monitor, Server, Registration, Security or Tenants
+	Group    string // "" for the provider's own settings, else Kubernetes, Limits, Monitor, Server, Registration, Security, Tenants or Images
 	Default  string // "" when none or derived (Help says which)
 	Unit     string // of a whole number, e.g. milliseconds; "" when none
 	Required bool
@@ -441,6 +442,7 @@ func (c *Config) validate(leaseDerived bool) []string {
 	}
 	p = append(p, c.Security.validate()...)
 	p = append(p, c.Tenants.validate()...)
+	p = append(p, c.Images.validate()...)
 	p = append(p, c.NATS.validate(c.NATSURL)...)
 	return p
 }

@@ -61,6 +61,10 @@ type handlers struct {
 	maxContainerBytes int
 	maxContainers     int
 	containers        func() int
+	// images resolves each create's image (nil: the pod names the reference as sent),
+	// waiting at most imageTimeout.
+	images       Resolver
+	imageTimeout time.Duration
 }
 
 var _ v1alpha1.StrictServerInterface = (*handlers)(nil)
@@ -98,6 +102,10 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 	if err != nil {
 		return nil, internal(err)
 	}
+	digest, p := h.resolveImage(ctx, objs.Deployment, req.Body.Spec.Image.Reference)
+	if p != nil {
+		return nil, p
+	}
 	if vs := container.CheckSize(objs, h.maxContainerBytes); len(vs) > 0 {
 		return nil, invalid(vs...)
 	}
@@ -118,6 +126,9 @@ func (h *handlers) CreateContainer(ctx context.Context, req v1alpha1.CreateConta
 	// ingress not yet), as GET reads them: the validator refused a body that sent any.
 	endpoints := out.Spec.Endpoints
 	out.Spec = req.Body.Spec
+	if digest != "" {
+		out.Spec.Image.Digest = &digest
+	}
 	out.Spec.Metadata.Namespace = ptr(obs.Deployment.Namespace)
 	out.Spec.Endpoints = endpoints
 	if n := out.Spec.Network; n != nil {

@@ -51,6 +51,10 @@ type Options struct {
 	// PodSecurity, when set, gives the pods' security profile in place of
 	// Objects.PodSecurity: the provider may learn it only once started.
 	PodSecurity func() container.PodSecurity
+	// Images resolves each create's image, waiting at most ImageTimeout (default 5 s);
+	// nil: the pod names the reference as sent.
+	Images       Resolver
+	ImageTimeout time.Duration
 }
 
 // NewHandler builds the whole HTTP stack:
@@ -63,10 +67,14 @@ func NewHandler(o Options) (http.Handler, error) {
 	if o.MaxContainerBytes <= 0 {
 		o.MaxContainerBytes = container.DefaultMaxObjectBytes
 	}
+	if o.ImageTimeout <= 0 {
+		o.ImageTimeout = 5 * time.Second
+	}
 	maxBody := int64(o.MaxContainerBytes) + bodySlack
 	h := &handlers{store: quotaLogged{o.Store, o.Log}, objects: o.Objects, policy: o.Policy, health: o.Health, registration: o.Registration, events: o.Events, permissions: o.Permissions,
 		version: o.Version, started: time.Now(), log: o.Log, podSecurity: o.PodSecurity,
-		maxContainerBytes: o.MaxContainerBytes, maxContainers: o.MaxContainers, containers: o.Containers}
+		maxContainerBytes: o.MaxContainerBytes, maxContainers: o.MaxContainers, containers: o.Containers,
+		images: o.Images, imageTimeout: o.ImageTimeout}
 	strict := v1alpha1.NewStrictHandlerWithOptions(h, nil, v1alpha1.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeProblem(w, r, bodyProblem(err))

@@ -51,6 +51,8 @@ type Options struct {
 	// Published and Failed are told about every delivery attempt (metrics); optional.
 	Published func(container.Status)
 	Failed    func()
+	// Images resolves the images a create could not (nil: none are held).
+	Images Images
 }
 
 // Controller turns informer events into status events via debounce, workqueue and workers;
@@ -70,10 +72,12 @@ type Controller struct {
 	containers map[string]*tracked
 	// waitBackoff spaces the looks at the containers held back (see notYet).
 	waitBackoff workqueue.TypedRateLimiter[string]
-	queue       workqueue.TypedRateLimitingInterface[string]
-	deb         *debouncer
-	active      atomic.Bool
-	outage      outage
+	// imageBackoff spaces the looks at an image that did not resolve (image.go).
+	imageBackoff workqueue.TypedRateLimiter[string]
+	queue        workqueue.TypedRateLimitingInterface[string]
+	deb          *debouncer
+	active       atomic.Bool
+	outage       outage
 
 	undelivered undelivered // what Pending counts
 }
@@ -108,6 +112,7 @@ func (r *Controller) Run(ctx context.Context, drain <-chan struct{}) {
 	r.queue, r.deb = queue, deb
 	// Fresh per leadership, so held-back ids are looked at anew; set before workers read it.
 	r.waitBackoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute)
+	r.imageBackoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](imageRetryMin, imageRetryMax)
 	r.eachTracked(func(_ string, t *tracked) { t.waiting = "" })
 	r.mu.Unlock()
 

@@ -27,13 +27,15 @@ type Plan struct {
 	Publish *Report
 	// Finalize is the deleted record to unfinalize once a stream has stored its DELETED.
 	Finalize *container.Record
+	// ResolveImage is a live Deployment held at zero pods until its image resolves.
+	ResolveImage *container.Deployment
 	// RecheckAfter plans the container again after this long: a create may be in progress.
 	RecheckAfter time.Duration
 }
 
 // Empty reports whether the plan does nothing.
 func (p Plan) Empty() bool {
-	return p.Orphans.Empty() && p.DeleteRecord == nil && p.Publish == nil && p.Finalize == nil && p.RecheckAfter == 0
+	return p.Orphans.Empty() && p.DeleteRecord == nil && p.Publish == nil && p.Finalize == nil && p.RecheckAfter == 0 && p.ResolveImage == nil
 }
 
 // plan decides what to do for a container. snap is the caches' view, last what DCM was last
@@ -53,6 +55,9 @@ func plan(snap container.Snapshot, last *delivered, forced bool, now time.Time, 
 	switch {
 	case snap.Live() != nil:
 		p.Publish = changed(reportOf(snap), last, forced)
+		if d := snap.Live(); d.ImagePending != "" {
+			p.ResolveImage = d
+		}
 	case !p.Orphans.Empty() && (rec == nil || rec.Terminating):
 		// DELETED once they are gone: their deletion brings the id back.
 	case rec == nil:

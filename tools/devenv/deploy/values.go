@@ -42,6 +42,8 @@ func Values(imageRef, natsURL, registrationURL string, replicas int, extra map[s
 			map[string]any{"name": "SP_ENDPOINT", "value": PodEndpoint},
 			// The service's default registries and the test images' (example.invalid).
 			map[string]any{"name": "SP_IMAGE_REGISTRIES", "value": harness.ImageRegistries},
+			// The node's registry listens on the host's loopback, which a pod cannot reach.
+			map[string]any{"name": "SP_IMAGE_RESOLVE", "value": "false"},
 		},
 	}
 	maps.Copy(v, extra)

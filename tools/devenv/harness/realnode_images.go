@@ -41,7 +41,11 @@ const (
 	// test images: the service's default list, the real node's test images' registry
 	// host and kwok's fate images' (fates.go).
 	ImageRegistries = testImageRegistry + ",kwok.invalid,docker.io,quay.io,ghcr.io,registry.k8s.io,gcr.io"
-	testImageBin    = "/testimage"
+	// ResolveOff is the setting of a test service that resolves no image: kwok nodes run
+	// none, and no registry serves the names their tests use. Image tests turn it on
+	// with ResolveThrough.
+	ResolveOff   = "SP_IMAGE_RESOLVE=false"
+	testImageBin = "/testimage"
 	// The test image's and the registry's packages, built in the tooling module
 	// (GOWORK=off: tools/devenv/go.mod alone is enough).
 	testImageSrc     = "./harness/testimage"
@@ -214,6 +218,12 @@ func (n *RealNode) startImageRegistry(ctx context.Context, bin string, images ma
 	fmt.Fprintf(n.out, "harness: image registry on %s (the node pulls only from there); %d test images pushed in %s\n",
 		n.Registry, len(images), time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// ResolveThrough are the settings of a service that resolves images as the real node
+// pulls them: through its registry, for every registry host.
+func (n *RealNode) ResolveThrough() []string {
+	return []string{"SP_IMAGE_RESOLVE=true", "SP_IMAGE_MIRRORS=*=http://" + n.Registry}
 }
 
 // ImageRegistryLog is the node's registry's log: one line per request.

@@ -98,7 +98,7 @@ func (s *Stack) settings(env map[string]string, addr string, p parts) []string {
 		"SP_ENDPOINT=" + s.ServiceURL, "SP_SERVER_ADDRESS=" + addr,
 		// The banner's example runs a test image (example.invalid/web:v1); your own
 		// SP_IMAGE_REGISTRIES replaces this.
-		"SP_IMAGE_REGISTRIES=" + harness.ImageRegistries,
+		"SP_IMAGE_REGISTRIES=" + harness.ImageRegistries, harness.ResolveOff,
 	}
 	for k, v := range env {
 		if strings.HasPrefix(k, "SP_") {

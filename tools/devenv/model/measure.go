@@ -123,6 +123,7 @@ func MeasureService(ctx context.Context, o ServiceOptions) (res SizeResult, stop
 	cfg, err := config.Load([]string{
 		"SP_NAME=k8s-container-sp", "SP_ENDPOINT=" + base, "DCM_REGISTRATION_URL=" + o.Registry, "SP_NATS_URL=" + o.NATS,
 		"SP_K8S_NAMESPACE=" + Namespace, "SP_SERVER_ADDRESS=" + ln.Addr().String(), "SP_MONITOR_IDENTITY=model-0",
+		"SP_IMAGE_RESOLVE=false", // the model serves no images
 		// Creates only: the model makes none, but an operator with this many would set it.
 		"SP_MAX_CONTAINERS=" + strconv.Itoa(max(5000, o.Size+o.Size/10)),
 	})

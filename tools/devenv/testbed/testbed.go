@@ -179,7 +179,7 @@ func (e *Env) Launch(ns, name, bin string, extraEnv ...string) (*Service, error)
 		"SP_NAME=k8s-container-sp", "SP_ENDPOINT=http://" + addr, "SP_SERVER_ADDRESS=" + addr,
 		"DCM_REGISTRATION_URL=http://127.0.0.1:1/api/v1alpha1", "SP_REGISTRATION_INTERVAL=0",
 		"SP_NATS_URL=" + e.NATS.URL, "SP_K8S_NAMESPACE=" + ns, "SP_K8S_KUBECONFIG=" + e.Cluster.Kubeconfig,
-		"SP_MONITOR_IDENTITY=" + name, "SP_IMAGE_REGISTRIES=" + harness.ImageRegistries,
+		"SP_MONITOR_IDENTITY=" + name, "SP_IMAGE_REGISTRIES=" + harness.ImageRegistries, harness.ResolveOff,
 	}
 	s := &Service{URL: "http://" + addr, Log: logPath, Env: append(env, extraEnv...), e: e}
 	cmd := exec.Command(bin)

@@ -68,7 +68,7 @@ func withEnv(kv ...string) providerOpt {
 			"SP_NATS_URL=" + c.NATSURL, "SP_K8S_NAMESPACE=" + c.Kubernetes.Namespace,
 			"SP_K8S_KUBECONFIG=" + c.Kubernetes.Kubeconfig, "SP_SERVER_ADDRESS=" + c.Server.Address,
 			"SP_MONITOR_STATUS_RESEND_AFTER=" + c.Monitor.StatusResendAfter.String(),
-			"SP_IMAGE_REGISTRIES=" + c.Tenants.ImageRegistries,
+			"SP_IMAGE_REGISTRIES=" + c.Tenants.ImageRegistries, fmt.Sprintf("SP_IMAGE_RESOLVE=%t", c.Images.Resolve),
 		}, kv...))
 		if err != nil {
 			panic(err)
@@ -89,7 +89,7 @@ func startProvider(t *testing.T, ns string, opts ...providerOpt) *provider {
 		// Off unless a test turns it on: the tests count a container's events, and a
 		// resend 15 s after its first status would land in the middle of some of them.
 		"SP_MONITOR_STATUS_RESEND_AFTER=0",
-		"SP_IMAGE_REGISTRIES=" + harness.ImageRegistries,
+		"SP_IMAGE_REGISTRIES=" + harness.ImageRegistries, harness.ResolveOff,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,7 @@ func TestLeaderCrashFailover(t *testing.T) {
 	}
 	common := []string{"SP_NAME=k8s-container-sp", "SP_ENDPOINT=http://127.0.0.1:8080",
 		"DCM_REGISTRATION_URL=http://127.0.0.1:1/api/v1alpha1", "SP_NATS_URL=" + srv.URL,
-		"SP_K8S_NAMESPACE=" + ns, "SP_K8S_KUBECONFIG=" + env.Kubeconfig, "SP_MONITOR_DEBOUNCE_MS=100"}
+		"SP_K8S_NAMESPACE=" + ns, "SP_K8S_KUBECONFIG=" + env.Kubeconfig, "SP_MONITOR_DEBOUNCE_MS=100", "SP_IMAGE_RESOLVE=false"}
 	procs := map[string]*process{
 		"replica-a": start(t, append(common, "SP_MONITOR_IDENTITY=replica-a")),
 		"replica-b": start(t, append(common, "SP_MONITOR_IDENTITY=replica-b")),

@@ -1,0 +1,118 @@
+package app_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/imageregistry"
+)
+
+// retag pushes the image the real node's registry holds as from under the name to, each
+// edit applied first, as a tenant pushing to its own repository would; it returns the
+// pushed digest.
+func retag(t *testing.T, registry, from, to string, edit ...func(v1.Image) (v1.Image, error)) string {
+	t.Helper()
+	src, err := imageregistry.LocalName(from, registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edit {
+		if img, err = e(img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst, err := imageregistry.LocalName(to, registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(dst, img); err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+// foreignURL adds a layer that names a URL of its own, which containerd would fetch
+// from the node's network before it asks the registry.
+func foreignURL(img v1.Image) (v1.Image, error) {
+	l, err := random.Layer(256, types.DockerLayer)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.Append(img, mutate.Addendum{Layer: l, URLs: []string{"http://127.0.0.1:9/probe-blob"}})
+}
+
+// Images resolved and pinned on the real node: the pod runs the digest the create
+// resolved, whatever the tag names later; a manifest naming foreign URLs is refused; a
+// tag nobody pushed yet is a 201 that stays PENDING, then runs once pushed.
+func TestRealNodeImagesPinned(t *testing.T) {
+	node := testenv.RealNode(t)
+	p, events, ns := onRealNode(t, node.ResolveThrough()...)
+	moving := "example.invalid/moving:v1"
+	first := retag(t, node.Registry, harness.TestImage("web"), moving)
+
+	create(t, p, "pinned", spec("pinned", moving, small))
+	events.waitStatus("pinned", "RUNNING", "Container is running.", 90*time.Second)
+	r := do(t, http.MethodGet, p.URL+containers+"/pinned", nil)
+	img := r.JSON["spec"].(map[string]any)["image"].(map[string]any)
+	if img["reference"] != moving || img["digest"] != first {
+		t.Errorf("GET image %v, want reference %s and digest %s", img, moving, first)
+	}
+	if got := deploymentOf(t, ns, "pinned").Spec.Template.Spec.Containers[0].Image; got != "example.invalid/moving@"+first {
+		t.Errorf("the pod names %s", got)
+	}
+
+	// The tag moves to an image that exits at once; the restarted pod still serves.
+	retag(t, node.Registry, harness.TestImage("crash"), moving)
+	if err := testenv.Cluster(t).Client.CoreV1().Pods(ns).Delete(t.Context(), podOf(t, ns, "pinned").Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 90*time.Second, "a new pod running the first digest", func() error {
+		pod := podOf(t, ns, "pinned")
+		if cs := pod.Status.ContainerStatuses; len(cs) == 0 || cs[0].State.Running == nil || !strings.HasSuffix(cs[0].ImageID, first) {
+			return fmt.Errorf("pod %s: %+v", pod.Name, pod.Status.ContainerStatuses)
+		}
+		return nil
+	})
+
+	// Foreign URLs: refused before anything is made.
+	retag(t, node.Registry, harness.TestImage("web"), "example.invalid/urls:v1", foreignURL)
+	r = do(t, http.MethodPost, p.URL+containers+"?id=urls", spec("urls", "example.invalid/urls:v1", small))
+	if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "foreign-urls") {
+		t.Errorf("a manifest with foreign URLs: %d %s", r.Status, r.Body)
+	}
+	if r := do(t, http.MethodGet, p.URL+containers+"/urls", nil); r.Status != http.StatusNotFound {
+		t.Errorf("GET after the refusal: %d %s", r.Status, r.Body)
+	}
+
+	// Not pushed yet: 201, PENDING naming the reference, no pod; pushed: it runs.
+	later := "example.invalid/later:v1"
+	create(t, p, "later", spec("later", later, small))
+	events.waitStatus("later", "PENDING", "The image is not resolved yet: "+later, 30*time.Second)
+	if n := len(podsOf(t, ns, "later")); n != 0 {
+		t.Errorf("%d pods before the image resolved", n)
+	}
+	retag(t, node.Registry, harness.TestImage("web"), later)
+	events.waitStatus("later", "RUNNING", "Container is running.", 180*time.Second)
+}

@@ -43,4 +43,3 @@ func (r *Controller) resolveImage(ctx context.Context, id string, dep *container
 	r.log.Info("status: image resolved", "id", id, "pinned", res.Pinned)
 	return 0
 }
-

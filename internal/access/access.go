@@ -31,13 +31,13 @@ func (p Permission) String() string {
 // Required is every verb and resource the service uses (deploy/base/role.yaml grants
 // these: TestRoleGrantsExactlyRequired). Deployments, Services and Pods are read with
 // list and watch (the informers, and the status controller's label-selected list of an
-// id's Deployments before it deletes a record no Deployment joined), never with get, and
-// never changed in place; a DELETE deletes them. Records and the leader election's lock
+// id's Deployments before it deletes a record no Deployment joined), never with get; a
+// DELETE deletes them. A Deployment held for its image is patched once it resolves. Records and the leader election's lock
 // are ConfigMaps: a record is read by name, patched (its finalizer off) and deleted; the
 // lock is updated. All of it is within what DCM's own Helm chart grants its providers
 // (no Leases, no configmaps/finalizers there).
 var Required = slices.Concat(
-	grant("apps", "deployments", "list", "watch", "create", "delete"),
+	grant("apps", "deployments", "list", "watch", "create", "patch", "delete"),
 	grant("", "services", "list", "watch", "create", "delete"),
 	grant("", "pods", "list", "watch"),
 	grant("", "configmaps", "get", "list", "watch", "create", "update", "patch", "delete"),

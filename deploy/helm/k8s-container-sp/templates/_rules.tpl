@@ -5,10 +5,11 @@ deploy/base/role.yaml: tools/devenv/chart's TestRoleRulesMatchKustomize compares
 */}}
 {{- define "k8s-container-sp.roleRules" -}}
 # Containers are Deployments: created, deleted, and read through an informer (list,
-# watch). Nothing of a Deployment is ever changed in place.
+# watch). patch: a Deployment held at zero pods until its image resolves is pinned to
+# the digest and let run.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 # The Service that exposes a container's ports: as for Deployments.
 - apiGroups: [""]
   resources: ["services"]

@@ -2,7 +2,10 @@ package app_test
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +118,50 @@ func TestRealNodeImagesPinned(t *testing.T) {
 	}
 	retag(t, node.Registry, harness.TestImage("web"), later)
 	events.waitStatus("later", "RUNNING", "Container is running.", 180*time.Second)
+}
+
+// localRegistry is an OCI registry on 127.0.0.1 (the real node's, package
+// imageregistry) that a test service resolves every registry through: kwok runs no
+// image, but the provider resolves and pins it as it would for a real node.
+type localRegistry struct{ self string }
+
+func newLocalRegistry(t *testing.T) *localRegistry {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &localRegistry{self: ln.Addr().String()}
+	srv := httptest.NewUnstartedServer(imageregistry.New(r.self, t.TempDir(), io.Discard))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return r
+}
+
+// env are the settings of a service resolving through r.
+func (r *localRegistry) env() []string {
+	return []string{"SP_IMAGE_RESOLVE=true", "SP_IMAGE_MIRRORS=*=http://" + r.self}
+}
+
+// push puts a small image under ref (as pods name it) and returns its digest.
+func (r *localRegistry) push(t *testing.T, ref string) string {
+	t.Helper()
+	img, err := random.Image(512, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := imageregistry.LocalName(ref, r.self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(dst, img); err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
 }

@@ -109,7 +109,9 @@ func TestDeployRBACIsEnough(t *testing.T) {
 
 	srv, stream := natsWithStream(t)
 	events := newStreamSink(t, stream)
-	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"), asSA)
+	images := newLocalRegistry(t)
+	images.push(t, "nginx")
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv(append(images.env(), "SP_MONITOR_DEBOUNCE_MS=100")...), asSA)
 	p.waitSynced(t)
 	testenv.Eventually(t, 30*time.Second, "leading with the Role's ConfigMap rights", func() error {
 		if !p.App.Leading() {
@@ -117,6 +119,19 @@ func TestDeployRBACIsEnough(t *testing.T) {
 		}
 		return nil
 	})
+
+	// An image pushed after the create: held, then pinned with the Role's patch.
+	create(t, p, "rbac-held", spec("held", "quay.io/example/later:v1"))
+	events.waitStatus("rbac-held", "PENDING", "The image is not resolved yet", 30*time.Second)
+	digest := images.push(t, "quay.io/example/later:v1")
+	events.waitStatus("rbac-held", "RUNNING", "", 60*time.Second)
+	if got := deploymentOf(t, ns, "rbac-held").Spec.Template.Spec.Containers[0].Image; got != "quay.io/example/later@"+digest {
+		t.Errorf("the held Deployment names %s", got)
+	}
+	if r := do(t, http.MethodDelete, p.URL+containers+"/rbac-held", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+	}
+	events.waitStatus("rbac-held", "DELETED", "", 30*time.Second)
 
 	create(t, p, "rbac-1", spec("web", "nginx", withPorts(port(80, "external"), port(443, "external"))))
 	events.waitStatus("rbac-1", "RUNNING", "", 30*time.Second)

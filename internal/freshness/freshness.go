@@ -1,23 +1,16 @@
 // Package freshness tells whether an informer cache is current, so a read never answers
 // from a cache that has been stale for longer than a known bound.
 //
-// A reflector retries a failed watch on its own backoff, so after an outage one cache can
-// lag for a minute while the others are current, and only its log says so. Tracker.Wrap
-// wraps each reflector's ListerWatcher to report lists, watches opened, events, bookmarks
-// and watches that end or fail; cacheState folds those signals, and Tracker.Lag judges it:
+// Tracker.Wrap wraps each reflector's ListerWatcher to see its lists, watches, events,
+// bookmarks and failures; cacheState folds them and Tracker.Lag judges:
 //
-//   - disconnected (no watch open, or one not yet shown to work): the cache may have missed
-//     every change since the watch broke or its last list. It is behind once that outlasts
-//     the staleness bound (SP_K8S_MAX_STALENESS). A watch the apiserver times out is
-//     replaced at once, so only a real outage lasts that long.
-//   - connected: a watch is open and has shown it works. It is behind once silent (no
-//     event, no bookmark) for longer than SilenceBound: the apiserver bookmarks every
-//     watch about once a minute, so a longer silence means a hung stream on a live
-//     connection (client-go's HTTP/2 health check closes dead ones: the disconnected case).
+//   - disconnected (no watch open, or one not yet shown to work): behind once that
+//     outlasts the staleness bound (SP_K8S_MAX_STALENESS);
+//   - connected: behind once silent (no event, no bookmark) past SilenceBound, since the
+//     apiserver bookmarks every watch about once a minute.
 //
-// A watch shows it works with its first event or bookmark, or by staying open for
-// watchSettle: a watch resumed from a compacted resource version fails with 410 Gone at
-// once, and until the reflector re-lists, its cache is as old as the outage.
+// A watch shows it works with an event or bookmark, or by staying open for watchSettle:
+// one resumed from a compacted resource version fails with 410 Gone at once.
 package freshness
 
 import (

@@ -25,8 +25,7 @@ type Source interface {
 	Snapshot(id string) container.Snapshot
 	// IDs lists every container id known: live, being deleted, or with a record.
 	IDs() []string
-	// Behind lists the caches whose watch has been down past the staleness bound; none
-	// when all are current.
+	// Behind lists the caches whose watch has been down past the staleness bound.
 	Behind() []freshness.Lag
 }
 

@@ -16,6 +16,22 @@ const (
 	imageRetryMax  = 5 * time.Minute
 )
 
+// imageStep resolves the image p holds, if any, and returns p.RecheckAfter moved up to
+// the next try.
+func (r *Controller) imageStep(ctx context.Context, id string, p Plan) time.Duration {
+	if r.opts.Images == nil {
+		return p.RecheckAfter
+	}
+	if p.ResolveImage == nil {
+		r.imageBackoff.Forget(id)
+		return p.RecheckAfter
+	}
+	if wait := r.resolveImage(ctx, id, p.ResolveImage); wait > 0 && (p.RecheckAfter == 0 || wait < p.RecheckAfter) {
+		return wait
+	}
+	return p.RecheckAfter
+}
+
 // resolveImage resolves the image of a Deployment a create held, and pins or refuses it.
 // It returns when to try again (0: done, or the write failed and the next change retries).
 func (r *Controller) resolveImage(ctx context.Context, id string, dep *container.Deployment) time.Duration {

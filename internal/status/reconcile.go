@@ -73,13 +73,7 @@ func (r *Controller) Reconcile(ctx context.Context, id string) (time.Duration, e
 			return 0, err
 		}
 	}
-	if dep := p.ResolveImage; dep != nil && r.opts.Images != nil {
-		if wait := r.resolveImage(ctx, id, dep); wait > 0 && (p.RecheckAfter == 0 || wait < p.RecheckAfter) {
-			p.RecheckAfter = wait
-		}
-	} else if r.opts.Images != nil {
-		r.imageBackoff.Forget(id)
-	}
+	p.RecheckAfter = r.imageStep(ctx, id, p)
 	stored := false
 	if rep := p.Publish; rep != nil {
 		ev := r.eventID(id, inc, *rep, now)

@@ -20,6 +20,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/election"
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
+	"github.com/dcm-project/k8s-container-sp/internal/image"
 	"github.com/dcm-project/k8s-container-sp/internal/metrics"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
@@ -28,22 +29,24 @@ import (
 
 // App is one running provider.
 type App struct {
-	cfg        *config.Config
-	log        *slog.Logger
-	client     kubernetes.Interface
-	store      *store.Store
-	handler    http.Handler
-	server     *http.Server
-	nats       *natsLink
-	podSec     *podSecurity
-	controller *status.Controller
-	election   *election.Election
-	registrar  *registration.Registrar
-	metrics    *metrics.Metrics
-	leading    atomic.Bool
-	stop       stopGate // readiness fails once the service stops
-	probe      *clusterProbe
-	tlsConfig  *tls.Config // nil: plain HTTP
+	cfg     *config.Config
+	log     *slog.Logger
+	client  kubernetes.Interface
+	store   *store.Store
+	handler http.Handler
+	server  *http.Server
+	nats    *natsLink
+	podSec  *podSecurity
+	// pullSecrets: the keychain images are resolved with (nil: anonymous).
+	pullSecrets *image.PullSecrets
+	controller  *status.Controller
+	election    *election.Election
+	registrar   *registration.Registrar
+	metrics     *metrics.Metrics
+	leading     atomic.Bool
+	stop        stopGate // readiness fails once the service stops
+	probe       *clusterProbe
+	tlsConfig   *tls.Config // nil: plain HTTP
 }
 
 // RESTConfig loads the Kubernetes client configuration: the kubeconfig file when set,
@@ -148,10 +151,11 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	}
 	a.tlsConfig = tlsConfig
 	a.podSec = &podSecurity{client: client, namespace: cfg.Kubernetes.Namespace, configured: cfg.Kubernetes.PodSecurity, log: log}
-	images, err := resolver(cfg, log)
+	images, pullSecrets, err := resolver(cfg, client, log)
 	if err != nil {
 		return nil, err
 	}
+	a.pullSecrets = pullSecrets
 	handler, err := httpapi.NewHandler(httpapi.Options{
 		Store:        st,
 		Objects:      cfg.Objects(),
@@ -339,6 +343,7 @@ func (a *App) components(ln net.Listener, scheme string) []component {
 		{name: "permissions", run: a.checkPermissions},
 		{name: "nats", start: a.nats.start, run: a.nats.run},
 		{name: "pod-security", start: a.podSec.start},
+		a.pullSecretsComponent(),
 		{name: "http", run: func(ctx context.Context) error { return a.serve(ctx, ln) }},
 		{name: "registration", run: func(ctx context.Context) error {
 			a.registrar.Run(ctx, selfProbe(scheme+"://"+ln.Addr().String()+"/health"))

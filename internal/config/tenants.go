@@ -71,6 +71,7 @@ func (c *Config) Objects() container.Options {
 		ExternalServiceType:      corev1.ServiceType(c.Kubernetes.ExternalServiceType),
 		LoadBalancerSourceRanges: list(t.LoadBalancerSourceRanges),
 		ImagePullPolicy:          corev1.PullPolicy(t.ImagePullPolicy),
+		ImagePullSecrets:         c.PullSecretNames(),
 	}
 	o.EphemeralStorageRequest, _ = resource.ParseQuantity(t.EphemeralStorageRequest)
 	o.EphemeralStorageLimit, _ = resource.ParseQuantity(t.EphemeralStorageLimit)

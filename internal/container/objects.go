@@ -32,6 +32,8 @@ type Options struct {
 	// private image another tenant's pull left on the node runs without credentials.
 	// "" leaves Kubernetes' default.
 	ImagePullPolicy corev1.PullPolicy
+	// ImagePullSecrets name the Secrets every pod pulls with (SP_IMAGE_PULL_SECRETS).
+	ImagePullSecrets []string
 	// EphemeralStorageRequest and EphemeralStorageLimit (zero: not set) bound the
 	// node disk one container writes (its writable layer, logs, emptyDirs): past the
 	// limit the kubelet evicts that pod, not its neighbours.
@@ -144,6 +146,7 @@ func Build(id string, spec *v1alpha1.ContainerSpec, opts Options) (Objects, erro
 					// Safe defaults: the workload gets no API credentials, no Service
 					// environment variables and the runtime's default seccomp profile.
 					AutomountServiceAccountToken: ptr.To(false),
+					ImagePullSecrets:             pullSecrets(opts.ImagePullSecrets),
 					EnableServiceLinks:           ptr.To(false),
 					SecurityContext: &corev1.PodSecurityContext{
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
@@ -153,6 +156,14 @@ func Build(id string, spec *v1alpha1.ContainerSpec, opts Options) (Objects, erro
 		},
 	}
 	return Objects{Deployment: dep, Service: buildService(spec, labels, selector, opts)}, nil
+}
+
+func pullSecrets(names []string) []corev1.LocalObjectReference {
+	var out []corev1.LocalObjectReference
+	for _, n := range names {
+		out = append(out, corev1.LocalObjectReference{Name: n})
+	}
+	return out
 }
 
 func buildService(spec *v1alpha1.ContainerSpec, labels, selector map[string]string, opts Options) *corev1.Service {

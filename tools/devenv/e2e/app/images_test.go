@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -125,14 +127,28 @@ func TestRealNodeImagesPinned(t *testing.T) {
 // image, but the provider resolves and pins it as it would for a real node.
 type localRegistry struct{ self string }
 
-func newLocalRegistry(t *testing.T) *localRegistry {
+// newLocalRegistry starts one; with a user and password, a read (a request with ns=,
+// as a mirror gets it) must carry them, as a private registry's would.
+func newLocalRegistry(t *testing.T, userPassword ...string) *localRegistry {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &localRegistry{self: ln.Addr().String()}
-	srv := httptest.NewUnstartedServer(imageregistry.New(r.self, t.TempDir(), io.Discard))
+	h := imageregistry.New(r.self, t.TempDir(), io.Discard)
+	if len(userPassword) == 2 {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if u, pw, ok := req.BasicAuth(); req.URL.Query().Has("ns") && (!ok || u != userPassword[0] || pw != userPassword[1]) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			inner.ServeHTTP(w, req)
+		})
+	}
+	srv := httptest.NewUnstartedServer(h)
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.Start()
@@ -164,4 +180,38 @@ func (r *localRegistry) push(t *testing.T, ref string) string {
 		t.Fatal(err)
 	}
 	return d.String()
+}
+
+// SP_IMAGE_PULL_SECRETS: the provider resolves with the secrets the pods pull with, and
+// every pod names them.
+func TestImagePullSecrets(t *testing.T) {
+	ns := testenv.Namespace(t)
+	images := newLocalRegistry(t, "tenant-robot", "s3cret")
+	digest := images.push(t, "quay.io/private/app:v1")
+	auth := base64.StdEncoding.EncodeToString([]byte("tenant-robot:s3cret"))
+	_, err := testenv.Cluster(t).Client.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "regcred"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"quay.io":{"auth":"` + auth + `"}}}`)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, ns, withEnv(append(images.env(), "SP_IMAGE_PULL_SECRETS=regcred,missing")...))
+	p.waitSynced(t)
+	r := do(t, http.MethodPost, p.URL+containers+"?id=private", spec("app", "quay.io/private/app:v1"))
+	if r.Status != http.StatusCreated || !strings.Contains(string(r.Body), digest) {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	ps := deploymentOf(t, ns, "private").Spec.Template.Spec
+	if len(ps.ImagePullSecrets) != 2 || ps.ImagePullSecrets[0].Name != "regcred" {
+		t.Errorf("imagePullSecrets %v", ps.ImagePullSecrets)
+	}
+
+	// Without the secret the registry refuses the provider too: held, PENDING.
+	anon := startProvider(t, testenv.Namespace(t), withEnv(images.env()...))
+	anon.waitSynced(t)
+	r = do(t, http.MethodPost, anon.URL+containers+"?id=private", spec("app", "quay.io/private/app:v1"))
+	if r.Status != http.StatusCreated || strings.Contains(string(r.Body), digest) {
+		t.Errorf("create without credentials: %d %s", r.Status, r.Body)
+	}
 }

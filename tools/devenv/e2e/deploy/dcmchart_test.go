@@ -31,7 +31,7 @@ import (
 // (testdata/dcm-chart.yaml), with this test's image, namespaces, NATS and registry: the
 // provider in DCM's namespace ns, its Role and RoleBinding in the containers' namespace
 // (DCM's k8sContainerServiceProvider.namespace), bound to the provider's ServiceAccount.
-func applyDCMChart(t *testing.T, cs kubernetes.Interface, ns, containers string, fill map[string]string) {
+func applyDCMChart(t *testing.T, cs kubernetes.Interface, ns, containers string, fill map[string]string, env ...corev1.EnvVar) {
 	t.Helper()
 	b, err := os.ReadFile("testdata/dcm-chart.yaml")
 	if err != nil {
@@ -57,6 +57,7 @@ func applyDCMChart(t *testing.T, cs kubernetes.Interface, ns, containers string,
 			o.Subjects[0].Namespace = ns
 			_, err = cs.RbacV1().RoleBindings(containers).Create(ctx, o, metav1.CreateOptions{})
 		case *appsv1.Deployment:
+			o.Spec.Template.Spec.Containers[0].Env = append(o.Spec.Template.Spec.Containers[0].Env, env...)
 			_, err = cs.AppsV1().Deployments(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *corev1.Service:
 			_, err = cs.CoreV1().Services(ns).Create(ctx, o, metav1.CreateOptions{})
@@ -98,8 +99,12 @@ func TestDCMChartUnchanged(t *testing.T) {
 	if err := node.TagImage(ctx, harness.TestImageNonRoot("web"), dcmImage); err != nil {
 		t.Fatal(err)
 	}
+	// The one setting added to DCM's env is this world's plumbing: the provider resolves
+	// images through the registry the node pulls every name from, as it would reach
+	// quay.io itself where there is a network.
+	mirror := corev1.EnvVar{Name: "SP_IMAGE_MIRRORS", Value: "*=http://" + exposeToPods(t, node, "http://"+node.Registry)}
 	applyDCMChart(t, e.Client, ns, containers, map[string]string{"IMAGE": imageRef, "NAMESPACE": containers,
-		"NATS_URL": "nats://" + natsAddr, "REGISTRATION_URL": "http://" + regAddr + "/api/v1alpha1"})
+		"NATS_URL": "nats://" + natsAddr, "REGISTRATION_URL": "http://" + regAddr + "/api/v1alpha1"}, mirror)
 
 	podURL := func() (string, string) {
 		t.Helper()

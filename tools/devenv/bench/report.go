@@ -25,7 +25,10 @@ const (
 	// A POST makes the record, then the Deployment and the Service at once (issue 35):
 	// two round trips, as many as raw's one after the other; one more than raw's both at
 	// once.
-	targetCreateSerialRatio   = 1.1 // POST p50 / raw p50, Deployment then Service (issue 35)
+	targetCreateSerialRatio = 1.1 // POST p50 / raw p50, Deployment then Service (issue 35)
+	// POST p50 resolving each image through a registry on this machine / without: one
+	// manifest HEAD per create, and a GET per digest first checked.
+	targetResolveRatio        = 1.5
 	targetCreateParallelRatio = 1.3 // POST p50 / raw p50, Deployment and Service at once (issue 35)
 	targetPageRatio           = 1.3 // LIST page p50, largest size / smallest
 	targetRSSMB               = 100 // RSS at every size up to 10,000 containers, idle and after the read load (issue 26)
@@ -88,6 +91,12 @@ func checks(r *Results) []check {
 		ratio := c.Post.P50 / c.RawParallel.P50
 		add("create: POST p50 / raw client-go p50, Deployment and Service at once", fmt.Sprintf("%.2f ms / %.2f ms = **%.2f**%s", c.Post.P50, c.RawParallel.P50, ratio, createReason(ratio, targetCreateParallelRatio)),
 			"raw client-go, same objects, in parallel", fmt.Sprintf("≤ %.1f", targetCreateParallelRatio), ratio <= targetCreateParallelRatio)
+	}
+	if rs := r.Resolve; rs.Plain.P50 > 0 {
+		ratio := rs.Resolved.P50 / rs.Plain.P50
+		add("create: POST p50 with image resolution / without (local registry)",
+			fmt.Sprintf("%.2f ms / %.2f ms = **%.2f** (%d manifest requests for %d POSTs)", rs.Resolved.P50, rs.Plain.P50, ratio, rs.RegistryRequests, rs.Resolved.N),
+			"the same POSTs through a service that does not resolve", fmt.Sprintf("≤ %.1f", targetResolveRatio), ratio <= targetResolveRatio)
 	}
 	if cr := r.Concurrent; cr != nil {
 		for _, op := range []string{"create", "delete"} {

@@ -71,6 +71,7 @@ type Results struct {
 	Command    string             `json:"command"`
 	ServiceEnv []string           `json:"service_env,omitempty"`
 	Create     CreateResult       `json:"create"`
+	Resolve    ResolveResult      `json:"create_with_image_resolution"`
 	Concurrent *ConcurrencyResult `json:"concurrency,omitempty"` // creates and deletes from many clients
 	Bulk       *BulkResult        `json:"bulk,omitempty"`
 	Reads      []ReadResult       `json:"reads"`
@@ -105,8 +106,11 @@ type Machine struct {
 // largest size, then every pod of one node lost and back.
 const PhaseBurst = "burst"
 
+// PhaseResolve is POST with image resolution against POST without (-only=resolve).
+const PhaseResolve = "resolve"
+
 // Phases are the phases -only can run alone.
-var Phases = []string{PhaseMemoryLimit, PhaseBurst, PhaseConcurrency}
+var Phases = []string{PhaseMemoryLimit, PhaseBurst, PhaseConcurrency, PhaseResolve}
 
 // Run performs every benchmark (or o.Only) in one fresh environment.
 func Run(ctx context.Context, o Options) (*Results, error) {
@@ -135,6 +139,14 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 	case PhaseBurst:
 		if err := e.burstAlone(ctx, o, res, log); err != nil {
+			return nil, err
+		}
+		res.Duration = time.Since(start).Seconds()
+		return res, nil
+	}
+	if o.Only == PhaseResolve {
+		fmt.Fprintf(log, "bench: create with image resolution: %d POSTs each through a resolving and a plain service\n", o.CreateN)
+		if res.Resolve, err = e.Resolution(ctx, o.CreateN); err != nil {
 			return nil, err
 		}
 		res.Duration = time.Since(start).Seconds()
@@ -209,6 +221,10 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 	}
 	for i := range o.CreateN {
 		ids = append(ids, fmt.Sprintf("create-%04d", i))
+	}
+	fmt.Fprintf(log, "bench: create with image resolution: %d POSTs each through a resolving and a plain service\n", o.CreateN)
+	if res.Resolve, err = e.Resolution(ctx, o.CreateN); err != nil {
+		return fmt.Errorf("create with image resolution: %w", err)
 	}
 	if o.ConcurrencyN > 0 {
 		fmt.Fprintf(log, "bench: concurrency: %d creates, then deletes, per side at %v clients, API and raw in rounds\n", o.ConcurrencyN, concurrencyClients)

@@ -59,6 +59,10 @@ func Banner(s *Stack) string {
 	fmt.Fprintf(&b, " NATS        %s   (status events on dcm.container)\n", redact.URLs(s.NATSURL))
 	fmt.Fprintf(&b, " Kubernetes  KUBECONFIG=%s   (namespace %s)\n", s.Kubeconfig, s.Namespace)
 	fmt.Fprintf(&b, " Logs        %s\n", s.LogFile)
+	if s.ImageRegistry != "" {
+		fmt.Fprintf(&b, " Images      resolved to digests through %s, which holds %s;\n", s.ImageRegistry, exampleImage)
+		fmt.Fprintf(&b, "             other names stay PENDING (not resolved): make run SP_IMAGE_RESOLVE=false runs any name on kwok\n")
+	}
 	runs := "kwok plays the kubelet"
 	if n := s.RealNode; n != nil {
 		runs = "a real kubelet runs it on " + n.Name

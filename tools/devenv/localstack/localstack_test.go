@@ -62,7 +62,8 @@ func TestBannerCommandsWork(t *testing.T) {
 		}
 		return m
 	}
-	if m := run(cmds[0]); m["id"] != "hello" || m["status"] != "PENDING" {
+	// The example's image resolves through the stack's own registry and is pinned.
+	if m := run(cmds[0]); m["id"] != "hello" || m["status"] != "PENDING" || !strings.Contains(fmt.Sprint(m["spec"]), "digest:sha256:") {
 		t.Errorf("create: %v", m)
 	}
 	testenv.Eventually(t, 30*time.Second, "hello RUNNING", func() error {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,11 @@ type Stack struct {
 	Namespace  string
 	ProviderID string
 	LogFile    string
+
+	// ImageRegistry is the registry on this machine the service resolves images through
+	// with kwok ("" with a real node, whose registry it uses, or the user's settings).
+	ImageRegistry string
+	images        *http.Server
 
 	// RealNode is the real kubelet the service's containers run on (REAL_NODE=1), or nil:
 	// then kwok plays the kubelet.
@@ -72,7 +78,7 @@ func Start(ctx context.Context, dir string, environ []string, progress io.Writer
 	}
 	// The parts this stack starts itself are not there yet: stand-ins of the right form.
 	early := parts{orDefault(env["SP_K8S_KUBECONFIG"], standIns.kubeconfig),
-		orDefault(env["SP_NATS_URL"], standIns.natsURL), orDefault(env["DCM_REGISTRATION_URL"], standIns.registryURL)}
+		orDefault(env["SP_NATS_URL"], standIns.natsURL), orDefault(env["DCM_REGISTRATION_URL"], standIns.registryURL), ""}
 	if _, err := config.Load(s.settings(env, addr, early)); err != nil {
 		return nil, err
 	}
@@ -88,7 +94,7 @@ func Start(ctx context.Context, dir string, environ []string, progress io.Writer
 // anything runs.
 var standIns = parts{kubeconfig: "/local/kubeconfig", natsURL: "nats://127.0.0.1:4222", registryURL: "http://127.0.0.1:1/api/v1alpha1"}
 
-type parts struct{ kubeconfig, natsURL, registryURL string }
+type parts struct{ kubeconfig, natsURL, registryURL, imageMirror string }
 
 // settings is the service's environment: ours, the user's SP_ settings over them, and
 // where the parts are.
@@ -98,7 +104,10 @@ func (s *Stack) settings(env map[string]string, addr string, p parts) []string {
 		"SP_ENDPOINT=" + s.ServiceURL, "SP_SERVER_ADDRESS=" + addr,
 		// The banner's example runs a test image (example.invalid/web:v1); your own
 		// SP_IMAGE_REGISTRIES replaces this.
-		"SP_IMAGE_REGISTRIES=" + harness.ImageRegistries, harness.ResolveOff,
+		"SP_IMAGE_REGISTRIES=" + harness.ImageRegistries,
+	}
+	if p.imageMirror != "" {
+		out = append(out, "SP_IMAGE_MIRRORS=*="+p.imageMirror)
 	}
 	for k, v := range env {
 		if strings.HasPrefix(k, "SP_") {
@@ -113,7 +122,7 @@ func (s *Stack) settings(env map[string]string, addr string, p parts) []string {
 func (s *Stack) start(ctx context.Context, env map[string]string, addr string, progress io.Writer) error {
 	dir := s.Dir
 	// Every run starts from scratch: a fresh cluster, NATS store and registry database.
-	for _, sub := range []string{"cluster", "nats", "registry", "realnode"} {
+	for _, sub := range []string{"cluster", "nats", "registry", "realnode", "images"} {
 		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
 			return err
 		}
@@ -161,7 +170,11 @@ func (s *Stack) start(ctx context.Context, env map[string]string, addr string, p
 		fmt.Fprintf(progress, "local: DCM registry (service-provider-manager %s) on %s\n", harness.RegistryVersion, s.RegistryURL)
 	}
 
-	cfg, err := config.Load(s.settings(env, addr, parts{s.Kubeconfig, s.NATSURL, s.RegistryURL}))
+	mirror, err := s.imageMirror(ctx, env, progress)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(s.settings(env, addr, parts{s.Kubeconfig, s.NATSURL, s.RegistryURL, mirror}))
 	if err != nil {
 		return err
 	}
@@ -278,6 +291,9 @@ func (s *Stack) Stop() {
 	}
 	if s.registry != nil {
 		s.registry.Stop()
+	}
+	if s.images != nil {
+		_ = s.images.Close()
 	}
 	if s.nats != nil {
 		s.nats.Stop()

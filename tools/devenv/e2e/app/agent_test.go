@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +25,9 @@ import (
 // naming it; the agent's delete (with its own key) deletes it.
 func TestAgentCreateRetriedWithItsKey(t *testing.T) {
 	ns := testenv.Namespace(t)
-	a, b := startProvider(t, ns), startProvider(t, ns)
+	// Both replicas resolve the image through one registry: every try pins one digest.
+	images := withEnv(newLocalRegistry(t).holding(t, "nginx")...)
+	a, b := startProvider(t, ns, images), startProvider(t, ns, images)
 	a.waitSynced(t)
 	b.waitSynced(t)
 	endpoints := []string{a.URL + containers, b.URL + containers}
@@ -76,6 +79,9 @@ func TestAgentCreateRetriedWithItsKey(t *testing.T) {
 	}
 	if id2, members2 := shape(again); id2 != id || !slices.Equal(members, members2) {
 		t.Errorf("the retry through the other replica answered %s, the first %s", again.Body, first.Body)
+	}
+	if !strings.Contains(string(first.Body), `"digest":"sha256:`) || !strings.Contains(string(again.Body), `"digest":"sha256:`) {
+		t.Errorf("the image was not pinned: %s / %s", first.Body, again.Body)
 	}
 	if deps, svcs := objects(id); deps != 1 || svcs != 1 {
 		t.Errorf("%d Deployments, %d Services", deps, svcs)

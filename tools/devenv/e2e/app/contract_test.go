@@ -123,7 +123,7 @@ func TestContractScaleToZeroIsFailed(t *testing.T) {
 	ns := testenv.Namespace(t)
 	srv := testenv.NATS(t)
 	events := newSink(t, srv.URL)
-	p := startProvider(t, ns, withNATS(srv.URL), withEnv("SP_MONITOR_DEBOUNCE_MS=100"))
+	p := startProvider(t, ns, withNATS(srv.URL), withEnv(append(newLocalRegistry(t).holding(t, "nginx"), "SP_MONITOR_DEBOUNCE_MS=100")...))
 	p.waitReporting(t)
 	create(t, p, "scaled", spec("scaled", "nginx"))
 	events.waitStatus("scaled", "RUNNING", "", 30*time.Second)

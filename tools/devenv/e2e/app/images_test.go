@@ -215,3 +215,13 @@ func TestImagePullSecrets(t *testing.T) {
 		t.Errorf("create without credentials: %d %s", r.Status, r.Body)
 	}
 }
+
+// holding pushes refs and returns the settings of a service resolving through r (one
+// withEnv takes them all: each withEnv starts again from the test defaults).
+func (r *localRegistry) holding(t *testing.T, refs ...string) []string {
+	t.Helper()
+	for _, ref := range refs {
+		r.push(t, ref)
+	}
+	return r.env()
+}

@@ -42,6 +42,12 @@ func TestCommandLine(t *testing.T) {
 		{name: "a bad setting", environ: []string{"SP_NAME=sp", "SP_ENDPOINT=http://sp:8080", "SP_NATS_URL=nats://n:4222",
 			"DCM_REGISTRATION_URL=http://r:8080/api/v1alpha1", "SP_MONITOR_DEBOUNCE_MS=abc"},
 			code: 2, stderr: []string{"invalid configuration:\n  SP_MONITOR_DEBOUNCE_MS=\"abc\": not a whole number of milliseconds\n"}},
+		// A bad listen address is a bad setting like the others, listed with them (not
+		// found later by the listen), in the variables' order.
+		{name: "a bad address and another bad setting", environ: []string{"SP_NAME=sp", "SP_ENDPOINT=http://sp:8080", "SP_NATS_URL=nats://n:4222",
+			"DCM_REGISTRATION_URL=http://r:8080/api/v1alpha1", "SP_SERVER_ADDRESS=nonsense", "SP_K8S_NAMESPACE=Bad_NS"},
+			code: 2, stderr: []string{"invalid configuration:\n  SP_K8S_NAMESPACE=\"Bad_NS\": not a Kubernetes namespace name",
+				"\n  SP_SERVER_ADDRESS=\"nonsense\": must be host:port or :port (e.g. :8080, 127.0.0.1:8080, [::1]:8080)\n"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

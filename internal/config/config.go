@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"reflect"
@@ -437,8 +439,8 @@ func (c *Config) validate(leaseDerived bool) []string {
 	if m := c.Registration.TotalStorage; m != "" && !sizePattern.MatchString(m) {
 		p = append(p, fmt.Sprintf("SP_TOTAL_STORAGE=%q: must look like 10TB or 512GB", m))
 	}
-	if c.Server.Address == "" {
-		p = append(p, "SP_SERVER_ADDRESS: must not be empty")
+	if err := checkAddress(c.Server.Address); err != nil {
+		p = append(p, fmt.Sprintf("SP_SERVER_ADDRESS=%q: %v", c.Server.Address, err))
 	}
 	p = append(p, c.Security.validate()...)
 	p = append(p, c.Tenants.validate()...)
@@ -505,6 +507,29 @@ func (s Security) validate() []string {
 const minContainerBytes = 2048
 
 var sizePattern = regexp.MustCompile(`^[0-9]+(MB|GB|TB|PB)$`)
+
+// checkAddress checks a listen address: host:port, the port a number from 0 to 65535
+// (0: any free port), the host empty (every interface), an IP address or a host name.
+func checkAddress(addr string) error {
+	const form = "must be host:port or :port (e.g. :8080, 127.0.0.1:8080, [::1]:8080)"
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New(form)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("the port %q is not a number from 0 to 65535", port)
+	}
+	if host == "" {
+		return nil
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	if len(validation.IsDNS1123Subdomain(strings.ToLower(host))) > 0 {
+		return fmt.Errorf("the host %q is not an IP address or a host name", host)
+	}
+	return nil
+}
 
 func checkURL(raw string, schemes ...string) error {
 	u, err := url.Parse(raw)

@@ -401,3 +401,50 @@ func TestLogLevel(t *testing.T) {
 		}
 	}
 }
+
+// SP_SERVER_ADDRESS is checked with the other settings, not by the listen at start: a
+// bad address is one line among the others' problems.
+func TestServerAddress(t *testing.T) {
+	cases := []struct {
+		addr string
+		want string // the problem; "": valid
+	}{
+		{":8080", ""},
+		{"", ""},
+		{"127.0.0.1:9000", ""},
+		{"[::1]:8080", ""},
+		{"[fe80::1%eth0]:8080", ""},
+		{"localhost:8080", ""},
+		{"sp.example.com:443", ""},
+		{"My-Host:8080", ""},
+		{":0", ""},
+		{"0.0.0.0:65535", ""},
+		{"nonsense", `SP_SERVER_ADDRESS="nonsense": must be host:port or :port (e.g. :8080, 127.0.0.1:8080, [::1]:8080)`},
+		{"8080", `SP_SERVER_ADDRESS="8080": must be host:port or :port (e.g. :8080, 127.0.0.1:8080, [::1]:8080)`},
+		{"::1:8080", `SP_SERVER_ADDRESS="::1:8080": must be host:port or :port (e.g. :8080, 127.0.0.1:8080, [::1]:8080)`},
+		{"localhost:", `SP_SERVER_ADDRESS="localhost:": the port "" is not a number from 0 to 65535`},
+		{":http", `SP_SERVER_ADDRESS=":http": the port "http" is not a number from 0 to 65535`},
+		{":65536", `SP_SERVER_ADDRESS=":65536": the port "65536" is not a number from 0 to 65535`},
+		{":-1", `SP_SERVER_ADDRESS=":-1": the port "-1" is not a number from 0 to 65535`},
+		{"bad_host:8080", `SP_SERVER_ADDRESS="bad_host:8080": the host "bad_host" is not an IP address or a host name`},
+		{"http://sp:8080", `SP_SERVER_ADDRESS="http://sp:8080": must be host:port or :port (e.g. :8080, 127.0.0.1:8080, [::1]:8080)`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.addr, func(t *testing.T) {
+			c, err := Load(append(required[:len(required):len(required)], "SP_SERVER_ADDRESS="+tc.addr))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Server.Address != tc.addr && !(tc.addr == "" && c.Server.Address == ":8080") { // set but empty: the default
+					t.Errorf("address %q, want %q", c.Server.Address, tc.addr)
+				}
+				return
+			}
+			var cerr *Error
+			if !errors.As(err, &cerr) || !slices.Equal(cerr.Problems, []string{tc.want}) {
+				t.Errorf("got %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -274,7 +274,22 @@ func (p *eventPrinter) print(raw []byte) {
 	} else {
 		p.last[data.ID] = printed{ev.ID, string(content)}
 	}
-	fmt.Fprintf(p.out, "event  %s  %-24s %-8s %s%s\n", ev.Time, data.ID, data.Status, data.Message, mark)
+	fmt.Fprintf(p.out, "event  %s  %-24s %-8s %s%s\n", eventTime(ev.Time), data.ID, data.Status, data.Message, mark)
+}
+
+// eventTimeLayout is RFC 3339 in UTC with milliseconds, always 24 columns: the event's
+// own time (RFC 3339 with nanoseconds, their trailing zeros dropped) varies in width,
+// and the columns after it would not line up.
+const eventTimeLayout = "2006-01-02T15:04:05.000Z"
+
+// eventTime is an event's time in eventTimeLayout; one that is not RFC 3339 is printed
+// as it came, padded to the same width.
+func eventTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Sprintf("%-*s", len(eventTimeLayout), s)
+	}
+	return t.UTC().Format(eventTimeLayout)
 }
 
 // Stop stops everything Start started, newest first. It is safe on a stack whose Start

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -223,9 +224,16 @@ func Load(environ []string) (*Config, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return nil, &Error{Problems: oneLineEach(problems)}
+		return nil, &Error{Problems: sortedByVariable(oneLineEach(problems))}
 	}
 	return cfg, nil
+}
+
+// sortedByVariable orders the problem lines by the variable each starts with, so the
+// same settings always give the same message.
+func sortedByVariable(problems []string) []string {
+	slices.SortStableFunc(problems, func(a, b string) int { return strings.Compare(problemKey(a), problemKey(b)) })
+	return problems
 }
 
 // oneLineEach joins the problems that start with the same variable into one line.

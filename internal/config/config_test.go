@@ -448,3 +448,50 @@ func TestServerAddress(t *testing.T) {
 		})
 	}
 }
+
+// Every problem is listed, sorted by variable name, whatever the order of the
+// environment and of the checks: the same settings give the same message.
+func TestProblemsSortedByVariable(t *testing.T) {
+	cases := []struct {
+		name string
+		env  []string
+		want []string // the variables, in the message's order
+	}{
+		{"a bad address and another bad setting", append(required[:len(required):len(required)],
+			"SP_SERVER_ADDRESS=nonsense", "SP_K8S_NAMESPACE=Bad_NS"),
+			[]string{"SP_K8S_NAMESPACE", "SP_SERVER_ADDRESS"}},
+		{"nothing set", nil, []string{"DCM_REGISTRATION_URL", "SP_ENDPOINT", "SP_NAME", "SP_NATS_URL"}},
+		{"parse and value problems mixed", []string{"SP_NAME=sp", "SP_ENDPOINT=http://sp:8080", "SP_NATS_URL=nats://n:4222",
+			"SP_SERVER_READ_TIMEOUT=soon", "SP_LOG_LEVEL=verbose", "SP_SERVER_ADDRESS=:99999", "SP_MONITOR_DEBOUNCE_MS=abc",
+			"SP_K8S_EXTERNAL_SVC_TYPE=Ingress", "SP_TOTAL_CPU=-1"},
+			[]string{"DCM_REGISTRATION_URL", "SP_K8S_EXTERNAL_SVC_TYPE", "SP_LOG_LEVEL", "SP_MONITOR_DEBOUNCE_MS",
+				"SP_SERVER_ADDRESS", "SP_SERVER_READ_TIMEOUT", "SP_TOTAL_CPU"}},
+		{"two problems of one variable stay one line", append(required[:len(required):len(required)],
+			"SP_SERVER_WRITE_TIMEOUT=10s", "SP_SERVER_REQUEST_TIMEOUT=15s", "SP_K8S_CREATE_TIMEOUT=20s", "SP_K8S_NAMESPACE=Bad_NS"),
+			[]string{"SP_K8S_NAMESPACE", "SP_SERVER_REQUEST_TIMEOUT", "SP_SERVER_WRITE_TIMEOUT"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, env := range [][]string{tc.env, reversed(tc.env)} {
+				_, err := Load(env)
+				var cerr *Error
+				if !errors.As(err, &cerr) {
+					t.Fatalf("error %v (%T), want *Error", err, err)
+				}
+				var got []string
+				for _, line := range cerr.Problems {
+					got = append(got, problemKey(line))
+				}
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("variables %q, want %q:\n%v", got, tc.want, err)
+				}
+			}
+		})
+	}
+}
+
+func reversed(s []string) []string {
+	r := slices.Clone(s)
+	slices.Reverse(r)
+	return r
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/httpapi"
 	"github.com/dcm-project/k8s-container-sp/internal/image"
 	"github.com/dcm-project/k8s-container-sp/internal/metrics"
+	"github.com/dcm-project/k8s-container-sp/internal/natslink"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/internal/store"
@@ -35,7 +36,7 @@ type App struct {
 	store   *store.Store
 	handler http.Handler
 	server  *http.Server
-	nats    *natsLink
+	nats    *natslink.Link
 	podSec  *podSecurity
 	// pullSecrets: the keychain images are resolved with (nil: anonymous).
 	pullSecrets *image.PullSecrets
@@ -141,6 +142,8 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		},
 		Interval:  cfg.Registration.Interval,
 		Attempted: a.metrics.RegistrationAttempt,
+		// An environment agent sends no token: the registrar warns once it meets one.
+		APIToken: cfg.Security.APITokenFile != "",
 	}, log)
 	if err != nil {
 		return nil, err
@@ -222,7 +225,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 	top.Handle(httpapi.LivenessPath, httpapi.Logged(log, httpapi.Liveness()))
 	top.Handle("/", a.metrics.Middleware(handler))
 	a.handler = top
-	if a.nats, err = newNATSLink(cfg.NATSURL, cfg.Name+"/"+cfg.Monitor.Identity, cfg.Name, cfg.NATS, log); err != nil {
+	if a.nats, err = natslink.New(cfg.NATSURL, cfg.Name+"/"+cfg.Monitor.Identity, cfg.Name, cfg.NATS, log); err != nil {
 		return nil, err
 	}
 	a.controller = status.NewController(st, plantBug(a.nats), st, status.Options{
@@ -232,7 +235,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		Settle:       2 * cfg.Kubernetes.CreateTimeout, // a create makes its Deployment, or gives up, within one
 		ResendAfter:  cfg.Monitor.StatusResendAfter,
 		DrainTimeout: statusStopBudget(cfg) / 2, // the other half: the send in progress, the lock's release
-		Republish:    a.nats.republish,
+		Republish:    a.nats.Republish(),
 		Published:    func(st container.Status) { a.metrics.EventPublished(string(st.Status)) },
 		Failed:       a.metrics.EventFailed,
 		Images:       images,
@@ -341,7 +344,7 @@ func (a *App) components(ln net.Listener, scheme string) []component {
 		{name: "cluster-probe", run: a.probe.Run},
 		{name: "informers", run: a.runInformers},
 		{name: "permissions", run: a.checkPermissions},
-		{name: "nats", start: a.nats.start, run: a.nats.run},
+		{name: "nats", start: a.nats.Start, run: a.nats.Run},
 		{name: "pod-security", start: a.podSec.start},
 		a.pullSecretsComponent(),
 		{name: "http", run: func(ctx context.Context) error { return a.serve(ctx, ln) }},

@@ -1,4 +1,5 @@
-package app
+// Package natslink is the connection status events go out on.
+package natslink
 
 import (
 	"context"
@@ -19,8 +20,8 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 )
 
-// natsLink is the connection status events go out on (SP_NATS_URL), a component: start
-// dials it, run holds it until the provider stops. The service starts and serves while
+// Link is the connection status events go out on (SP_NATS_URL), a component: Start
+// dials it, Run holds it until the provider stops. The service starts and serves while
 // NATS is down (the client keeps reconnecting by itself) and events wait for it;
 // whatever a (re)connected server's consumers missed is published again. It is the
 // controller's publisher.
@@ -33,7 +34,7 @@ import (
 // changes into something unusable is logged and the last good one kept.
 //
 // The URL is never logged or returned as given: redact.URL hides credentials in it.
-type natsLink struct {
+type Link struct {
 	url, name string // name: this client's, as the server shows it
 	provider  string // the event source's provider name
 	// republish is told on every (re)connection (status.Options.Republish).
@@ -57,22 +58,24 @@ type natsLink struct {
 	lastReconnectErr atomic.Pointer[string]
 }
 
+// Republish is told on every (re)connection (status.Options.Republish).
+func (n *Link) Republish() <-chan struct{} { return n.republish }
+
 // Connected reports whether the connection in use is up.
-func (n *natsLink) Connected() bool {
+func (n *Link) Connected() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.conn != nil && n.conn.IsConnected()
 }
 
-// newNATSLink reads the files files names (an error names the file); it connects to
-// nothing.
-func newNATSLink(url, clientName, provider string, files config.NATS, log *slog.Logger) (*natsLink, error) {
-	return newNATSLinkEvery(url, clientName, provider, files, secretfile.Interval, log)
+// New reads the files files names (an error names the file); it connects to nothing.
+func New(url, clientName, provider string, files config.NATS, log *slog.Logger) (*Link, error) {
+	return NewEvery(url, clientName, provider, files, secretfile.Interval, log)
 }
 
-// newNATSLinkEvery is newNATSLink looking at the files every every.
-func newNATSLinkEvery(url, clientName, provider string, files config.NATS, every time.Duration, log *slog.Logger) (*natsLink, error) {
-	n := &natsLink{url: url, name: clientName, provider: provider, republish: make(chan struct{}, 1), log: log, every: every}
+// NewEvery is New looking at the files every every.
+func NewEvery(url, clientName, provider string, files config.NATS, every time.Duration, log *slog.Logger) (*Link, error) {
+	n := &Link{url: url, name: clientName, provider: provider, republish: make(chan struct{}, 1), log: log, every: every}
 	if err := n.loadFiles(files); err != nil {
 		return nil, err
 	}
@@ -80,7 +83,7 @@ func newNATSLinkEvery(url, clientName, provider string, files config.NATS, every
 }
 
 // loadFiles makes the options that follow the files.
-func (n *natsLink) loadFiles(f config.NATS) error {
+func (n *Link) loadFiles(f config.NATS) error {
 	if f.CredsFile != "" {
 		creds, err := secretfile.WatchCreds(f.CredsFile, n.every, n.log)
 		if err != nil {
@@ -132,7 +135,7 @@ func (n *natsLink) loadFiles(f config.NATS) error {
 	return nil
 }
 
-func (n *natsLink) askRepublish() {
+func (n *Link) askRepublish() {
 	select {
 	case n.republish <- struct{}{}:
 	default: // one is pending already
@@ -140,12 +143,12 @@ func (n *natsLink) askRepublish() {
 }
 
 // redacted is the URL fit for a log line or an error.
-func (n *natsLink) redacted() string { return redact.URLs(n.url) }
+func (n *Link) redacted() string { return redact.URLs(n.url) }
 
 // connect makes a connection with the files' current contents. A server that cannot be
 // reached is no error (the client retries in the background); a URL or option the
 // client refuses is.
-func (n *natsLink) connect() (*nats.Conn, string, error) {
+func (n *Link) connect() (*nats.Conn, string, error) {
 	opts := []nats.Option{
 		nats.Name(n.name),
 		nats.RetryOnFailedConnect(true),
@@ -192,7 +195,7 @@ func (n *natsLink) connect() (*nats.Conn, string, error) {
 }
 
 // start connects.
-func (n *natsLink) start(context.Context) error {
+func (n *Link) Start(context.Context) error {
 	conn, key, err := n.connect()
 	if err != nil {
 		return err
@@ -209,9 +212,9 @@ func (n *natsLink) start(context.Context) error {
 	return nil
 }
 
-// run holds the connection until ctx ends, then closes it. With an NKey seed file it
+// Run holds the connection until ctx ends, then closes it. With an NKey seed file it
 // looks at the key every interval, and connects anew when it is another one.
-func (n *natsLink) run(ctx context.Context) error {
+func (n *Link) Run(ctx context.Context) error {
 	var tick <-chan time.Time
 	if n.nkey != nil {
 		t := time.NewTicker(n.every)
@@ -240,7 +243,7 @@ func (n *natsLink) run(ctx context.Context) error {
 // once when the current one is not): a server that does not accept the new key yet
 // keeps the old connection in use meanwhile. The old connection is then closed (a
 // status event being sent on it fails and is retried on the new one).
-func (n *natsLink) followKey() {
+func (n *Link) followKey() {
 	key := n.nkey.Get().Public
 	n.mu.Lock()
 	current, pending, pendingKey := n.conn, n.pending, n.pendingKey
@@ -282,27 +285,28 @@ func (n *natsLink) followKey() {
 	n.log.Info("NATS: the connection with the new NKey is in use", "nkey", pendingKey)
 }
 
-func (n *natsLink) connKeyNow() string {
+func (n *Link) connKeyNow() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.connKey
 }
 
-// current is the connection in use.
-func (n *natsLink) current() *nats.Conn {
+// Current is the connection in use.
+func (n *Link) Current() *nats.Conn {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.conn
 }
 
-var errNATSNotStarted = errors.New("the NATS connection is not started")
+// ErrNotStarted: Publish before Start.
+var ErrNotStarted = errors.New("the NATS connection is not started")
 
 // Publish sends one status event (status.Publisher). The controller runs only after the
 // connection is started.
-func (n *natsLink) Publish(ctx context.Context, eventID, id string, rep status.Report) (bool, error) {
+func (n *Link) Publish(ctx context.Context, eventID, id string, rep status.Report) (bool, error) {
 	pub := n.pub.Load()
 	if pub == nil {
-		return false, errNATSNotStarted
+		return false, ErrNotStarted
 	}
 	return pub.Publish(ctx, eventID, id, rep)
 }

@@ -1,4 +1,4 @@
-package app
+package natslink_test
 
 import (
 	"context"
@@ -31,6 +31,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/logtest"
+	"github.com/dcm-project/k8s-container-sp/internal/natslink"
 	"github.com/dcm-project/k8s-container-sp/internal/secretfile"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 )
@@ -48,14 +49,14 @@ func TestNATSLinkStart(t *testing.T) {
 		{"not a NATS URL, with a password", "nats://sp:s3cret-pw@[bad", "connecting to nats://xxxxx@[bad: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := newNATSLink(tc.url, "test", "k8s-container-sp", config.NATS{}, quiet)
+			n, err := natslink.New(tc.url, "test", "k8s-container-sp", config.NATS{}, quiet)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := n.Publish(context.Background(), "e1", "a", status.Report{Status: container.Status{Status: v1alpha1.RUNNING}}); !errors.Is(err, errNATSNotStarted) {
+			if _, err := n.Publish(context.Background(), "e1", "a", status.Report{Status: container.Status{Status: v1alpha1.RUNNING}}); !errors.Is(err, natslink.ErrNotStarted) {
 				t.Errorf("publish before start: %v", err)
 			}
-			err = n.start(context.Background())
+			err = n.Start(context.Background())
 			if (err == nil) != (tc.err == "") || err != nil && !strings.HasPrefix(err.Error(), tc.err) {
 				t.Fatalf("start: %v, want %q", err, tc.err)
 			}
@@ -67,8 +68,8 @@ func TestNATSLinkStart(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			if err := n.run(ctx); err != nil || !n.current().IsClosed() {
-				t.Errorf("run: %v, closed %v", err, n.current().IsClosed())
+			if err := n.Run(ctx); err != nil || !n.Current().IsClosed() {
+				t.Errorf("run: %v, closed %v", err, n.Current().IsClosed())
 			}
 		})
 	}
@@ -76,18 +77,18 @@ func TestNATSLinkStart(t *testing.T) {
 
 // runLink starts a link named sp-test to url, authenticating with files (looked at
 // every every) and logging as JSON to logs; stop ends its run.
-func runLink(t *testing.T, url string, files config.NATS, every time.Duration, logs io.Writer) (n *natsLink, stop func()) {
+func runLink(t *testing.T, url string, files config.NATS, every time.Duration, logs io.Writer) (n *natslink.Link, stop func()) {
 	t.Helper()
-	n, err := newNATSLinkEvery(url, "sp-test", "sp", files, every, slog.New(slog.NewJSONHandler(logs, nil)))
+	n, err := natslink.NewEvery(url, "sp-test", "sp", files, every, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.start(context.Background()); err != nil {
+	if err := n.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- n.run(ctx) }()
+	go func() { done <- n.Run(ctx) }()
 	return n, func() { cancel(); <-done }
 }
 
@@ -366,7 +367,7 @@ func TestNATSNKeyAndTLSFromFilesFollowRotation(t *testing.T) {
 					ours++
 				}
 			}
-			if !ok || u != user || !strings.Contains(s, subject) || ours != 1 || !n.current().IsConnected() {
+			if !ok || u != user || !strings.Contains(s, subject) || ours != 1 || !n.Current().IsConnected() {
 				return fmt.Errorf("server sees user %q subject %q (%d connections), want %q %q; log %s", u, s, ours, user, subject, logs)
 			}
 			cid = id
@@ -493,7 +494,7 @@ func TestNATSCredsFileFollowsRotation(t *testing.T) {
 		var cid uint64
 		eventually(t, "connected as "+publicOf(t, user), func() error {
 			u, _, id, ok := clientOf(t, srv, "sp-test")
-			if !ok || u != publicOf(t, user) || !n.current().IsConnected() {
+			if !ok || u != publicOf(t, user) || !n.Current().IsConnected() {
 				return fmt.Errorf("server sees %q; log %s", u, logs)
 			}
 			cid = id

@@ -21,7 +21,6 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -32,18 +31,19 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dcm-project/k8s-container-sp/internal/app"
+	"github.com/dcm-project/k8s-container-sp/internal/buildinfo"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 )
 
 // version is set at build time: -ldflags "-X main.version=v1.2.3" (the Containerfile's
 // VERSION build argument does it). Left "dev", the version Go stamped from the source
-// checkout is shown instead (see buildVersion).
+// checkout is shown instead (see buildinfo.Version).
 var version = "dev"
 
 // revision is the source commit, set at build time: -ldflags "-X main.revision=<sha>"
 // (make image does it). Image builds use -buildvcs=false so the binary does not depend on
 // the checkout's VCS state; without this, --version could not name the commit. Left
-// empty, the revision Go stamped from the checkout is shown (see buildVersion).
+// empty, the revision Go stamped from the checkout is shown (see buildinfo.Version).
 var revision = ""
 
 const name = "k8s-container-sp"
@@ -64,7 +64,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	case "-version", "--version":
-		ver, detail := buildVersion()
+		ver, detail := buildinfo.Version(version, revision)
 		fmt.Fprintf(stdout, "%s %s\n%s\n", name, ver, detail)
 		return 0
 	case "", "release":
@@ -125,7 +125,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	if cmd == "release" {
 		return release(ctx, cfg, rc, force, stdout, stderr)
 	}
-	ver, _ := buildVersion()
+	ver, _ := buildinfo.Version(version, revision)
 	a, err := app.New(cfg, rc, ver, log)
 	if err != nil {
 		log.Error("start-up failed", "err", err)
@@ -259,36 +259,4 @@ func wrap(text, indent string, width int) string {
 	}
 	b.WriteString(line + "\n")
 	return b.String()
-}
-
-// buildVersion is the version to show and report in health: the -ldflags one when set,
-// else the one Go stamped from the checkout's VCS (v0.0.0-<time>-<commit>[+dirty] in a
-// plain go build), else "dev". detail is the source revision (the -ldflags one when set,
-// else Go's VCS stamp) and the Go toolchain.
-func buildVersion() (ver, detail string) {
-	ver = version
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ver, "revision unknown (no build information), " + runtime.Version()
-	}
-	if ver == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		ver = info.Main.Version
-	}
-	settings := map[string]string{}
-	for _, s := range info.Settings {
-		settings[s.Key] = s.Value
-	}
-	rev := "revision unknown (built without VCS information)"
-	if revision != "" {
-		rev = "revision " + revision
-	} else if r := settings["vcs.revision"]; r != "" {
-		rev = "revision " + r
-		if t := settings["vcs.time"]; t != "" {
-			rev += " (" + t + ")"
-		}
-		if settings["vcs.modified"] == "true" {
-			rev += ", with uncommitted changes"
-		}
-	}
-	return ver, rev + ", " + info.GoVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dcm-project/k8s-container-sp/internal/buildinfo"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/localstack"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/proc"
@@ -61,6 +62,11 @@ func TestBannerCommandsWork(t *testing.T) {
 			m = map[string]any{"raw": strings.TrimSpace(string(out))}
 		}
 		return m
+	}
+	// Health names the build: "local", with the commit when Go stamped one (go test
+	// does not; make run's go build does).
+	if m := run("curl -s " + s.ServiceURL + "/health"); m["version"] != buildinfo.Labelled("local") {
+		t.Errorf("health: version %v, want %q: %v", m["version"], buildinfo.Labelled("local"), m)
 	}
 	// The example's image resolves through the stack's own registry and is pinned.
 	if m := run(cmds[0]); m["id"] != "hello" || m["status"] != "PENDING" || !strings.Contains(fmt.Sprint(m["spec"]), "digest:sha256:") {

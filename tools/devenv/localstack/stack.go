@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dcm-project/k8s-container-sp/internal/app"
+	"github.com/dcm-project/k8s-container-sp/internal/buildinfo"
 	"github.com/dcm-project/k8s-container-sp/internal/config"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
@@ -189,7 +190,9 @@ func (s *Stack) start(ctx context.Context, env map[string]string, addr string, p
 	}
 	log := slog.New(slog.NewJSONHandler(logf, nil))
 	klog.SetSlogLogger(log) // client-go's logs too go to the log file, not the terminal
-	a, err := app.New(cfg, rc, "local", log)
+	// Health's version: "local", with the commit the service was built from when Go
+	// stamped one (make run's go build does; go test does not).
+	a, err := app.New(cfg, rc, buildinfo.Labelled("local"), log)
 	if err != nil {
 		return err
 	}

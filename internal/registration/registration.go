@@ -33,11 +33,13 @@ const (
 	Rejected   Phase = "rejected"   // the registrar refused our payload (configuration error)
 )
 
-// The registrar is either DCM's older registry (service-provider-manager, at the
-// control plane's URL) or, since DCM moved registration out of its control plane, an
-// environment agent: the same POST /providers and body, but total_cpu is a string there,
-// a 409 means another provider (the agent's embedded one, say) serves the service type,
-// and a 422 is a semantic refusal. One client serves both; the answers say which it met.
+// The registrar is either an environment agent (today's DCM: registration moved out of
+// its control plane into the agent) or DCM's older registry (service-provider-manager,
+// at the control plane's URL): the same POST /providers and body, but the agent takes
+// total_cpu only as a string ("200") and refuses a number (400), the older registry the
+// other way round; at an agent a 409 means another provider (its embedded one, say)
+// serves the service type, and a 422 is a semantic refusal. One client serves both: it
+// sends the agent's form first and the answers say which registrar it met.
 
 // State is what the health endpoint, the log and the metrics show.
 type State struct {
@@ -140,8 +142,10 @@ type Registrar struct {
 
 	mu    sync.Mutex
 	state State
-	// cpuAsString: the registrar took total_cpu as a string (an environment agent), so
-	// it is sent so from then on.
+	// cpuAsString: the form total_cpu is sent in first. It starts as a string (an
+	// environment agent's, today's DCM) and turns to a number only when a registrar
+	// refuses the string and takes the number (DCM's older registry); the form that
+	// worked is kept for every later registration in the process.
 	cpuAsString bool
 }
 
@@ -158,7 +162,7 @@ func New(opts Options, log *slog.Logger) (*Registrar, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Registrar{opts: opts, client: c, log: log, state: State{Phase: Pending, LastChange: time.Now()}}, nil
+	return &Registrar{opts: opts, client: c, log: log, cpuAsString: true, state: State{Phase: Pending, LastChange: time.Now()}}, nil
 }
 
 // Payload is the registration body.
@@ -181,8 +185,9 @@ func (r *Registrar) Payload() providerapi.Provider {
 	if o.Region != "" {
 		md.RegionCode = &o.Region
 	}
-	// Capacity only when configured, in the older registry's types (an integer CPU
-	// count: it refuses "200"); body() turns total_cpu into a string for an agent.
+	// Capacity only when configured, in the registry client's types (an integer CPU
+	// count); body() sends total_cpu as the string an environment agent takes ("200")
+	// unless the registrar turned out to be the older registry (it refuses the string).
 	c := o.Capacity
 	if c != (Capacity{}) {
 		res := &providerapi.ResourceCapacity{}
@@ -353,8 +358,8 @@ func (r *Registrar) registerOnce(ctx context.Context) error {
 	if !errors.As(err, &perm) || !r.sendsCPU() || !bodyRefused(perm.status) {
 		return err
 	}
-	// Perhaps the other registrar: the older registry refuses a string total_cpu, an
-	// environment agent an integer one. The other form is tried at once; when it is not
+	// Perhaps the other registrar: an environment agent refuses an integer total_cpu,
+	// the older registry a string one. The other form is tried at once; when it is not
 	// refused as a body too, it is the registrar's, and kept.
 	err2 := r.post(ctx, !asString)
 	var perm2 *permanentError

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
 )
 
@@ -40,17 +42,25 @@ func TestPayload(t *testing.T) {
 		Capacity: Capacity{TotalCPU: 200, TotalMemory: "2TB"}})
 	md := m["metadata"].(map[string]any)
 	res := md["resources"].(map[string]any)
-	// total_cpu is an integer: the registry refuses the string "200".
+	// total_cpu is an integer in the registry client's type; body() sends it as the
+	// string an environment agent takes first.
 	if m["display_name"] != "SP" || md["region_code"] != "r" || md["zone"] != "z" || res["total_cpu"] != float64(200) ||
 		res["total_memory"] != "2TB" || res["total_node"] != nil || res["total_storage"] != nil {
 		t.Errorf("full payload: %v", m)
 	}
 }
 
-// What each registrar's answers make of the registration: the older registry takes an
-// integer total_cpu and refuses a string; an environment agent the other way round;
-// a 404, 409 and 422 are refusals named for what they mean; none is retried at once.
+// What each registrar's answers make of the registration: total_cpu goes first as the
+// string an environment agent (today's DCM) takes; the older registry refuses it and
+// takes the integer, tried at once and kept; a 404, 409 and 422 are refusals named for
+// what they mean; none is retried at once.
 func TestAnswers(t *testing.T) {
+	olderRegistry := func(s bool) (int, string) {
+		if s {
+			return 400, `{"title":"Bad Request","detail":"total_cpu: must be an integer"}`
+		}
+		return 201, `{"id":"p1"}`
+	}
 	for _, tc := range []struct {
 		name string
 		// answer is the registrar's: code for a body with total_cpu as a string or not.
@@ -61,61 +71,106 @@ func TestAnswers(t *testing.T) {
 		wantBodies  int  // registrations sent
 		wantLastErr string
 	}{
-		{name: "older registry", answer: func(s bool) (int, string) {
-			if s {
-				return 400, `{"title":"Bad Request","detail":"total_cpu: must be an integer"}`
-			}
-			return 201, `{"id":"p1"}`
-		}, wantPhase: Registered, wantBodies: 1},
 		{name: "agent", answer: func(s bool) (int, string) {
 			if !s {
 				return 400, `{"type":"about:blank","title":"Bad Request","detail":"total_cpu: value must be a string"}`
 			}
-			return 201, `{"id":"p1"}`
-		}, wantPhase: Registered, wantString: true, wantBodies: 2},
+			return 201, `{"id":"p1","type":"external","status":"Unavailable"}`
+		}, wantPhase: Registered, wantString: true, wantBodies: 1},
+		{name: "older registry", answer: olderRegistry, wantPhase: Registered, wantBodies: 2},
 		{name: "agent serving container itself", answer: func(s bool) (int, string) {
 			if !s {
 				return 400, `{"title":"Bad Request"}`
 			}
 			return 409, `{"title":"Service Type Conflict","detail":"service type 'container' is already served by provider 'k8s-container'"}`
-		}, wantPhase: Rejected, wantReason: ReasonConflict, wantString: true, wantBodies: 2,
+		}, wantPhase: Rejected, wantReason: ReasonConflict, wantString: true, wantBodies: 1,
 			wantLastErr: "another provider already serves service type container at this registrar (at an environment agent: leave container out of its embeddedSps)"},
 		{name: "today's control plane", answer: func(bool) (int, string) { return 404, `404 page not found` },
-			wantPhase: Rejected, wantReason: ReasonNoProviders, wantBodies: 1,
+			wantPhase: Rejected, wantReason: ReasonNoProviders, wantString: true, wantBodies: 1,
 			wantLastErr: "this DCM registers providers through an environment agent: set DCM_REGISTRATION_URL to http://<agent>:8080/api/v1alpha1"},
 		{name: "semantic refusal in both forms", answer: func(bool) (int, string) { return 422, `{"title":"Unprocessable","detail":"endpoint unreachable"}` },
-			wantPhase: Rejected, wantReason: ReasonRefused, wantBodies: 2,
+			wantPhase: Rejected, wantReason: ReasonRefused, wantString: true, wantBodies: 2,
 			wantLastErr: "the registrar refused the registration body; the log has its reason"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var bodies int
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				var b struct {
-					Metadata struct {
-						Resources struct {
-							TotalCPU any `json:"total_cpu"`
-						}
-					}
-				}
-				_ = json.NewDecoder(r.Body).Decode(&b)
-				bodies++
-				_, s := b.Metadata.Resources.TotalCPU.(string)
-				code, body := tc.answer(s)
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(code)
-				_, _ = io.WriteString(w, body)
-			}))
-			defer srv.Close()
-			r, err := New(Options{RegistryURL: srv.URL, Name: "sp", Endpoint: "http://sp", Capacity: Capacity{TotalCPU: 200}},
-				slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			srv, bodies := registrar(t, tc.answer)
+			r := newRegistrar(t, srv.URL, Options{Capacity: Capacity{TotalCPU: 200}}, io.Discard)
 			r.registerWithRetry(context.Background())
 			st := r.State()
-			if st.Phase != tc.wantPhase || st.Reason != tc.wantReason || r.cpuAsString != tc.wantString || bodies != tc.wantBodies || st.LastError != tc.wantLastErr {
-				t.Errorf("got %+v, string form %v, %d bodies", st, r.cpuAsString, bodies)
+			if st.Phase != tc.wantPhase || st.Reason != tc.wantReason || r.cpuAsString != tc.wantString || len(*bodies) != tc.wantBodies ||
+				st.LastError != tc.wantLastErr {
+				t.Errorf("got %+v, string form %v, bodies %v", st, r.cpuAsString, *bodies)
+			}
+			if len(*bodies) > 0 && !(*bodies)[0] {
+				t.Errorf("the first body carried total_cpu as a number")
 			}
 		})
 	}
+}
+
+// The form that worked is kept: at the older registry the string is refused once, and
+// every later registration in the process sends the number first (level-triggered);
+// should the registrar become an agent at the same URL, the string is taken up again.
+func TestFormKept(t *testing.T) {
+	agent := false
+	srv, bodies := registrar(t, func(s bool) (int, string) {
+		if s != agent {
+			return 400, `{"title":"Bad Request"}`
+		}
+		if agent {
+			return 200, `{"id":"p1","type":"external"}`
+		}
+		return 200, `{"id":"p1"}`
+	})
+	r := newRegistrar(t, srv.URL, Options{Capacity: Capacity{TotalCPU: 8}}, io.Discard)
+	for range 3 {
+		r.registerWithRetry(context.Background())
+	}
+	if want := []bool{true, false, false, false}; !slices.Equal(*bodies, want) || r.State().Phase != Registered {
+		t.Errorf("at the older registry: string forms sent %v, want %v; %+v", *bodies, want, r.State())
+	}
+	agent, *bodies = true, nil
+	r.registerWithRetry(context.Background())
+	r.registerWithRetry(context.Background())
+	if want := []bool{false, true, true}; !slices.Equal(*bodies, want) {
+		t.Errorf("at an agent: string forms sent %v, want %v", *bodies, want)
+	}
+}
+
+// registrar serves POST /providers with answer (given whether total_cpu was a string),
+// and records, for each body, whether its total_cpu was a string.
+func registrar(t *testing.T, answer func(cpuString bool) (int, string)) (*httptest.Server, *[]bool) {
+	t.Helper()
+	var mu sync.Mutex
+	bodies := &[]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b struct {
+			Metadata struct {
+				Resources struct {
+					TotalCPU any `json:"total_cpu"`
+				}
+			}
+		}
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		_, s := b.Metadata.Resources.TotalCPU.(string)
+		mu.Lock()
+		*bodies = append(*bodies, s)
+		mu.Unlock()
+		code, body := answer(s)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, bodies
+}
+
+func newRegistrar(t *testing.T, url string, o Options, log io.Writer) *Registrar {
+	t.Helper()
+	o.RegistryURL, o.Name, o.Endpoint = url, "sp", "http://sp"
+	r, err := New(o, slog.New(slog.NewTextHandler(log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

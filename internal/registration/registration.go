@@ -132,6 +132,10 @@ type Options struct {
 	RetryBase, RetryCap time.Duration
 	// Attempted is told the registry's answer to every attempt (0: none); optional.
 	Attempted func(code int)
+	// APIToken: the provider's API requires a bearer token (SP_API_TOKEN_FILE). An
+	// environment agent sends none, so once the registrar turns out to be one, a warning
+	// says that every create and delete it forwards will be refused (401).
+	APIToken bool
 }
 
 // Registrar keeps the provider registered.
@@ -147,6 +151,8 @@ type Registrar struct {
 	// refuses the string and takes the number (DCM's older registry); the form that
 	// worked is kept for every later registration in the process.
 	cpuAsString bool
+	// agent: the registrar turned out to be an environment agent (warned once).
+	agent bool
 }
 
 // New builds a registrar; nothing is sent before Run.
@@ -411,17 +417,24 @@ func (r *Registrar) post(ctx context.Context, cpuAsString bool) error {
 	r.state.LastHTTPStatus = code
 	r.mu.Unlock()
 	var created struct {
-		ID string `json:"id"`
+		ID   string `json:"id"`
+		Type string `json:"type"` // an environment agent's: external (or embedded)
 	}
 	_ = json.Unmarshal(answer, &created)
 	id := created.ID
 	switch {
 	case code == http.StatusOK || code == http.StatusCreated:
+		// An environment agent: its answer names the provider's type, which the older
+		// registry's does not, or it took total_cpu as a string, which that one refuses.
+		agent := created.Type == "external" || created.Type == "embedded" || (cpuAsString && r.sendsCPU())
 		was := r.State()
 		r.set(Registered, id, "")
 		if was.Phase != Registered || was.ProviderID != id {
-			r.log.Info("registered with DCM", "registry", r.registry(), "provider_id", id, "status", code,
-				"endpoint", redact.URL(r.Payload().Endpoint))
+			r.log.Info("registered with DCM", "registry", r.registry(), "registrar", map[bool]string{true: "environment agent", false: "DCM registry"}[agent],
+				"provider_id", id, "status", code, "endpoint", redact.URL(r.Payload().Endpoint))
+		}
+		if agent {
+			r.foundAgent()
 		}
 		return nil
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
@@ -431,6 +444,31 @@ func (r *Registrar) post(ctx context.Context, cpuAsString bool) error {
 	default:
 		return &permanentError{status: code, body: trim(answer), reason: ReasonUnexpected}
 	}
+}
+
+// TokenWarning is what the log says when the API requires a token (SP_API_TOKEN_FILE)
+// and the registrar is an environment agent.
+const TokenWarning = "the registrar is an environment agent, which sends no Authorization header: with SP_API_TOKEN_FILE set, " +
+	"every create and delete it forwards will be refused (401, final for the agent: not retried), while its health polls, " +
+	"exempt from the token, keep the provider Ready there; to serve the agent, unset SP_API_TOKEN_FILE and restrict who reaches the API another way"
+
+// foundAgent notes that the registrar is an environment agent, and warns once when the
+// API requires a token the agent never sends.
+func (r *Registrar) foundAgent() {
+	r.mu.Lock()
+	first := !r.agent
+	r.agent = true
+	r.mu.Unlock()
+	if first && r.opts.APIToken {
+		r.log.Warn(TokenWarning, "registry", r.registry())
+	}
+}
+
+// Agent: the registrar turned out to be an environment agent (false until it answers).
+func (r *Registrar) Agent() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.agent
 }
 
 // refusal names a 4xx that is not retried for what it means at either registrar.

@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dcm-project/k8s-container-sp/internal/logtest"
 )
 
 func payloadJSON(t *testing.T, o Options) map[string]any {
@@ -70,13 +73,14 @@ func TestAnswers(t *testing.T) {
 		wantString  bool // the form kept
 		wantBodies  int  // registrations sent
 		wantLastErr string
+		wantAgent   bool
 	}{
 		{name: "agent", answer: func(s bool) (int, string) {
 			if !s {
 				return 400, `{"type":"about:blank","title":"Bad Request","detail":"total_cpu: value must be a string"}`
 			}
 			return 201, `{"id":"p1","type":"external","status":"Unavailable"}`
-		}, wantPhase: Registered, wantString: true, wantBodies: 1},
+		}, wantPhase: Registered, wantString: true, wantBodies: 1, wantAgent: true},
 		{name: "older registry", answer: olderRegistry, wantPhase: Registered, wantBodies: 2},
 		{name: "agent serving container itself", answer: func(s bool) (int, string) {
 			if !s {
@@ -98,8 +102,8 @@ func TestAnswers(t *testing.T) {
 			r.registerWithRetry(context.Background())
 			st := r.State()
 			if st.Phase != tc.wantPhase || st.Reason != tc.wantReason || r.cpuAsString != tc.wantString || len(*bodies) != tc.wantBodies ||
-				st.LastError != tc.wantLastErr {
-				t.Errorf("got %+v, string form %v, bodies %v", st, r.cpuAsString, *bodies)
+				st.LastError != tc.wantLastErr || r.Agent() != tc.wantAgent {
+				t.Errorf("got %+v, string form %v, bodies %v, agent %v", st, r.cpuAsString, *bodies, r.Agent())
 			}
 			if len(*bodies) > 0 && !(*bodies)[0] {
 				t.Errorf("the first body carried total_cpu as a number")
@@ -126,14 +130,62 @@ func TestFormKept(t *testing.T) {
 	for range 3 {
 		r.registerWithRetry(context.Background())
 	}
-	if want := []bool{true, false, false, false}; !slices.Equal(*bodies, want) || r.State().Phase != Registered {
+	if want := []bool{true, false, false, false}; !slices.Equal(*bodies, want) || r.State().Phase != Registered || r.Agent() {
 		t.Errorf("at the older registry: string forms sent %v, want %v; %+v", *bodies, want, r.State())
 	}
 	agent, *bodies = true, nil
 	r.registerWithRetry(context.Background())
 	r.registerWithRetry(context.Background())
-	if want := []bool{false, true, true}; !slices.Equal(*bodies, want) {
+	if want := []bool{false, true, true}; !slices.Equal(*bodies, want) || !r.Agent() {
 		t.Errorf("at an agent: string forms sent %v, want %v", *bodies, want)
+	}
+}
+
+// With SP_API_TOKEN_FILE set, meeting an environment agent (by its answer's type, or by
+// its taking total_cpu as a string) logs one warning that its creates and deletes will
+// be refused; not at the older registry, and not without a token.
+func TestTokenWarning(t *testing.T) {
+	agentAnswer := func(bool) (int, string) { return 201, `{"id":"p1","type":"external"}` }
+	olderRegistry := func(s bool) (int, string) {
+		if s {
+			return 400, `{"title":"Bad Request"}`
+		}
+		return 201, `{"id":"p1"}`
+	}
+	for _, tc := range []struct {
+		name   string
+		answer func(bool) (int, string)
+		opts   Options
+		warn   bool
+	}{
+		{"agent, token, no capacity", agentAnswer, Options{APIToken: true}, true},
+		{"agent by total_cpu, token", func(s bool) (int, string) {
+			if !s {
+				return 400, `{"title":"Bad Request"}`
+			}
+			return 201, `{"id":"p1"}`
+		}, Options{APIToken: true, Capacity: Capacity{TotalCPU: 4}}, true},
+		{"agent, no token", agentAnswer, Options{Capacity: Capacity{TotalCPU: 4}}, false},
+		{"older registry, token", olderRegistry, Options{APIToken: true, Capacity: Capacity{TotalCPU: 4}}, false},
+		{"older registry without capacity, token", func(bool) (int, string) { return 201, `{"id":"p1"}` }, Options{APIToken: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := registrar(t, tc.answer)
+			var log logtest.Buffer
+			r := newRegistrar(t, srv.URL, tc.opts, &log)
+			r.registerWithRetry(context.Background())
+			r.registerWithRetry(context.Background()) // a re-registration warns no more
+			if r.State().Phase != Registered {
+				t.Fatalf("%+v", r.State())
+			}
+			n := strings.Count(log.String(), "level=WARN")
+			if got := strings.Count(log.String(), TokenWarning); got != n || (tc.warn && n != 1) || (!tc.warn && n != 0) {
+				t.Errorf("%d warnings, %d of them the token's:\n%s", n, got, log.String())
+			}
+			if tc.warn && !strings.Contains(log.String(), "401") {
+				t.Errorf("the warning does not name the 401: %s", log.String())
+			}
+		})
 	}
 }
 

@@ -77,10 +77,10 @@ func TestRegistrationAndHealthPolling(t *testing.T) {
 		}
 		return nil
 	})
-	// total_cpu went as the agent's string first: the older registry refused it (400)
-	// and took the number (201).
-	if st.LastHTTPStatus != http.StatusCreated || st.ProviderID == "" {
-		t.Errorf("first registration: %+v, want 201 with an id", st)
+	// total_cpu went as the agent's string first: the older registry refused it (400),
+	// took the number (201), and is not taken for an agent.
+	if st.LastHTTPStatus != http.StatusCreated || st.ProviderID == "" || first.App.Registrar().Agent() {
+		t.Errorf("first registration: %+v (agent %v), want 201 with an id", st, first.App.Registrar().Agent())
 	}
 	p := waitHealth(t, reg, "ready")
 	if p["endpoint"] != "http://"+addr+"/api/v1alpha1/containers" || p["service_type"] != "container" ||
@@ -205,7 +205,7 @@ func TestRegistrationWithAnEnvironmentAgent(t *testing.T) {
 	first := startProvider(t, ns, opts...)
 	st := registered(first)
 	ap, ok := ag.Provider("k8s-container-sp")
-	if !ok || st.LastHTTPStatus != http.StatusCreated || st.ProviderID != ap.ID || ap.Endpoint != "http://"+addr+"/api/v1alpha1/containers" {
+	if !ok || st.LastHTTPStatus != http.StatusCreated || st.ProviderID != ap.ID || ap.Endpoint != "http://"+addr+"/api/v1alpha1/containers" || !first.App.Registrar().Agent() {
 		t.Fatalf("registered %+v as %+v", st, ap)
 	}
 	var body struct {

@@ -12,6 +12,8 @@
 //     at exact requests for the races; and of the built binary).
 //   - testbed: a control plane, NATS and the service binary run as processes: what
 //     bench (make bench) and chaos (make chaos, with its planted bugs) share.
+//   - agent: a test double of DCM's environment agent (registration, health poll, the
+//     forwarding of creates and deletes), with where it may differ from the real one.
 //   - localstack: the whole DCM loop on one machine (make run).
 //   - model: the capacity model (make model): the service's store, API and status
 //     controller fed by an in-process list-watch server with up to 150,000 containers.

@@ -1,9 +1,3 @@
-// Package agent is a test double of DCM's environment agent, the part a container
-// provider meets: provider registration (POST /api/v1alpha1/providers), the health poll
-// of every registered provider, and the forwarding of creates and deletes to a provider
-// in the agent's shape. It follows the agent's published contract (openapi.yaml here,
-// written from dcm-project/environment-agent): the real agent is not on the Go module
-// proxy, so it cannot be built or run on these machines (docs/testing.md).
 package agent
 
 import (
@@ -16,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +25,19 @@ import (
 //go:embed openapi.yaml
 var contract []byte
 
+// The health states of a registered provider, as the agent's status shows them.
+const (
+	// Ready: its last poll answered 200 {"status": "healthy"}; requests are forwarded.
+	Ready = "Ready"
+	// Unhealthy: its last poll answered {"status": "unhealthy"}, or failed (fewer than
+	// Failures in a row); requests are held (queued) until it is Ready again.
+	Unhealthy = "Unhealthy"
+	// Unavailable: Failures polls in a row failed (or none has been answered since it
+	// registered); creates are refused at once and the agent withdraws the service type
+	// from DCM. A healthy poll brings it back to Ready.
+	Unavailable = "Unavailable"
+)
+
 // Provider is a registered provider as the agent keeps it.
 type Provider struct {
 	ID          string          `json:"id"`
@@ -38,7 +46,10 @@ type Provider struct {
 	ServiceType string          `json:"service_type"`
 	Body        json.RawMessage `json:"-"` // the registration as sent
 	Status      string          `json:"status"`
-	failures    int
+	// Failures is the count of failed polls in a row.
+	Failures int `json:"-"`
+	// Polls is how many health polls it has been sent.
+	Polls int `json:"-"`
 }
 
 // Options shape the double.
@@ -47,9 +58,12 @@ type Options struct {
 	// one of them is a 409 (DCM's chart's default is container).
 	Embedded []string
 	// PollInterval of the health poll (the agent's is 10 s), PollTimeout of each poll
-	// (5 s); after Failures failed polls in a row (3) a provider is Unhealthy.
+	// (5 s); after Failures failed polls in a row (3) a provider is Unavailable.
 	PollInterval, PollTimeout time.Duration
 	Failures                  int
+	// Sleep waits between the tries of a forwarded request (nil: a timer that ctx
+	// ends): tests pass one that returns at once and records the waits.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Agent is a running double on a loopback port.
@@ -63,6 +77,7 @@ type Agent struct {
 	stop   context.CancelFunc
 	done   sync.WaitGroup
 
+	pollMu    sync.Mutex // one poll round at a time
 	mu        sync.Mutex
 	providers map[string]*Provider // by name
 	attempts  []int                // every registration's answer, in order
@@ -193,11 +208,12 @@ func (a *Agent) registration(r *http.Request) (int, any) {
 		if id == "" {
 			id = uuid.NewString()
 		}
-		q = &Provider{ID: id, Name: p.Name, Status: "Unavailable"}
+		q = &Provider{ID: id, Name: p.Name, Status: Unavailable}
 		a.providers[p.Name] = q
 	}
 	q.Endpoint, q.ServiceType, q.Body = p.Endpoint, p.ServiceType, raw
-	return code, map[string]any{"id": q.ID, "path": "providers/" + q.ID, "name": q.Name, "endpoint": q.Endpoint, "service_type": q.ServiceType}
+	return code, map[string]any{"id": q.ID, "path": "providers/" + q.ID, "name": q.Name, "endpoint": q.Endpoint,
+		"service_type": q.ServiceType, "schema_version": p.SchemaVersion, "type": "external", "status": q.Status}
 }
 
 func (a *Agent) status(w http.ResponseWriter, _ *http.Request) {
@@ -210,10 +226,8 @@ func (a *Agent) status(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"path": "status", "providers": list})
 }
 
-// poll checks every registered provider's GET {endpoint}/health each interval: 200 with
-// a JSON status "healthy" (any case) is Ready; Failures failures in a row, Unhealthy.
+// poll runs PollOnce each interval.
 func (a *Agent) poll(ctx context.Context) {
-	client := &http.Client{Timeout: a.opts.PollTimeout}
 	t := time.NewTicker(a.opts.PollInterval)
 	defer t.Stop()
 	for {
@@ -222,91 +236,266 @@ func (a *Agent) poll(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		a.mu.Lock()
-		var ps []*Provider
-		for _, p := range a.providers {
-			ps = append(ps, p)
-		}
-		a.mu.Unlock()
-		for _, p := range ps {
-			healthy := healthOf(ctx, client, strings.TrimSuffix(p.Endpoint, "/")+"/health")
-			a.mu.Lock()
-			switch {
-			case healthy:
-				p.Status, p.failures = "Ready", 0
-			case p.failures+1 >= a.opts.Failures:
-				p.Status, p.failures = "Unhealthy", p.failures+1
-			default:
-				p.failures++
-			}
-			a.mu.Unlock()
-		}
+		a.PollOnce(ctx)
 	}
 }
 
-func healthOf(ctx context.Context, client *http.Client, url string) bool {
+// PollOnce checks every registered provider's GET {endpoint}/health now (the ticker does
+// so each PollInterval; tests call it to step the state): 200 with a JSON status
+// "healthy" (any case) is Ready; "unhealthy" is Unhealthy (the failed polls' count
+// starts again); any other answer (not 200, no JSON status) or none in PollTimeout is a
+// failed poll: Unhealthy, and Unavailable at the Failures-th in a row.
+func (a *Agent) PollOnce(ctx context.Context) {
+	a.pollMu.Lock()
+	defer a.pollMu.Unlock()
+	client := &http.Client{Timeout: a.opts.PollTimeout}
+	a.mu.Lock()
+	var ps []*Provider
+	for _, p := range a.providers {
+		ps = append(ps, p)
+	}
+	a.mu.Unlock()
+	for _, p := range ps {
+		a.mu.Lock()
+		endpoint := p.Endpoint
+		a.mu.Unlock()
+		result := healthOf(ctx, client, strings.TrimSuffix(endpoint, "/")+"/health")
+		a.mu.Lock()
+		p.Polls++
+		switch result {
+		case checkHealthy:
+			p.Status, p.Failures = Ready, 0
+		case checkUnhealthy:
+			p.Status, p.Failures = Unhealthy, 0
+		default:
+			p.Failures++
+			if p.Failures >= a.opts.Failures {
+				p.Status = Unavailable
+			} else if p.Status != Unavailable {
+				p.Status = Unhealthy
+			}
+		}
+		a.mu.Unlock()
+	}
+}
+
+type check int
+
+const (
+	checkHealthy check = iota
+	checkUnhealthy
+	checkFailed
+)
+
+func healthOf(ctx context.Context, client *http.Client, url string) check {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false
+		return checkFailed
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return false
+		return checkFailed
 	}
 	defer resp.Body.Close()
 	var h struct{ Status string }
-	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&h) == nil && strings.EqualFold(h.Status, "healthy")
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&h) != nil {
+		return checkFailed
+	}
+	switch strings.ToLower(h.Status) {
+	case "healthy":
+		return checkHealthy
+	case "unhealthy":
+		return checkUnhealthy
+	}
+	return checkFailed
 }
 
-// Answer is a provider's final answer to a forwarded request.
+// Outcome is how the agent ends a forwarded request that did not succeed, as it reports
+// it to DCM.
+type Outcome string
+
+const (
+	// NonRetryable: a final answer that is no success (any 4xx but 429, a 404 of a
+	// delete included): not tried again.
+	NonRetryable Outcome = "NON_RETRYABLE_SP_ERROR"
+	// RetryExhausted: every try failed in a way that is retried (5xx, 429, no answer).
+	RetryExhausted Outcome = "RETRY_EXHAUSTED"
+)
+
+// Tries and Backoff are the agent's retry of a forwarded request: Tries in all, the
+// waits between them Backoff's (2 s, then 4 s); a Retry-After in the answer is ignored.
+const Tries = 3
+
+// Backoff are the waits before the second and the third try.
+var Backoff = []time.Duration{2 * time.Second, 4 * time.Second}
+
+// ErrRetryExhausted: no try of a forwarded request had a final answer.
+var ErrRetryExhausted = errors.New("agent: " + string(RetryExhausted))
+
+// ErrUnavailable: the provider is Unavailable; the agent refuses the request at once.
+var ErrUnavailable = errors.New("agent: the provider is Unavailable")
+
+// Answer is a provider's last answer to a forwarded request.
 type Answer struct {
-	Status int
+	Status int // 0: no answer
 	Body   []byte
 	// Tries is how many times it was sent.
 	Tries int
+	// Outcome is "" on a success (2xx), else how the agent ended it.
+	Outcome Outcome
+}
+
+// Forwarder sends creates and deletes as the agent does. The agent knows one endpoint
+// per provider; Endpoints may name several, try n going to the nth (round robin), to
+// stand for a Service that spreads the agent's tries over the provider's replicas.
+type Forwarder struct {
+	Endpoints []string // the provider's registered endpoint(s): .../api/v1alpha1/containers
+	// Sleep waits between tries (nil: a timer that ctx ends).
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Client sends the requests (nil: one with a 30 s timeout).
+	Client *http.Client
 }
 
 // Create forwards a create as the agent does: POST {endpoint} with the bare spec as the
-// body, Idempotency-Key: eventID (the same on every try), no id; tried again on
-// transport errors, 5xx and 429 (each try to the next of endpoints, round robin, so a
-// retry can reach another replica) until an answer is final or ctx ends.
-func Create(ctx context.Context, endpoints []string, spec json.RawMessage, eventID string) (Answer, error) {
-	return forward(ctx, http.MethodPost, endpoints, "", spec, eventID)
+// body, no ?id= (the provider names the container), Idempotency-Key: key (the same on
+// every try) and no Authorization header; tried again on 5xx, 429 and transport errors,
+// Tries times in all with Backoff's waits, whatever Retry-After says. The error is
+// ErrRetryExhausted when no try had a final answer, or ctx's; a final answer that is
+// no success is an Answer with Outcome NonRetryable and no error.
+func (f Forwarder) Create(ctx context.Context, spec json.RawMessage, key string) (Answer, error) {
+	return f.forward(ctx, http.MethodPost, "", spec, key)
 }
 
-// Delete forwards a delete as the agent does: DELETE {endpoint}/{resourceID} with the
-// Idempotency-Key header, tried again like Create.
-func Delete(ctx context.Context, endpoints []string, resourceID, eventID string) (Answer, error) {
-	return forward(ctx, http.MethodDelete, endpoints, "/"+resourceID, nil, eventID)
+// Delete forwards a delete as the agent does: DELETE {endpoint}/{resourceID}, where the
+// real agent's resourceID is DCM's own id (which a create without ?id= never told the
+// provider), with the Idempotency-Key header and no Authorization header; retried like
+// Create, and a 404 is final (NonRetryable) like every other 4xx but 429.
+func (f Forwarder) Delete(ctx context.Context, resourceID, key string) (Answer, error) {
+	return f.forward(ctx, http.MethodDelete, "/"+url.PathEscape(resourceID), nil, key)
 }
 
-func forward(ctx context.Context, method string, endpoints []string, suffix string, body []byte, key string) (Answer, error) {
-	client := &http.Client{Timeout: 30 * time.Second}
-	delay := 100 * time.Millisecond
-	for try := 1; ; try++ {
-		url := strings.TrimSuffix(endpoints[(try-1)%len(endpoints)], "/") + suffix
-		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+// Create is Forwarder{Endpoints: endpoints}.Create.
+func Create(ctx context.Context, endpoints []string, spec json.RawMessage, key string) (Answer, error) {
+	return Forwarder{Endpoints: endpoints}.Create(ctx, spec, key)
+}
+
+// Delete is Forwarder{Endpoints: endpoints}.Delete.
+func Delete(ctx context.Context, endpoints []string, resourceID, key string) (Answer, error) {
+	return Forwarder{Endpoints: endpoints}.Delete(ctx, resourceID, key)
+}
+
+func (f Forwarder) forward(ctx context.Context, method, suffix string, body []byte, key string) (Answer, error) {
+	if len(f.Endpoints) == 0 {
+		return Answer{}, errors.New("agent: no endpoint")
+	}
+	client := f.Client
+	if client == nil {
+		client = &http.Client{Timeout: 30 * time.Second}
+	}
+	sleep := f.Sleep
+	if sleep == nil {
+		sleep = sleepCtx
+	}
+	var last Answer
+	var lastErr error
+	for try := 1; try <= Tries; try++ {
+		if try > 1 {
+			if err := sleep(ctx, Backoff[min(try-2, len(Backoff)-1)]); err != nil {
+				last.Tries = try - 1
+				return last, errors.Join(err, lastErr)
+			}
+		}
+		u := strings.TrimSuffix(f.Endpoints[(try-1)%len(f.Endpoints)], "/") + suffix
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, u, rd)
 		if err != nil {
-			return Answer{}, err
+			return Answer{Tries: try}, err
 		}
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
 		req.Header.Set("Idempotency-Key", key)
 		resp, err := client.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
-				return Answer{Status: resp.StatusCode, Body: b, Tries: try}, nil
+		if err != nil {
+			last, lastErr = Answer{Tries: try}, err
+			if ctx.Err() != nil {
+				return last, err
 			}
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return Answer{Tries: try}, errors.Join(ctx.Err(), err)
-		case <-time.After(delay):
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last, lastErr = Answer{Status: resp.StatusCode, Body: b, Tries: try}, nil
+		switch {
+		case resp.StatusCode >= 200 && resp.StatusCode < 300:
+			return last, nil
+		case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+			continue
+		default:
+			last.Outcome = NonRetryable
+			return last, nil
 		}
-		delay = min(2*delay, 2*time.Second)
+	}
+	last.Outcome = RetryExhausted
+	return last, errors.Join(fmt.Errorf("%w after %d tries", ErrRetryExhausted, Tries), lastErr)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Create forwards a create DCM routed to the provider registered as name, gated by its
+// health as the agent gates it: Ready, sent at once (as Forwarder.Create); Unhealthy,
+// held until a poll finds it Ready (refused when it turns Unavailable meanwhile);
+// Unavailable, refused at once with ErrUnavailable.
+func (a *Agent) Create(ctx context.Context, name string, spec json.RawMessage, key string) (Answer, error) {
+	f, err := a.forwarder(ctx, name)
+	if err != nil {
+		return Answer{}, err
+	}
+	return f.Create(ctx, spec, key)
+}
+
+// Delete forwards a delete to the provider registered as name, gated like Create.
+func (a *Agent) Delete(ctx context.Context, name, resourceID, key string) (Answer, error) {
+	f, err := a.forwarder(ctx, name)
+	if err != nil {
+		return Answer{}, err
+	}
+	return f.Delete(ctx, resourceID, key)
+}
+
+// forwarder waits while the provider is Unhealthy, and is its Forwarder once it is Ready.
+func (a *Agent) forwarder(ctx context.Context, name string) (Forwarder, error) {
+	for {
+		a.mu.Lock()
+		p, ok := a.providers[name]
+		var status, endpoint string
+		if ok {
+			status, endpoint = p.Status, p.Endpoint
+		}
+		a.mu.Unlock()
+		switch {
+		case !ok:
+			return Forwarder{}, fmt.Errorf("agent: no provider %q", name)
+		case status == Ready:
+			return Forwarder{Endpoints: []string{endpoint}, Sleep: a.opts.Sleep}, nil
+		case status == Unavailable:
+			return Forwarder{}, ErrUnavailable
+		}
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return Forwarder{}, err
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
@@ -22,7 +23,8 @@ import (
 // through the other of two replicas: every answer is the first one's container (the
 // same id, 201, the same body), one Deployment and one Service in the cluster, also when
 // the tries race each other on both replicas; the key with another spec is a 422
-// naming it; the agent's delete (with its own key) deletes it.
+// naming it; the agent's delete by DCM's id (which the provider never learned) is a
+// final 404; a delete by the provider's id deletes it.
 func TestAgentCreateRetriedWithItsKey(t *testing.T) {
 	ns := testenv.Namespace(t)
 	// Both replicas resolve the image through one registry: every try pins one digest.
@@ -120,9 +122,21 @@ func TestAgentCreateRetriedWithItsKey(t *testing.T) {
 		t.Errorf("the key with another spec: %d %s", reused.Status, reused.Body)
 	}
 
+	// The real agent's delete names DCM's own id, which the create (no ?id=) never told
+	// the provider: a 404, final for the agent (not retried), and the container stays.
+	dcmID := uuid.NewString()
+	if del, err := agent.Delete(ctx, endpoints, dcmID, "event-delete-dcm"); err != nil || del.Status != http.StatusNotFound ||
+		del.Tries != 1 || del.Outcome != agent.NonRetryable {
+		t.Errorf("delete by DCM's id: %+v %v", del, err)
+	}
+	if deps, svcs := objects(id); deps != 1 || svcs != 1 {
+		t.Errorf("after the delete by DCM's id: %d Deployments, %d Services", deps, svcs)
+	}
+
+	// A delete that names the provider's id deletes it.
 	for _, id := range []string{id, raced} {
 		del, err := agent.Delete(ctx, endpoints, id, "event-delete-"+id)
-		if err != nil || del.Status != http.StatusNoContent {
+		if err != nil || del.Status != http.StatusNoContent || del.Outcome != "" {
 			t.Errorf("delete %s: %+v %v", id, del, err)
 		}
 	}

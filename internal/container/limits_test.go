@@ -38,6 +38,10 @@ func TestLimitsMatchTheContract(t *testing.T) {
 			t.Errorf("%s: openapi.yaml says %d, the code %d", c.what, c.got, c.want)
 		}
 	}
+	// The memory units the schema lets through are the ones the code reads.
+	if got, want := schemas["MemoryQuantity"].Value.Pattern, memString.String(); got != want {
+		t.Errorf("MemoryQuantity pattern: openapi.yaml says %s, the code %s", got, want)
+	}
 	desc := schemas["ContainerSpec"].Value.Description + schemas["ContainerSpec"].Value.Properties["provider_hints"].Value.Description
 	for _, n := range []int{DefaultMaxObjectBytes, MaxHintBytes, MaxHintDepth} {
 		if !strings.Contains(desc, fmt.Sprint(n)) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -13,7 +14,8 @@ import (
 
 var (
 	cpuString = regexp.MustCompile(`^([1-9][0-9]*)(m?)$`)
-	memString = regexp.MustCompile(`^([0-9]+)(MB|GB|TB)$`)
+	// memString is openapi.yaml's MemoryQuantity pattern (TestLimitsMatchTheContract).
+	memString = regexp.MustCompile(`^[0-9]+(MB|GB|TB|Mi|Gi|Ti|MiB|GiB|TiB)$`)
 )
 
 // Upper bounds keep every value far from int64 overflow in milli-units; no node has more.
@@ -88,17 +90,24 @@ func notWholeCores(n json.Number) error {
 
 // memoryMultiplier: DCM's units are read as binary, as the reference provider and its
 // sibling providers read them (1GB = 2^30 bytes = 1Gi), so one order gets the same
-// memory from any DCM provider.
-var memoryMultiplier = map[string]int64{"MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+// memory from any DCM provider. The exact binary units (Kubernetes' Mi, Gi, Ti and
+// MiB, GiB, TiB) are the same values.
+var memoryMultiplier = map[string]int64{
+	"MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40,
+	"Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+	"MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+}
 
-// parseMemory turns "512MB", "2GB" or "1TB" into a quantity of bytes.
+// parseMemory turns "512MB", "2GB", "1TB" (binary: MiB, GiB, TiB), "512Mi", "2GiB" and
+// the like into a quantity of bytes.
 func parseMemory(s string) (resource.Quantity, error) {
 	m := memString.FindStringSubmatch(s)
 	if m == nil {
-		return resource.Quantity{}, fmt.Errorf("%q is not a memory quantity: use a whole number with MB, GB or TB, e.g. \"512MB\"", Clip(s, MaxQuoted))
+		return resource.Quantity{}, fmt.Errorf("%q is not a memory quantity: use a whole number with MB, GB or TB (read as MiB, GiB and TiB), "+
+			"or with Mi, Gi, Ti, MiB, GiB or TiB, e.g. \"512MB\" or \"2Gi\"", Clip(s, MaxQuoted))
 	}
-	v, err := strconv.ParseInt(m[1], 10, 64)
-	mult := memoryMultiplier[m[2]]
+	v, err := strconv.ParseInt(strings.TrimSuffix(s, m[1]), 10, 64)
+	mult := memoryMultiplier[m[1]]
 	if err != nil || v > maxMemBytes/mult {
 		return resource.Quantity{}, fmt.Errorf("%q is too large", Clip(s, MaxQuoted))
 	}

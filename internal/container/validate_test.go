@@ -79,7 +79,7 @@ func TestValidate(t *testing.T) {
 		{"cpu string junk", func(m map[string]any) { sub(m, "resources", "cpu")["max"] = "2 cores" }, []string{"#/spec/resources/cpu/max"}},
 		{"cpu min above max", func(m map[string]any) { sub(m, "resources", "cpu")["min"] = "2500m" }, []string{"#/spec/resources/cpu/min"}},
 		{"cpu huge", func(m map[string]any) { sub(m, "resources", "cpu")["max"] = "99999999999999999999" }, []string{"#/spec/resources/cpu/max"}},
-		{"memory unit", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "512Mi" }, []string{"#/spec/resources/memory/min"}},
+		{"memory unit", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "512M" }, []string{"#/spec/resources/memory/min"}},
 		{"memory zero", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "0MB" }, []string{"#/spec/resources/memory/min"}},
 		{"memory min above max", func(m map[string]any) { sub(m, "resources", "memory")["min"] = "3GB" }, []string{"#/spec/resources/memory/min"}},
 		{"memory overflow", func(m map[string]any) { sub(m, "resources", "memory")["max"] = "99999999999TB" }, []string{"#/spec/resources/memory/max"}},
@@ -191,19 +191,46 @@ func TestParseQuantities(t *testing.T) {
 			t.Errorf("parseCPU(%s) = %s, want an error", raw, q.String())
 		}
 	}
-	// Binary, as every DCM provider reads them: MB is Mi, GB is Gi, TB is Ti.
-	for in, want := range map[string]struct {
+}
+
+// Memory: binary, as every DCM provider reads them: MB is Mi, GB is Gi, TB is Ti; the
+// exact binary units (Mi, Gi, Ti, MiB, GiB, TiB) are the same values.
+func TestParseMemory(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
 		bytes int64
 		k8s   string
-	}{"1MB": {1 << 20, "1Mi"}, "512MB": {512 << 20, "512Mi"}, "2GB": {2 << 30, "2Gi"}, "1TB": {1 << 40, "1Ti"}, "1024MB": {1 << 30, "1Gi"}} {
-		q, err := parseMemory(in)
-		if err != nil || q.Value() != want.bytes || q.String() != want.k8s {
-			t.Errorf("parseMemory(%s) = %d (%s), %v; want %d (%s)", in, q.Value(), q.String(), err, want.bytes, want.k8s)
+	}{
+		{"1MB", 1 << 20, "1Mi"}, {"512MB", 512 << 20, "512Mi"}, {"2GB", 2 << 30, "2Gi"}, {"1TB", 1 << 40, "1Ti"}, {"1024MB", 1 << 30, "1Gi"},
+		{"512Mi", 512 << 20, "512Mi"}, {"2Gi", 2 << 30, "2Gi"}, {"1Ti", 1 << 40, "1Ti"},
+		{"512MiB", 512 << 20, "512Mi"}, {"2GiB", 2 << 30, "2Gi"}, {"1TiB", 1 << 40, "1Ti"}, {"1536MiB", 1536 << 20, "1536Mi"},
+	} {
+		q, err := parseMemory(tc.in)
+		if err != nil || q.Value() != tc.bytes || q.String() != tc.k8s {
+			t.Errorf("parseMemory(%s) = %d (%s), %v; want %d (%s)", tc.in, q.Value(), q.String(), err, tc.bytes, tc.k8s)
 		}
 	}
-	for _, in := range []string{"", "1", "1mb", "1Gi", "1.5GB", "-1GB", "0GB", " 1GB"} {
-		if _, err := parseMemory(in); err == nil {
-			t.Errorf("parseMemory(%q): want an error", in)
+	for _, tc := range []struct {
+		in, want string // want: in the error
+	}{
+		{"", "is not a memory quantity"}, {"1", "is not a memory quantity"}, {"1mb", "is not a memory quantity"},
+		{"1gi", "is not a memory quantity"}, {"1GIB", "is not a memory quantity"}, {"1G", "is not a memory quantity"},
+		{"1KB", "is not a memory quantity"}, {"1Ki", "is not a memory quantity"}, {"1M", "is not a memory quantity"},
+		{"1.5GB", "is not a memory quantity"}, {"1.5Gi", "is not a memory quantity"}, {"-1GB", "is not a memory quantity"},
+		{" 1GB", "is not a memory quantity"}, {"1 GiB", "is not a memory quantity"}, {"1Gib", "is not a memory quantity"},
+		{"0GB", "memory must be more than 0"}, {"0Gi", "memory must be more than 0"}, {"0MiB", "memory must be more than 0"},
+		{"4194305TB", "is too large"}, {"4194305Ti", "is too large"}, {"4194305TiB", "is too large"},
+	} {
+		_, err := parseMemory(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseMemory(%q) = %v; want an error with %q", tc.in, err, tc.want)
+		}
+	}
+	// The refusal names every unit and says MB, GB and TB are binary.
+	_, err := parseMemory("2G")
+	for _, w := range []string{"MB, GB or TB (read as MiB, GiB and TiB)", "Mi, Gi, Ti, MiB, GiB or TiB"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("parseMemory(\"2G\") = %v; want it to say %q", err, w)
 		}
 	}
 }
@@ -269,5 +296,41 @@ func TestRuleTextsAreWhole(t *testing.T) {
 		if vs := validateEnv([]v1alpha1.EnvVar{{Name: name}}); len(vs) == 0 {
 			t.Errorf("env name %q accepted", name)
 		}
+	}
+}
+
+// A spec in any accepted memory unit is valid, runs with the binary value, and reads
+// back (GET) as sent, not as the provider would write it.
+func TestMemoryUnitsEchoedAsSent(t *testing.T) {
+	for _, tc := range []struct {
+		min, max           string
+		minBytes, maxBytes int64
+	}{
+		{"512MB", "2GB", 512 << 20, 2 << 30},
+		{"512Mi", "2Gi", 512 << 20, 2 << 30},
+		{"512MiB", "2GiB", 512 << 20, 2 << 30},
+		{"512Mi", "2GB", 512 << 20, 2 << 30},
+		{"1024MiB", "1Ti", 1 << 30, 1 << 40},
+		{"1GB", "1TiB", 1 << 30, 1 << 40},
+	} {
+		t.Run(tc.min+"-"+tc.max, func(t *testing.T) {
+			spec := specJSON(t, validSpec)
+			spec.Resources.Memory.Min, spec.Resources.Memory.Max = tc.min, tc.max
+			if vs := Validate(spec, testPolicy); len(vs) > 0 {
+				t.Fatalf("violations %v", vs)
+			}
+			objs, err := Build("web", spec, Options{Namespace: "ns"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := objs.Deployment.Spec.Template.Spec.Containers[0].Resources
+			if r, l := res.Requests.Memory().Value(), res.Limits.Memory().Value(); r != tc.minBytes || l != tc.maxBytes {
+				t.Errorf("memory request %d, limit %d; want %d and %d", r, l, tc.minBytes, tc.maxBytes)
+			}
+			got := ToAPI(objs.Observed()).Spec.Resources.Memory
+			if got.Min != tc.min || got.Max != tc.max {
+				t.Errorf("read back memory %q..%q, want %q..%q as sent", got.Min, got.Max, tc.min, tc.max)
+			}
+		})
 	}
 }

@@ -30,7 +30,7 @@ var apiDocExamples = []struct {
 		body: body(`"cpu":{"min":1,"max":1}`, `"cpu":{"min":"10","max":"5"}`)}},
 	{"several-problems", contractRow{method: "POST", target: "/api/v1alpha1/containers?id=web-app-1", contentType: "application/json",
 		body: body(`"name":"web"`, `"name":"web","labels":{"dcm.project/managed-by":"me"}`,
-			`"cpu":{"min":1,"max":1}`, `"cpu":{"min":"10","max":"5"}`, `"max":"1MB"`, `"max":"2GiB"`)}},
+			`"cpu":{"min":1,"max":1}`, `"cpu":{"min":"10","max":"5"}`, `"max":"1MB"`, `"max":"2G"`)}},
 	{"read-only", contractRow{method: "POST", target: "/api/v1alpha1/containers?id=web-app-1", contentType: "application/json",
 		body: body(`"image":`, `"endpoints":[{"address":"10.96.67.170","port":8080,"protocol":"TCP","scope":"internal"}],"image":`)}},
 	{"not-json", contractRow{method: "POST", target: "/api/v1alpha1/containers", contentType: "text/plain", body: "spec: {}"}},

@@ -332,15 +332,15 @@ type Health struct {
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
-// MemoryQuantity Binary units, as the reference provider and every other DCM provider read them: 1MB = 2^20 bytes (Kubernetes "1Mi"), 1GB = 2^30 ("1Gi"), 1TB = 2^40 ("1Ti").
+// MemoryQuantity A whole number with a unit. MB, GB and TB are binary units, as the reference provider and every other DCM provider read them: 1MB = 2^20 bytes (Kubernetes "1Mi"), 1GB = 2^30 ("1Gi"), 1TB = 2^40 ("1Ti"). The exact binary units Mi, Gi, Ti and MiB, GiB, TiB are accepted too, with the same values ("2GiB" = "2Gi" = "2GB"). Echoed back as sent.
 type MemoryQuantity = string
 
 // MemoryRange defines model for MemoryRange.
 type MemoryRange struct {
-	// Max Binary units, as the reference provider and every other DCM provider read them: 1MB = 2^20 bytes (Kubernetes "1Mi"), 1GB = 2^30 ("1Gi"), 1TB = 2^40 ("1Ti").
+	// Max A whole number with a unit. MB, GB and TB are binary units, as the reference provider and every other DCM provider read them: 1MB = 2^20 bytes (Kubernetes "1Mi"), 1GB = 2^30 ("1Gi"), 1TB = 2^40 ("1Ti"). The exact binary units Mi, Gi, Ti and MiB, GiB, TiB are accepted too, with the same values ("2GiB" = "2Gi" = "2GB"). Echoed back as sent.
 	Max MemoryQuantity `json:"max"`
 
-	// Min Binary units, as the reference provider and every other DCM provider read them: 1MB = 2^20 bytes (Kubernetes "1Mi"), 1GB = 2^30 ("1Gi"), 1TB = 2^40 ("1Ti").
+	// Min A whole number with a unit. MB, GB and TB are binary units, as the reference provider and every other DCM provider read them: 1MB = 2^20 bytes (Kubernetes "1Mi"), 1GB = 2^30 ("1Gi"), 1TB = 2^40 ("1Ti"). The exact binary units Mi, Gi, Ti and MiB, GiB, TiB are accepted too, with the same values ("2GiB" = "2Gi" = "2GB"). Echoed back as sent.
 	Min MemoryQuantity `json:"min"`
 }
 

@@ -169,31 +169,31 @@ run:
 	@$(BIN)/sp-local -real-node=$(if $(filter 1,$(REAL_NODE)),true,false)
 
 # Measures the service against the Kubernetes API in one fresh environment; prints a
-# table and writes docs/benchmarks.md and docs/benchmarks.json. BENCH_FLAGS=-sizes=1000,5000,10000
+# table and writes docs/reports/benchmarks.md and docs/reports/benchmarks.json. BENCH_FLAGS=-sizes=1000,5000,10000
 BENCH_FLAGS ?=
 bench: $(HARNESS)
 	$(HARNESS) build
-	go run $(DEVENV)/cmd/sp-bench -limit-from=docs/benchmarks-limit.json $(BENCH_FLAGS)
+	go run $(DEVENV)/cmd/sp-bench -limit-from=docs/reports/benchmarks-limit.json $(BENCH_FLAGS)
 
 # The memory at the default limits (SP_MAX_CONTAINERS containers of SP_CONTAINER_MAX_BYTES),
 # in a fresh environment of its own (about 8 minutes on 2 CPUs: kept out of make bench's
-# 15). Writes docs/benchmarks-limit.json, which make bench's report shows with its date.
+# 15). Writes docs/reports/benchmarks-limit.json, which make bench's report shows with its date.
 bench-limit: $(HARNESS)
 	$(HARNESS) build
-	go run $(DEVENV)/cmd/sp-bench -only=memory-limit -only-out=docs/benchmarks-limit.json
+	go run $(DEVENV)/cmd/sp-bench -only=memory-limit -only-out=docs/reports/benchmarks-limit.json
 
 # The capacity model (no cluster): the service's real store, API and status controller fed
 # by an in-process list-watch server with 1,000, 25,000 and 100,000 running containers, each size
-# in a fresh process; writes docs/model.md and docs/model.json (tools/devenv/model).
+# in a fresh process; writes docs/reports/model.md and docs/reports/model.json (tools/devenv/model).
 # MODEL_FLAGS=-sizes=1000,10000 for a quick one, -out=DIR to write elsewhere.
 MODEL_FLAGS ?=
 model:
 	go build -o $(BIN)/sp-model $(DEVENV)/cmd/sp-model
 	$(BIN)/sp-model -sizes 1000,25000,100000 $(MODEL_FLAGS)
 
-# Seeded fault injection with an invariant checker (docs/reliability.md). SEED=<n> replays
+# Seeded fault injection with an invariant checker (docs/reports/reliability.md). SEED=<n> replays
 # a run; CHAOS_FLAGS=-duration=10m for a longer one. The report goes to
-# .harness/chaos/report/ (printed); CHAOS_FLAGS=-out=docs rewrites the committed one.
+# .harness/chaos/report/ (printed); CHAOS_FLAGS=-out=docs/reports rewrites the committed one.
 CHAOS_FLAGS ?=
 chaos: $(HARNESS)
 	$(HARNESS) build
@@ -201,7 +201,7 @@ chaos: $(HARNESS)
 
 # CI's chaos gate: fixed seeds only, so a submission never lands or fails by chance. Each
 # seed that ever found a bug joins CHAOS_CI_SEEDS once the bug is fixed (see
-# docs/reliability-runs.md). Reports go to a temporary folder.
+# docs/reports/reliability-runs.md). Reports go to a temporary folder.
 # A seed is SEED or SEED:DURATION (a schedule depends on its duration: a seed found with
 # 3m is replayed with 3m); CHAOS_CI_DURATION is the duration of a bare SEED.
 CHAOS_CI_SEEDS ?= 7 1475124511 114630519:3m 350101:5m 350102:5m 350103:5m 470102:5m
@@ -216,7 +216,7 @@ chaos-ci: $(HARNESS)
 	done && echo "chaos-ci: seeds $(CHAOS_CI_SEEDS) passed; reports in $$out"
 
 # Exploration, by hand, never in CI: CHAOS_RUNS runs of CHAOS_DURATION each with a random
-# seed (printed first). A seed that fails is a bug: log it in docs/reliability-runs.md, fix
+# seed (printed first). A seed that fails is a bug: log it in docs/reports/reliability-runs.md, fix
 # it, then add it to CHAOS_CI_SEEDS.
 CHAOS_RUNS ?= 3
 CHAOS_DURATION ?= 3m

@@ -126,7 +126,7 @@ func (f filler) objectsFor(i int) func(ns, id string) (container.Objects, error)
 // IPAddress) and, in Kubernetes 1.37, a count of every allocated address at each
 // allocation: with a Service for every one of 10,000 containers that count alone was a
 // quarter of the apiserver's CPU at 4,500, and filling took 915 s; with none, filling
-// 4,000 ran at 18.0/s against 14.6/s (docs/benchmarks-analysis.md).
+// 4,000 ran at 18.0/s against 14.6/s (docs/reports/benchmarks-analysis.md).
 const FillServiceEvery = 4
 
 // typicalFill is the bench's usual population, fill-00000 on: specJSON's container, one

@@ -241,7 +241,7 @@ func callsCheck(row ConcurrencyRow) (what, measured, limit, target string, ok bo
 	return what, measured, limit, target, row.CallsPerOp <= most
 }
 
-// reportTemplate is docs/benchmarks.md's layout; Markdown fills it.
+// reportTemplate is docs/reports/benchmarks.md's layout; Markdown fills it.
 //
 //go:embed report.md.tmpl
 var reportTemplate string

@@ -12,7 +12,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden reports in testdata/")
 
-// loadResults reads testdata/results.json (a real run's docs/benchmarks.json).
+// loadResults reads testdata/results.json (a real run's docs/reports/benchmarks.json).
 func loadResults(t *testing.T) *Results {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "results.json"))

@@ -523,7 +523,7 @@ const registryAckWait = 30 * time.Second
 // it. The registry acks without waiting for the server's answer, so an ack lost in a
 // NATS restart makes the stream deliver the event again one ack wait later, and the
 // registry applies it as new, over anything since. Not the provider's: it published
-// each event once, in order (docs/reliability-guide.md).
+// each event once, in order (docs/reports/reliability-guide.md).
 func (x *indexed) redelivered(id, st string) bool {
 	for _, e := range x.events[id] {
 		if e.Status != st {

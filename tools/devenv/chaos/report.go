@@ -13,7 +13,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/store"
 )
 
-// Report is what a run found, as docs/reliability.json holds it.
+// Report is what a run found, as docs/reports/reliability.json holds it.
 type Report struct {
 	Run        RunInfo    `json:"run"`
 	Reproduce  string     `json:"reproduce"`
@@ -121,7 +121,7 @@ func (rep *Report) Write(mdPath, jsonPath string) error {
 	return os.WriteFile(mdPath, []byte(rep.Markdown()), 0o644)
 }
 
-// Markdown is docs/reliability.md.
+// Markdown is docs/reports/reliability.md.
 func (rep *Report) Markdown() string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
@@ -214,7 +214,7 @@ func (rep *Report) bounds(p func(string, ...any)) {
 	p("## Bounds\n\n")
 	p("- **Staleness.** The replicas ran with `SP_K8S_MAX_STALENESS=%s`: once one of a replica's caches has lost its watch for longer than that (or a connected watch has sent nothing, not even a bookmark, for %s), its GET and LIST answer 503 and its /readyz fails, naming the cache. So a 200 describes the cluster as it was at most %s ago after a visible watch failure (%s for a stream that hangs while its connection lives). Checked here by *no stale 200* (the bound plus %s of slack for the answer in flight), under the proxy's blocked and broken watches.\n",
 		stale, store.SilenceBound, stale, store.SilenceBound, stalenessSlack)
-	p("- **Memory.** The replicas ran with the default limits: at most `SP_MAX_CONTAINERS=%d` containers of at most `SP_CONTAINER_MAX_BYTES=%d` bytes each (their Deployment and Service as JSON); a create past either is refused (507, 400). At those maxima the caches hold about %d MiB (BenchmarkCacheBytesPerMaxSizeContainer), within the default 256 MiB memory limit; `make bench` measures RSS at the limit (docs/benchmarks.md). This run's processes are in *Goroutines and memory* below.\n\n",
+	p("- **Memory.** The replicas ran with the default limits: at most `SP_MAX_CONTAINERS=%d` containers of at most `SP_CONTAINER_MAX_BYTES=%d` bytes each (their Deployment and Service as JSON); a create past either is refused (507, 400). At those maxima the caches hold about %d MiB (BenchmarkCacheBytesPerMaxSizeContainer), within the default 256 MiB memory limit; `make bench` measures RSS at the limit (docs/reports/benchmarks.md). This run's processes are in *Goroutines and memory* below.\n\n",
 		container.DefaultMaxContainers, container.DefaultMaxObjectBytes, container.DefaultMaxContainers*maxSizeCacheBytes>>20)
 }
 

@@ -99,7 +99,7 @@ func (r *Report) Checks() []Check {
 	return out
 }
 
-// Markdown is docs/model.md.
+// Markdown is docs/reports/model.md.
 func (r *Report) Markdown() []byte {
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }

@@ -1,5 +1,5 @@
 // Command sp-bench measures the service against the Kubernetes API on this machine and
-// writes docs/benchmarks.md and docs/benchmarks.json (`make bench`).
+// writes docs/reports/benchmarks.md and docs/reports/benchmarks.json (`make bench`).
 package main
 
 import (
@@ -32,7 +32,7 @@ func main() {
 	fillAhead := flag.Int("fill-ahead", 400, "how far the populations' creates may run ahead of the RUNNING events (< 0: no bound)")
 	nodes := flag.Int("nodes", 4, "fake (kwok) nodes the pods are spread over")
 	heap := flag.String("heap-profile", filepath.Join(os.TempDir(), "sp-bench-heap.pb.gz"), "where the service's heap profile at the largest size is kept")
-	out := flag.String("out", "docs", "folder for benchmarks.md and benchmarks.json")
+	out := flag.String("out", "docs/reports", "folder for benchmarks.md and benchmarks.json")
 	render := flag.Bool("render", false, "only rewrite benchmarks.md from benchmarks.json (e.g. after editing benchmarks-analysis.md)")
 	serviceEnv := flag.String("service-env", "", "extra environment for the service, comma-separated (e.g. GOMEMLIMIT=120MiB)")
 	concurrency := flag.Int("concurrency", bench.DefaultConcurrencyN, "creates (then deletes) per client count (8, 32, 64) and side, API and raw; 0 skips the phase")

@@ -22,7 +22,7 @@ import (
 func main() {
 	seed := flag.Uint64("seed", 0, "seed of the schedule (0: a random one, printed)")
 	duration := flag.Duration("duration", 3*time.Minute, "how long the schedule of operations and faults runs (then the world comes to rest and is checked)")
-	out := flag.String("out", "", "folder for reliability.md and reliability.json (default: report/ in the run folder; -out docs rewrites the committed report)")
+	out := flag.String("out", "", "folder for reliability.md and reliability.json (default: report/ in the run folder; -out docs/reports rewrites the committed report)")
 	dir := flag.String("dir", ".harness/chaos", "run folder: history.jsonl, events.jsonl, final.json, plan.json, every log (emptied first)")
 	recheck := flag.String("recheck", "", "only run the checks again on this finished run folder and rewrite the report")
 	staleness := flag.Duration("max-staleness", chaos.DefaultMaxStaleness, "SP_K8S_MAX_STALENESS given to the replicas, and the bound of the check \"no stale 200\"")

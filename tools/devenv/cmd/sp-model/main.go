@@ -21,7 +21,7 @@ import (
 
 func main() {
 	sizes := flag.String("sizes", "1000,25000,100000", "container counts, comma-separated (the targets are read at 1,000 and 25,000; larger sizes are figures)")
-	out := flag.String("out", "docs", "folder for model.md and model.json")
+	out := flag.String("out", "docs/reports", "folder for model.md and model.json")
 	logs := flag.String("logs", filepath.Join(os.TempDir(), "sp-model"), "folder for each size's service log (model-<size>.log)")
 	// The child: one size, the service alone in this process (see model.ChildMain).
 	child := flag.Bool("child", false, "internal: measure one size and print it as JSON")

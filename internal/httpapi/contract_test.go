@@ -433,9 +433,15 @@ func TestErrorContract(t *testing.T) {
 		{name: "get/400 malformed id", method: "GET", target: base + "/Bad_ID", status: 400, code: invalidArg},
 
 		// LIST.
-		{name: "list/400 max_page_size 0", method: "GET", target: base + "?max_page_size=0",
+		// AEP-158: 0 is the default and a size above 1000 is read as 1000
+		// (TestListPageSize); only a negative size is refused.
+		{name: "list/400 max_page_size -1", method: "GET", target: base + "?max_page_size=-1",
 			status: 400, code: invalidArg, has: []string{"max_page_size"}},
-		{name: "list/400 max_page_size 1001", method: "GET", target: base + "?max_page_size=1001",
+		{name: "list/200 max_page_size 0", method: "GET", target: base + "?max_page_size=0",
+			store: &answer{obs: []container.Observed{observed(t, "a")}}, status: 200, has: []string{`"id":"a"`}},
+		{name: "list/200 max_page_size 5000", method: "GET", target: base + "?max_page_size=5000",
+			store: &answer{obs: []container.Observed{observed(t, "a")}}, status: 200, has: []string{`"id":"a"`}},
+		{name: "list/400 max_page_size beyond int32", method: "GET", target: base + "?max_page_size=2147483648",
 			status: 400, code: invalidArg, has: []string{"max_page_size"}},
 		{name: "list/400 max_page_size not a number", method: "GET", target: base + "?max_page_size=abc",
 			status: 400, code: invalidArg, has: []string{"max_page_size"}},

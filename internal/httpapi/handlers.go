@@ -175,12 +175,15 @@ func (h *handlers) GetContainer(ctx context.Context, req v1alpha1.GetContainerRe
 }
 
 func (h *handlers) ListContainers(_ context.Context, req v1alpha1.ListContainersRequestObject) (v1alpha1.ListContainersResponseObject, error) {
+	// AEP-158: 0 (or none) is the default, a size above the maximum is the maximum.
 	size := defaultPageSize
 	if p := req.Params.MaxPageSize; p != nil {
-		if *p < 1 || *p > maxPageSize {
-			return nil, invalid(container.Violation{Detail: fmt.Sprintf("max_page_size %d is not between 1 and %d", *p, maxPageSize)})
+		if *p < 0 { // openapi.yaml refuses it first
+			return nil, invalid(container.Violation{Detail: fmt.Sprintf("max_page_size %d is negative: use 0 (the default, %d) to %d", *p, defaultPageSize, maxPageSize)})
 		}
-		size = int(*p)
+		if *p > 0 {
+			size = min(int(*p), maxPageSize)
+		}
 	}
 	after := ""
 	if t := req.Params.PageToken; t != nil && *t != "" {

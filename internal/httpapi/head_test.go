@@ -26,7 +26,7 @@ func TestHeadAnswersEveryGetRoute(t *testing.T) {
 		status       int
 	}{
 		{"list", base, &answer{obs: []container.Observed{observed(t, "a"), observed(t, "b")}}, 200},
-		{"list with a bad page size", base + "?max_page_size=0", nil, 400},
+		{"list with a bad page size", base + "?max_page_size=-1", nil, 400},
 		{"one container", base + "/a", one, 200},
 		{"a container that is not there", base + "/a", fails(store.ErrNotFound), 404},
 		{"a malformed id", base + "/Bad_ID", nil, 400},

@@ -296,3 +296,53 @@ func TestListPagesAreBoundedInBytes(t *testing.T) {
 		})
 	}
 }
+
+// max_page_size as AEP-158 says: none or 0 is the default (50), a size above the
+// maximum (1000) is the maximum, not a 400; a negative one is refused.
+func TestListPageSize(t *testing.T) {
+	st := newSizedStore(t, 2500, 10)
+	h, err := NewHandler(Options{Store: st, Health: func(context.Context) error { return nil },
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		query  string
+		status int
+		page   int // containers in the first page
+	}{
+		{"", 200, defaultPageSize},
+		{"?max_page_size=0", 200, defaultPageSize},
+		{"?max_page_size=1", 200, 1},
+		{"?max_page_size=999", 200, 999},
+		{"?max_page_size=1000", 200, maxPageSize},
+		{"?max_page_size=1001", 200, maxPageSize},
+		{"?max_page_size=5000", 200, maxPageSize},
+		{"?max_page_size=2147483647", 200, maxPageSize},
+		{"?max_page_size=-1", 400, 0},
+		{"?max_page_size=-5000", 400, 0},
+		{"?max_page_size=2147483648", 400, 0}, // not an int32
+		{"?max_page_size=abc", 400, 0},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1alpha1/containers"+tc.query, nil))
+			if rec.Code != tc.status {
+				t.Fatalf("%d %.300s, want %d", rec.Code, rec.Body, tc.status)
+			}
+			if tc.status != 200 {
+				if !strings.Contains(rec.Body.String(), "max_page_size") {
+					t.Errorf("the problem does not name max_page_size: %s", rec.Body)
+				}
+				return
+			}
+			var list v1alpha1.ContainerList
+			if err := json.NewDecoder(rec.Body).Decode(&list); err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Containers) != tc.page || list.NextPageToken == nil {
+				t.Errorf("a page of %d (next_page_token %v), want %d and a token", len(list.Containers), list.NextPageToken != nil, tc.page)
+			}
+		})
+	}
+}

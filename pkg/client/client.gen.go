@@ -472,7 +472,7 @@ type Unavailable = Problem
 
 // ListContainersParams defines parameters for ListContainers.
 type ListContainersParams struct {
-	// MaxPageSize Maximum number of containers in one page (1-1000, default 50).
+	// MaxPageSize Maximum number of containers in one page: default 50, also when 0; a size above 1000 is read as 1000 (AEP-158); a negative size is refused (400).
 	MaxPageSize *int32 `form:"max_page_size,omitempty" json:"max_page_size,omitempty"`
 
 	// PageToken Opaque token from a previous page's next_page_token.

@@ -355,8 +355,14 @@ func TestMalformedRequests(t *testing.T) {
 	expectProblem(t, do(t, http.MethodPut, p.URL+containers+"/x", nil), http.StatusMethodNotAllowed, "method-not-allowed")
 	expectProblem(t, do(t, http.MethodGet, p.URL+"/api/v1alpha1/nothing", nil), http.StatusNotFound, "not-found")
 	expectProblem(t, do(t, http.MethodGet, p.URL+containers+"/Not_An_Id", nil), http.StatusBadRequest, "invalid-argument")
-	for _, q := range []string{"max_page_size=0", "max_page_size=1001", "max_page_size=abc", "page_token=garbage", "page_token=" + strings.Repeat("x", 600)} {
+	for _, q := range []string{"max_page_size=-1", "max_page_size=abc", "page_token=garbage", "page_token=" + strings.Repeat("x", 600)} {
 		expectProblem(t, do(t, http.MethodGet, p.URL+containers+"?"+q, nil), http.StatusBadRequest, "invalid-argument")
+	}
+	// AEP-158: 0 is the default page size, one above the maximum is the maximum.
+	for _, q := range []string{"max_page_size=0", "max_page_size=5000"} {
+		if r := do(t, http.MethodGet, p.URL+containers+"?"+q, nil); r.Status != http.StatusOK {
+			t.Errorf("%s: %d %s, want 200", q, r.Status, r.Body)
+		}
 	}
 	expectNothing(t, ns)
 }

@@ -105,6 +105,49 @@ func TestHelpListsEverySetting(t *testing.T) {
 	}
 }
 
+// release --help reads as sentences: each paragraph is filled to releaseWidth columns,
+// broken only between words (the next word would not have fitted), never inside one,
+// and no line ends in an article.
+func TestReleaseHelpWrapsAtWords(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"release", "--help"}, nil, &out, &out); code != 0 {
+		t.Fatalf("exit %d: %s", code, &out)
+	}
+	about, _, ok := strings.Cut(out.String(), "\nFlags:\n")
+	usage, about, ok2 := strings.Cut(about, "\n\n")
+	if !ok || !ok2 || usage != "Usage: k8s-container-sp release [-force]" {
+		t.Fatalf("release --help is not a usage line, paragraphs and flags:\n%s", &out)
+	}
+	paragraphs := strings.Split(strings.TrimSuffix(about, "\n"), "\n\n")
+	if len(paragraphs) != len(releaseAbout) {
+		t.Fatalf("%d paragraphs, want %d:\n%s", len(paragraphs), len(releaseAbout), about)
+	}
+	for i, p := range paragraphs {
+		// A word broken across lines would be two words here.
+		if got, want := strings.Fields(p), strings.Fields(releaseAbout[i]); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("paragraph %d is not the text broken between words:\n%s", i+1, p)
+		}
+		lines := strings.Split(p, "\n")
+		for j, line := range lines {
+			words := strings.Fields(line)
+			switch {
+			case len(words) == 0 || line != strings.Join(words, " "):
+				t.Errorf("line %q: empty, or spaced other than one space between words", line)
+			case len(line) > releaseWidth:
+				t.Errorf("line longer than %d columns: %q", releaseWidth, line)
+			case strings.HasSuffix(line, "-"):
+				t.Errorf("line ends in a hyphen: %q", line)
+			case j < len(lines)-1 && len(line)+1+len(strings.Fields(lines[j+1])[0]) <= releaseWidth:
+				t.Errorf("line broken early (the next word fits): %q", line)
+			}
+			switch last := strings.ToLower(words[len(words)-1]); last {
+			case "a", "an", "the":
+				t.Errorf("line ends in %q: %q", last, line)
+			}
+		}
+	}
+}
+
 func TestVersionComesFromLdflags(t *testing.T) {
 	cases := []struct {
 		name, version, revision string

@@ -3,8 +3,8 @@
 // message naming every bad variable, exit code 2.
 //
 //	k8s-container-sp                  run the provider
-//	k8s-container-sp release [-force] let go of every object it holds (see
-//	                                  docs/operations.md, "Uninstall / roll back"), workloads left running
+//	k8s-container-sp release [-force] let go of every object it holds, workloads left
+//	                                  running (docs/operations.md, "Uninstall / roll back")
 //	k8s-container-sp --help           commands, every setting, where to read on
 //	k8s-container-sp --version        version and source revision
 //
@@ -173,20 +173,28 @@ func release(ctx context.Context, cfg *config.Config, rc *rest.Config, force boo
 	return 0
 }
 
+// releaseAbout is release --help's description, one paragraph a string, wrapped at
+// releaseWidth columns when printed.
+var releaseAbout = []string{
+	"Lets go of every object the provider holds in SP_K8S_NAMESPACE, so that it can be " +
+		"uninstalled or rolled back. It deletes the provider's container records and its " +
+		"leader election's ConfigMap. The records are deleted with orphan propagation: " +
+		"every container's Deployment, pods and Service are left running, and the garbage " +
+		"collector only takes off their ownerReferences to the records.",
+	"It refuses while a replica seems to be running (one holds the leader election's " +
+		"ConfigMap), unless -force is given.",
+	"It reads the same settings as the provider (" + name + " --help lists them). " +
+		`docs/operations.md, "Uninstall / roll back", says more.`,
+}
+
+const releaseWidth = 80
+
 func releaseUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, `Usage: %[1]s release [-force]
-
-Lets go of every object the provider holds in SP_K8S_NAMESPACE, so it can be
-uninstalled or rolled back: the provider's container records and its leader election's
-ConfigMap are deleted, the records with orphan propagation: every container's
-Deployment, pods and Service are left running, the garbage collector taking off only
-their ownerReferences to the records. Refuses while a replica seems to be running (it holds the leader election's
-ConfigMap), unless -force.
-It reads the same settings as the provider (%[1]s --help lists them);
-docs/operations.md "Uninstall / roll back" says more.
-
-Flags:
-`, name)
+	fmt.Fprintf(w, "Usage: %s release [-force]\n", name)
+	for _, p := range releaseAbout {
+		fmt.Fprintf(w, "\n%s", wrap(p, "", releaseWidth))
+	}
+	fmt.Fprintf(w, "\nFlags:\n")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)

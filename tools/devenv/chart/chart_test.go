@@ -816,7 +816,9 @@ func TestDerivedURLs(t *testing.T) {
 
 // The notes helm install prints say where the provider registers and publishes, and warn
 // when those URLs are derived rather than set; derived, they name the agent's
-// embeddedSps and the older DCM's URL.
+// embeddedSps and the older DCM's URL. Set by the values (registrationURL, natsURL, or
+// the variables themselves in extraEnv, which win), the notes show the URLs the service
+// is given, unmarked, and warn of nothing.
 func TestNotesSayWhereItRegisters(t *testing.T) {
 	for _, tc := range []struct {
 		name, values string
@@ -836,6 +838,26 @@ func TestNotesSayWhereItRegisters(t *testing.T) {
 			"Registers with:            http://a:8080/api/v1alpha1\n",
 			"Status events to:          nats://n:4222\n",
 		}, []string{"WARNING", "(derived)"}},
+		{"all three set in extraEnv", `extraEnv:
+- {name: SP_ENDPOINT, value: "http://sp.example:8080"}
+- {name: DCM_REGISTRATION_URL, value: "http://reg.example:8080/api/v1alpha1"}
+- {name: SP_NATS_URL, value: "nats://nats.example:4222"}`, []string{
+			"Endpoint (SP_ENDPOINT):    http://sp.example:8080\n",
+			"Registers with:            http://reg.example:8080/api/v1alpha1\n",
+			"Status events to:          nats://nats.example:4222\n",
+		}, []string{"WARNING", "(derived)", "embeddedSps", "dcm-environment-agent", "dcm-nats", ".svc:8080\n"}},
+		{"extraEnv wins over the value", "registrationURL: http://a:8080/api/v1alpha1\n" +
+			`extraEnv: [{name: DCM_REGISTRATION_URL, value: "http://b:8080/api/v1alpha1"}]`, []string{
+			"Registers with:            http://b:8080/api/v1alpha1\n",
+			"WARNING: natsURL is not set",
+		}, []string{"http://a:8080", "registrationURL and natsURL", "embeddedSps"}},
+		{"registration from a Secret", `extraEnv:
+- name: DCM_REGISTRATION_URL
+  valueFrom: {secretKeyRef: {name: dcm-urls, key: registration}}`, []string{
+			"Registers with:            extraEnv's DCM_REGISTRATION_URL (valueFrom)\n",
+			"Status events to:          nats://dcm-nats.dcm.svc:4222 (derived)\n",
+			"WARNING: natsURL is not set",
+		}, []string{"dcm-environment-agent", "embeddedSps"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			notes, err := Notes(rel, []byte(tc.values))

@@ -118,13 +118,49 @@ says so (k8s-container-sp.derivedURLs).
 {{- end }}
 
 {{/*
-The values NOTES.txt warns are derived, not set: "registrationURL", "natsURL", both, or
+What extraEnv sets variable .name to (called with dict "name" and "Values"), for
+NOTES.txt: empty when extraEnv does not name it, else its value ("" quoted when empty),
+or "extraEnv's <name> (valueFrom)" when the value comes from elsewhere. extraEnv wins
+over the chart's own variables (k8s-container-sp.env); of a name repeated, the last.
+*/}}
+{{- define "k8s-container-sp.extraEnvValue" -}}
+{{- $name := .name }}
+{{- $v := "" }}
+{{- range .Values.extraEnv }}
+{{- if eq .name $name }}
+{{- if .valueFrom }}{{ $v = printf "extraEnv's %s (valueFrom)" $name }}{{ else }}{{ $v = .value | default "\"\"" }}{{ end }}
+{{- end }}
+{{- end }}
+{{- $v }}
+{{- end }}
+
+{{/*
+The URLs the service is given, as NOTES.txt shows them: extraEnv's when it sets the
+variable, else the chart's (the value, or derived).
+*/}}
+{{- define "k8s-container-sp.shownEndpoint" -}}
+{{- include "k8s-container-sp.extraEnvValue" (dict "name" "SP_ENDPOINT" "Values" .Values) | default (include "k8s-container-sp.endpoint" .) }}
+{{- end }}
+{{- define "k8s-container-sp.shownRegistrationURL" -}}
+{{- include "k8s-container-sp.extraEnvValue" (dict "name" "DCM_REGISTRATION_URL" "Values" .Values) | default (include "k8s-container-sp.registrationURL" .) }}
+{{- end }}
+{{- define "k8s-container-sp.shownNATSURL" -}}
+{{- include "k8s-container-sp.extraEnvValue" (dict "name" "SP_NATS_URL" "Values" .Values) | default (include "k8s-container-sp.natsURL" .) }}
+{{- end }}
+
+{{/*
+The URLs NOTES.txt warns are derived, set neither by their value nor by their variable
+in extraEnv: "registrationURL", "natsURL", both ("registrationURL and natsURL"), or
 empty.
 */}}
 {{- define "k8s-container-sp.derivedURLs" -}}
 {{- $d := list }}
-{{- if not .Values.registrationURL }}{{ $d = append $d "registrationURL" }}{{ end }}
-{{- if not .Values.natsURL }}{{ $d = append $d "natsURL" }}{{ end }}
+{{- if not (or .Values.registrationURL (include "k8s-container-sp.extraEnvValue" (dict "name" "DCM_REGISTRATION_URL" "Values" .Values))) }}
+{{- $d = append $d "registrationURL" }}
+{{- end }}
+{{- if not (or .Values.natsURL (include "k8s-container-sp.extraEnvValue" (dict "name" "SP_NATS_URL" "Values" .Values))) }}
+{{- $d = append $d "natsURL" }}
+{{- end }}
 {{- join " and " $d }}
 {{- end }}
 

@@ -422,7 +422,7 @@ func (a *App) serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	deadline := a.stop.since().Add(a.cfg.Server.ShutdownTimeout)
-	a.log.Info("shutting down", "requests_until", deadline, "timeout", a.cfg.Server.ShutdownTimeout)
+	a.log.Info("shutting down", "requests_until", deadline, "timeout", a.cfg.Server.ShutdownTimeout.String())
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	err := a.server.Shutdown(sctx)

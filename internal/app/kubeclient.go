@@ -113,7 +113,7 @@ func (p *clusterProbe) logChange(was, now error) {
 	case now != nil:
 		p.failures++
 	case p.failures > 0:
-		p.log.Info("Kubernetes API reachable again", "outage", time.Since(p.down).Round(time.Second), "failed_probes", p.failures, "last_err", was)
+		p.log.Info("Kubernetes API reachable again", "outage", time.Since(p.down).Round(time.Second).String(), "failed_probes", p.failures, "last_err", was)
 		p.failures = 0
 	}
 }

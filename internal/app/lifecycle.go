@@ -139,9 +139,9 @@ func runInOrderWithin(ctx context.Context, log *slog.Logger, comps []component, 
 		case <-c.done:
 			log.Debug("stopped", "component", c.name)
 		case <-own:
-			log.Warn("component did not stop in its time; going on with the stop", "component", c.name, "within", c.stopWithin)
+			log.Warn("component did not stop in its time; going on with the stop", "component", c.name, "within", c.stopWithin.String())
 		case <-budget:
-			log.Warn("stop budget spent; leaving the components not yet stopped", "component", c.name, "budget", stopBudget)
+			log.Warn("stop budget spent; leaving the components not yet stopped", "component", c.name, "budget", stopBudget.String())
 			spent = true
 		}
 	}

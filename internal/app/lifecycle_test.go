@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,7 +189,6 @@ func TestRunInOrderStopDuringAStart(t *testing.T) {
 // left behind and the next one stopped; once the whole budget is spent the rest are
 // cancelled and not waited for.
 func TestRunInOrderStopIsBounded(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	const budget = 300 * time.Millisecond
 	hang := make(chan struct{}) // never closed until the test ends
 	defer close(hang)
@@ -196,6 +197,7 @@ func TestRunInOrderStopIsBounded(t *testing.T) {
 		comps   func(note func(string)) []component
 		stopped []string // the components seen to stop, in order
 		within  time.Duration
+		logged  []string // in the JSON log: durations as Go writes them (50ms), not nanoseconds
 	}{
 		{"one hangs past its own bound: the others still stop", func(note func(string)) []component {
 			return []component{
@@ -203,7 +205,8 @@ func TestRunInOrderStopIsBounded(t *testing.T) {
 				{name: "http", run: func(ctx context.Context) error { <-ctx.Done(); note("http"); return nil }},
 				{name: "status", run: func(ctx context.Context) error { <-ctx.Done(); <-hang; return nil }, stopWithin: 50 * time.Millisecond},
 			}
-		}, []string{"http", "informers"}, 50*time.Millisecond + 100*time.Millisecond},
+		}, []string{"http", "informers"}, 50*time.Millisecond + 100*time.Millisecond,
+			[]string{`"component":"status","within":"50ms"`}},
 		{"one hangs without a bound of its own: the budget ends the stop", func(note func(string)) []component {
 			return []component{
 				// Stopped after http, so never reached within the budget: whether it would
@@ -212,7 +215,7 @@ func TestRunInOrderStopIsBounded(t *testing.T) {
 				{name: "http", run: func(ctx context.Context) error { <-ctx.Done(); <-hang; return nil }},
 				{name: "status", run: func(ctx context.Context) error { <-ctx.Done(); note("status"); return nil }},
 			}
-		}, []string{"status"}, budget + 100*time.Millisecond},
+		}, []string{"status"}, budget + 100*time.Millisecond, []string{`"budget":"300ms"`}},
 		{"each slow but within its time: all waited for", func(note func(string)) []component {
 			slow := func(n string) func(context.Context) error {
 				return func(ctx context.Context) error {
@@ -223,7 +226,7 @@ func TestRunInOrderStopIsBounded(t *testing.T) {
 				}
 			}
 			return []component{{name: "a", run: slow("a")}, {name: "b", run: slow("b"), stopWithin: time.Second}}
-		}, []string{"b", "a"}, budget},
+		}, []string{"b", "a"}, budget, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -238,7 +241,8 @@ func TestRunInOrderStopIsBounded(t *testing.T) {
 				comps[i].run = func(ctx context.Context) error { running <- struct{}{}; return run(ctx) }
 			}
 			done := make(chan error, 1)
-			go func() { done <- runInOrderWithin(ctx, quiet, comps, budget) }()
+			var logs syncBuffer
+			go func() { done <- runInOrderWithin(ctx, slog.New(slog.NewJSONHandler(&logs, nil)), comps, budget) }()
 			for range comps {
 				<-running
 			}
@@ -260,8 +264,31 @@ func TestRunInOrderStopIsBounded(t *testing.T) {
 			if !slices.Equal(stopped, tc.stopped) {
 				t.Errorf("stopped %v, want %v", stopped, tc.stopped)
 			}
+			for _, w := range tc.logged {
+				if !strings.Contains(logs.String(), w) {
+					t.Errorf("the log lacks %s:\n%s", w, logs.String())
+				}
+			}
 		})
 	}
+}
+
+// syncBuffer is a log the components' goroutines may write while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // The defaults' stop fits the pod's grace period (deploy/base/deployment.yaml), and a

@@ -32,7 +32,7 @@ func (h *handlers) resolveImage(ctx context.Context, dep *appsv1.Deployment, ref
 			Detail: fmt.Sprintf("image.reference %q: %s", container.Clip(ref, container.MaxQuoted), refusal.Error())})
 	}
 	if err != nil {
-		h.log.Info("image not resolved at create; the status controller retries", "reference", ref, "error", err, "after", time.Since(start))
+		h.log.Info("image not resolved at create; the status controller retries", "reference", ref, "error", err, "after", time.Since(start).Round(time.Millisecond).String())
 		container.HoldImage(dep, fmt.Sprintf("%s: %v", ref, err), false)
 		return "", nil
 	}

@@ -257,7 +257,7 @@ func (r *Controller) processNext(ctx context.Context, queue workqueue.TypedRateL
 		return true
 	}
 	if ended, lasted, failures, containers := r.outage.recovered(r.opts.Clock.Now()); ended {
-		r.log.Info("status: delivering again", "outage", lasted.Round(time.Millisecond), "failed_attempts", failures, "containers", containers)
+		r.log.Info("status: delivering again", "outage", lasted.Round(time.Millisecond).String(), "failed_attempts", failures, "containers", containers)
 	}
 	r.stopWaiting(id)
 	r.undelivered.done(id)

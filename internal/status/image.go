@@ -48,7 +48,7 @@ func (r *Controller) resolveImage(ctx context.Context, id string, dep *container
 	}
 	if err != nil {
 		wait := r.imageBackoff.When(id)
-		r.log.Info("status: image not resolved yet", "id", id, "reference", dep.Container.Image, "error", err, "retry", wait)
+		r.log.Info("status: image not resolved yet", "id", id, "reference", dep.Container.Image, "error", err, "retry", wait.String())
 		return wait
 	}
 	r.imageBackoff.Forget(id)

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dcm-project/k8s-container-sp/pkg/client"
@@ -31,6 +33,11 @@ type Options struct {
 	Poll time.Duration
 	// Timeout bounds the wait for the Service name; default 2 minutes.
 	Timeout time.Duration
+	// CreateRetry bounds how long after the first create it is sent again, when answered
+	// 409 being-deleted (the id's previous container is still being deleted; the id is
+	// free once its deletion is delivered): each wait is the answer's Retry-After, and a
+	// wait that would end past the bound is not taken. Default 30 s; negative: no retry.
+	CreateRetry time.Duration
 	// Logf, when set, is told each step.
 	Logf func(format string, args ...any)
 	// BeforeDelete, when set, is called with the container as the GET that carried its
@@ -87,13 +94,17 @@ func (o *Options) defaults() {
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
 	}
+	if o.CreateRetry == 0 {
+		o.CreateRetry = 30 * time.Second
+	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
 }
 
-// Create sends POST /api/v1alpha1/containers?id=<ID> with one internal port; anything
-// but 201 Created is an error carrying the problem's detail.
+// Create sends POST /api/v1alpha1/containers?id=<ID> with one internal port. A 409
+// being-deleted is sent again after its Retry-After, within o.CreateRetry in all;
+// anything else but 201 Created is an error carrying the problem's detail.
 func Create(ctx context.Context, c *client.ClientWithResponses, o Options) error {
 	o.defaults()
 	var cpuMin, cpuMax client.CpuQuantity
@@ -118,12 +129,31 @@ func Create(ctx context.Context, c *client.ClientWithResponses, o Options) error
 		body.Spec.Process = &client.ContainerProcess{Env: &o.Env}
 	}
 	id := o.ID
-	resp, err := c.CreateContainerWithResponse(ctx, &client.CreateContainerParams{Id: &id}, body)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", o.ID, err)
-	}
-	if resp.StatusCode() != http.StatusCreated {
-		return fmt.Errorf("create %s: %s", o.ID, problem(resp.HTTPResponse, resp.Body))
+	var resp *client.CreateContainerResponse
+	for start := time.Now(); ; {
+		var err error
+		resp, err = c.CreateContainerWithResponse(ctx, &client.CreateContainerParams{Id: &id}, body)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", o.ID, err)
+		}
+		if resp.StatusCode() == http.StatusCreated {
+			break
+		}
+		detail := problem(resp.HTTPResponse, resp.Body)
+		if !beingDeleted(resp.HTTPResponse, resp.Body) {
+			return fmt.Errorf("create %s: %s", o.ID, detail)
+		}
+		wait := retryAfter(resp.HTTPResponse)
+		if time.Since(start)+wait > o.CreateRetry {
+			return fmt.Errorf("create %s: %s (gave up: the next try would be %s after the first, past %s)",
+				o.ID, detail, (time.Since(start) + wait).Round(time.Second), o.CreateRetry)
+		}
+		o.Logf("create %s: %s; again in %s", o.ID, detail, wait)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create %s: %w", o.ID, ctx.Err())
+		case <-time.After(wait):
+		}
 	}
 	status := ""
 	if resp.JSON201 != nil && resp.JSON201.Status != nil {
@@ -131,6 +161,29 @@ func Create(ctx context.Context, c *client.ClientWithResponses, o Options) error
 	}
 	o.Logf("created %s (%s)", o.ID, status)
 	return nil
+}
+
+// beingDeleted says whether an answer is 409 being-deleted: the id's previous container
+// is still being deleted, nothing was created, and the same create succeeds later.
+// Another 409 (already-exists) is not retried.
+func beingDeleted(r *http.Response, body []byte) bool {
+	var p client.Problem
+	return r.StatusCode == http.StatusConflict && json.Unmarshal(body, &p) == nil &&
+		strings.HasSuffix(p.Type, "/being-deleted")
+}
+
+// retryAfter is an answer's Retry-After (seconds, or an HTTP date), at least 100 ms so
+// that a "0" does not make a busy loop; 1 s when it has none the flow can read.
+func retryAfter(r *http.Response) time.Duration {
+	const least = 100 * time.Millisecond
+	v := r.Header.Get("Retry-After")
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return max(time.Duration(n)*time.Second, least)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), least)
+	}
+	return time.Second
 }
 
 // WaitForService polls GET /api/v1alpha1/containers/<ID> until the answer carries

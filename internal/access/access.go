@@ -69,8 +69,8 @@ func New(client kubernetes.Interface, namespace string, now func() time.Time) *C
 }
 
 // explainEvery bounds how often a refused write asks the apiserver what is missing
-// (Explain): a check is one SelfSubjectAccessReview per permission (17), and a client
-// retrying a refused create must not turn each retry into 17 more calls. Within it, the
+// (Explain): a check is one SelfSubjectAccessReview per permission (len(Required)), and a client
+// retrying a refused create must not turn each retry into as many more calls. Within it, the
 // last check's answer explains the refusal.
 const explainEvery = 30 * time.Second
 

@@ -1,6 +1,6 @@
 {{/*
 The Role's rules: the one place the chart says what the provider may do, in the namespace
-its containers go to. Exactly what the service uses (store.Required), the same rules as
+its containers go to. Exactly what the service uses (access.Required), the same rules as
 deploy/base/role.yaml: tools/devenv/chart's TestRoleRulesMatchKustomize compares them.
 */}}
 {{- define "k8s-container-sp.roleRules" -}}

@@ -301,7 +301,7 @@ func (r *Registrar) registerWithRetry(ctx context.Context) {
 		reason := reasonOf(err)
 		r.set(r.State().Phase, "", reason)
 		delay := backoff.Step()
-		r.log.Warn("registration failed; will retry", "registry", r.registry(), "attempt", attempt, "retry_in", delay.Round(time.Millisecond),
+		r.log.Warn("registration failed; will retry", "registry", r.registry(), "attempt", attempt, "retry_in", delay.Round(time.Millisecond).String(),
 			"reason", reason, "err", redact.Text(err.Error(), r.opts.RegistryURL, r.opts.Endpoint))
 		select {
 		case <-ctx.Done():

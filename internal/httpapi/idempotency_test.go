@@ -89,7 +89,7 @@ func TestAgentShapedCreate(t *testing.T) {
 
 	st.err = &kubeerr.Error{Kind: kubeerr.KindKeyReused, Message: `Idempotency-Key "event-1" was used by a create with another spec`}
 	rec = post("", bareSpec, "Idempotency-Key", "event-1")
-	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "idempotency-key-reused") || !strings.Contains(rec.Body.String(), `\"event-1\"`) {
+	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "idempotency-key-reused") || !strings.Contains(rec.Body.String(), `"title":"Idempotency key reused"`) || !strings.Contains(rec.Body.String(), `\"event-1\"`) {
 		t.Errorf("key reused: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -29,6 +29,7 @@ var titles = map[string]string{
 	// The provider's own: what a client can act on that DCM's codes do not name.
 	"container-limit-reached": "Container limit reached", // 507: SP_MAX_CONTAINERS
 	"being-deleted":           "Being deleted",           // 409: the id's previous container's DELETED is not delivered yet
+	"idempotency-key-reused":  "Idempotency key reused",  // 422: the key came with another spec
 }
 
 // Fixed details of the contract.

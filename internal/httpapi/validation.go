@@ -225,7 +225,47 @@ func nearest(schema *openapi3.Schema, key string) []string {
 		}
 		level = next
 	}
-	return nil
+	return misspelt(schema, key)
+}
+
+// misspelt is the member of schema one or two edits from key ("imagee" for image), if
+// exactly one is that close.
+func misspelt(schema *openapi3.Schema, key string) []string {
+	if schema == nil || len(key) < 3 || len(key) > 64 {
+		return nil
+	}
+	var found []string
+	for _, name := range slices.Sorted(maps.Keys(schema.Properties)) {
+		if editDistance(strings.ToLower(name), strings.ToLower(key)) <= min(2, len(name)/3) {
+			found = append(found, name)
+		}
+	}
+	if len(found) != 1 {
+		return nil
+	}
+	return found
+}
+
+// editDistance is the Levenshtein distance of a and b (short ASCII names: a dependency
+// for these few lines is not worth it).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // decodeExact decodes a create body with member names matched exactly, as the schema

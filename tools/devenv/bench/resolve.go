@@ -3,19 +3,13 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/imageregistry"
@@ -35,36 +29,23 @@ type ResolveResult struct {
 // with SP_IMAGE_RESOLVE through an in-process registry (package imageregistry, the real
 // node's) holding the bench's image, one without; the namespaces go afterwards.
 func (e *Env) Resolution(ctx context.Context, n int) (res ResolveResult, err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return res, err
-	}
-	self := ln.Addr().String()
 	var manifests atomic.Int64
-	blobs := filepath.Join(e.Dir, "resolve-registry")
-	if err := os.MkdirAll(blobs, 0o755); err != nil {
-		return res, err
-	}
-	reg := imageregistry.New(self, blobs, io.Discard)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Has("ns") && strings.Contains(r.URL.Path, "/manifests/") {
-			manifests.Add(1)
-		}
-		reg.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	img, err := random.Image(4096, 3)
+	reg, err := imageregistry.StartLocal(filepath.Join(e.Dir, "resolve-registry"), func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Has("ns") && strings.Contains(r.URL.Path, "/manifests/") {
+				manifests.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
 	if err != nil {
 		return res, err
 	}
-	dst, err := imageregistry.LocalName(benchImage, self)
-	if err != nil {
+	defer reg.Close()
+	if _, err := reg.PushRandom(ctx, benchImage); err != nil {
 		return res, err
 	}
-	if err := remote.Write(dst, img); err != nil {
-		return res, err
-	}
+	self := reg.Addr
 	services := map[string]*Service{}
 	for ns, env := range map[string][]string{
 		"bench-plain":   nil,

@@ -4,13 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"os"
 	"path/filepath"
-
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/imageregistry"
 )
@@ -32,30 +26,14 @@ func (s *Stack) imageMirror(ctx context.Context, env map[string]string, progress
 	if s.RealNode != nil {
 		return "http://" + s.RealNode.Registry, nil
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	var err error
+	if s.images, err = imageregistry.StartLocal(filepath.Join(s.Dir, "images"), nil); err != nil {
 		return "", err
 	}
-	self := ln.Addr().String()
-	blobs := filepath.Join(s.Dir, "images")
-	if err := os.MkdirAll(blobs, 0o755); err != nil {
-		ln.Close()
-		return "", err
-	}
-	s.images = &http.Server{Handler: imageregistry.New(self, blobs, io.Discard)}
-	go func() { _ = s.images.Serve(ln) }()
-	img, err := random.Image(1024, 1)
-	if err != nil {
-		return "", err
-	}
-	dst, err := imageregistry.LocalName(exampleImage, self)
-	if err != nil {
-		return "", err
-	}
-	if err := remote.Write(dst, img, remote.WithContext(ctx)); err != nil {
+	if _, err := s.images.PushRandom(ctx, exampleImage); err != nil {
 		return "", fmt.Errorf("pushing the example image: %w", err)
 	}
-	s.ImageRegistry = self
-	fmt.Fprintf(progress, "local: image registry on %s holding %s; the service resolves every image there\n", self, exampleImage)
-	return "http://" + self, nil
+	s.ImageRegistry = s.images.Addr
+	fmt.Fprintf(progress, "local: image registry on %s holding %s; the service resolves every image there\n", s.images.Addr, exampleImage)
+	return "http://" + s.images.Addr, nil
 }

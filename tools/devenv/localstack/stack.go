@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/imageregistry"
 )
 
 // Stack is a running local stack.
@@ -43,7 +43,7 @@ type Stack struct {
 	// ImageRegistry is the registry on this machine the service resolves images through
 	// with kwok ("" with a real node, whose registry it uses, or the user's settings).
 	ImageRegistry string
-	images        *http.Server
+	images        *imageregistry.Local
 
 	// RealNode is the real kubelet the service's containers run on (REAL_NODE=1), or nil:
 	// then kwok plays the kubelet.

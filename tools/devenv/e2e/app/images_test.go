@@ -3,10 +3,7 @@ package app_test
 import (
 	"encoding/base64"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -44,18 +41,11 @@ func retag(t *testing.T, registry, from, to string, edit ...func(v1.Image) (v1.I
 			t.Fatal(err)
 		}
 	}
-	dst, err := imageregistry.LocalName(to, registry)
+	d, err := imageregistry.PushImage(t.Context(), img, to, registry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(dst, img); err != nil {
-		t.Fatal(err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.String()
+	return d
 }
 
 // foreignURL adds a layer that names a URL of its own, which containerd would fetch
@@ -122,64 +112,49 @@ func TestRealNodeImagesPinned(t *testing.T) {
 	events.waitStatus("later", "RUNNING", "Container is running.", 180*time.Second)
 }
 
-// localRegistry is an OCI registry on 127.0.0.1 (the real node's, package
-// imageregistry) that a test service resolves every registry through: kwok runs no
-// image, but the provider resolves and pins it as it would for a real node.
-type localRegistry struct{ self string }
+// localRegistry is an OCI registry on 127.0.0.1 (imageregistry.Local) that a test
+// service resolves every registry through: kwok runs no image, but the provider
+// resolves and pins it as it would for a real node.
+type localRegistry struct{ *imageregistry.Local }
 
 // newLocalRegistry starts one; with a user and password, a read (a request with ns=,
 // as a mirror gets it) must carry them, as a private registry's would.
 func newLocalRegistry(t *testing.T, userPassword ...string) *localRegistry {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var wrap func(http.Handler) http.Handler
+	if len(userPassword) == 2 {
+		wrap = func(inner http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				if u, pw, ok := req.BasicAuth(); req.URL.Query().Has("ns") && (!ok || u != userPassword[0] || pw != userPassword[1]) {
+					w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+					w.WriteHeader(http.StatusUnauthorized)
+					return
+				}
+				inner.ServeHTTP(w, req)
+			})
+		}
+	}
+	l, err := imageregistry.StartLocal(t.TempDir(), wrap)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &localRegistry{self: ln.Addr().String()}
-	h := imageregistry.New(r.self, t.TempDir(), io.Discard)
-	if len(userPassword) == 2 {
-		inner := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			if u, pw, ok := req.BasicAuth(); req.URL.Query().Has("ns") && (!ok || u != userPassword[0] || pw != userPassword[1]) {
-				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
-				w.WriteHeader(http.StatusUnauthorized)
-				return
-			}
-			inner.ServeHTTP(w, req)
-		})
-	}
-	srv := httptest.NewUnstartedServer(h)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return r
+	t.Cleanup(func() { _ = l.Close() })
+	return &localRegistry{l}
 }
 
 // env are the settings of a service resolving through r.
 func (r *localRegistry) env() []string {
-	return []string{"SP_IMAGE_RESOLVE=true", "SP_IMAGE_MIRRORS=*=http://" + r.self}
+	return []string{"SP_IMAGE_RESOLVE=true", "SP_IMAGE_MIRRORS=*=http://" + r.Addr}
 }
 
 // push puts a small image under ref (as pods name it) and returns its digest.
 func (r *localRegistry) push(t *testing.T, ref string) string {
 	t.Helper()
-	img, err := random.Image(512, 1)
+	d, err := r.PushRandom(t.Context(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := imageregistry.LocalName(ref, r.self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(dst, img); err != nil {
-		t.Fatal(err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.String()
+	return d
 }
 
 // SP_IMAGE_PULL_SECRETS: the provider resolves with the secrets the pods pull with, and

@@ -293,9 +293,10 @@ func (r *Registrar) registerWithRetry(ctx context.Context) {
 		case err == nil:
 			return
 		case errors.As(err, &perm):
-			r.set(Rejected, "", perm.reason)
+			// Logged before the state shows it, so whoever sees Rejected finds the reason logged.
 			r.log.Error("registration refused: "+perm.reason.Text()+" (a configuration error: tried again in 5 min)",
 				"registry", r.registry(), "status", perm.status, "answer", perm.body, "registrar_reason", problemDetail(perm.body), "reason", perm.reason)
+			r.set(Rejected, "", perm.reason)
 			return
 		}
 		reason := reasonOf(err)
@@ -427,15 +428,15 @@ func (r *Registrar) post(ctx context.Context, cpuAsString bool) error {
 		// An environment agent: its answer names the provider's type, which the older
 		// registry's does not, or it took total_cpu as a string, which that one refuses.
 		agent := created.Type == "external" || created.Type == "embedded" || (cpuAsString && r.sendsCPU())
-		was := r.State()
-		r.set(Registered, id, "")
-		if was.Phase != Registered || was.ProviderID != id {
+		// Logged before the state shows it, as a refusal is.
+		if was := r.State(); was.Phase != Registered || was.ProviderID != id {
 			r.log.Info("registered with DCM", "registry", r.registry(), "registrar", map[bool]string{true: "environment agent", false: "DCM registry"}[agent],
 				"provider_id", id, "status", code, "endpoint", redact.URL(r.Payload().Endpoint))
 		}
 		if agent {
 			r.foundAgent()
 		}
+		r.set(Registered, id, "")
 		return nil
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
 		return &unavailableError{status: code, body: trim(answer)}

@@ -641,11 +641,15 @@ func (e *Env) concurrencyAlone(ctx context.Context, o Options, res *Results, log
 		return err
 	}
 	res.ServiceEnv = o.ServiceEnv
-	svc, err := e.StartService(ctx, "bench", o.ServiceEnv...)
+	svc, err := e.startConcurrencyService(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer svc.Stop()
+	if o.CPUProfile != "" {
+		stop := e.profileCPU(ctx, svc, o.CPUProfile, log)
+		defer stop()
+	}
 	n := o.ConcurrencyN
 	if n <= 0 {
 		n = DefaultConcurrencyN

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
 )
@@ -156,4 +158,66 @@ func parsePprofTop(out []byte) ([]HeapEntry, float64, error) {
 			Func: strings.Join(f[5:], " ")})
 	}
 	return entries, total, sc.Err()
+}
+
+// startConcurrencyService starts the service for the concurrency phase alone: the
+// profiling build when a CPU profile is asked for, the plain binary otherwise.
+func (e *Env) startConcurrencyService(ctx context.Context, o Options) (*Service, error) {
+	if o.CPUProfile == "" || e.ProfBin == "" {
+		return e.StartService(ctx, "bench", o.ServiceEnv...)
+	}
+	s, err := e.Launch("bench", "bench", e.ProfBin, unlimited(o.ServiceEnv)...)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// profileCPU takes 10-second CPU profiles of the service s and of the apiserver into
+// dir (service-000.pprof, apiserver-000.pprof, ...) until the returned stop is called;
+// `go tool pprof -top dir/service-*.pprof` merges them.
+func (e *Env) profileCPU(ctx context.Context, s *Service, dir string, log io.Writer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	take := func(name string, get func(ctx context.Context) ([]byte, error)) {
+		for i := 0; ctx.Err() == nil; i++ {
+			b, err := get(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					fmt.Fprintf(log, "bench: cpu profile of the %s: %v\n", name, err)
+				}
+				return
+			}
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", name, i)), b, 0o644); err != nil {
+				fmt.Fprintln(log, "bench: cpu profile:", err)
+				return
+			}
+		}
+	}
+	wg.Go(func() {
+		take("service", func(ctx context.Context) ([]byte, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.PprofURL+"/debug/pprof/profile?seconds=10", nil)
+			if err != nil {
+				return nil, err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return nil, fmt.Errorf("%s", resp.Status)
+			}
+			return io.ReadAll(resp.Body)
+		})
+	})
+	wg.Go(func() {
+		take("apiserver", func(ctx context.Context) ([]byte, error) {
+			return e.Admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "10").Timeout(20 * time.Second).DoRaw(ctx)
+		})
+	})
+	return func() { cancel(); wg.Wait() }
 }

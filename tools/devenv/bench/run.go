@@ -53,6 +53,9 @@ type Options struct {
 	// ConcurrencyN: creates (then deletes) per client count and side in the phase
 	// "concurrency"; 0 skips it.
 	ConcurrencyN int
+	// CPUProfile: with -only=concurrency, the folder for CPU profiles of the service
+	// (the profiling build), one per 10 s of the phase.
+	CPUProfile string
 	// Only, when set, runs that phase alone (one of Phases).
 	Only string
 	// The phase "memory at the limit" fills SP_MAX_CONTAINERS containers of its own

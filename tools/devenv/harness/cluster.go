@@ -173,7 +173,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		// The default reconciler would publish 127.0.0.1 as the kubernetes Service's
 		// endpoint, which the apiserver refuses.
 		"--endpoint-reconciler-type=none",
-		"--profiling=false"}
+		// sp-bench -cpu-profile reads the apiserver's CPU profile.
+		"--profiling=true"}
 	if opts.AuditReads {
 		policy := filepath.Join(c.Dir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(auditReadsPolicy), 0o600); err != nil {

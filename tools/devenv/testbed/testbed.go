@@ -152,14 +152,23 @@ func (e *Env) StartService(ctx context.Context, ns string, extraEnv ...string) (
 	if err != nil {
 		return nil, err
 	}
+	if err := s.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// WaitReady waits until s's caches have synced and it leads; it stops s when they do
+// not within a minute.
+func (s *Service) WaitReady(ctx context.Context) error {
 	if err := s.WaitUntil(ctx, 60*time.Second, "caches synced and leading", func() bool {
 		m, err := s.Metrics()
 		return err == nil && m["sp_informers_synced"] == 1 && m["sp_leader"] == 1
 	}); err != nil {
 		s.Stop()
-		return nil, err
+		return err
 	}
-	return s, nil
+	return nil
 }
 
 // Launch starts the binary bin for namespace ns and returns at once (Started is set just

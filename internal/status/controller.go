@@ -71,8 +71,10 @@ type Controller struct {
 	containers map[string]*tracked
 	// waitBackoff spaces the looks at the containers held back (see notYet).
 	waitBackoff workqueue.TypedRateLimiter[string]
-	// imageBackoff spaces the looks at an image that did not resolve (image.go).
+	// imageBackoff spaces the looks at an image that did not resolve, and resolving runs
+	// the resolutions (image.go; nil without Options.Images).
 	imageBackoff workqueue.TypedRateLimiter[string]
+	resolving    *resolutions
 	queue        workqueue.TypedRateLimitingInterface[string]
 	deb          *debouncer
 	active       atomic.Bool
@@ -93,10 +95,14 @@ func NewController(src Source, pub Publisher, cl Cluster, opts Options, log *slo
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Controller{
+	r := &Controller{
 		src: src, pub: pub, cl: cl, opts: opts, log: log,
 		containers: map[string]*tracked{},
 	}
+	if opts.Images != nil {
+		r.resolving = newResolutions(opts.Images)
+	}
+	return r
 }
 
 // Run reports until ctx ends (leadership lost: stop at once) or drain closes (deliver

@@ -302,6 +302,25 @@ func (j *journal) waitFor(t *testing.T, want ...string) {
 	j.await(t, nil, want)
 }
 
+// awaitAll waits until the journal holds each of want, in any order, among others.
+func (j *journal) awaitAll(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j.mu.Lock()
+		got := slices.Clone(j.entries)
+		j.mu.Unlock()
+		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return slices.Contains(got, w) })
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("journal lacks %q; it holds %q", missing, got)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // await waits until the journal holds want, calling tick (if set) every millisecond
 // of real time meanwhile, e.g. to move a fake clock.
 func (j *journal) await(t *testing.T, tick func(), want []string) {

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -62,5 +63,37 @@ func TestControllerResolvesAHeldImageWithBackoff(t *testing.T) {
 func TestControllerMarksARefusedImage(t *testing.T) {
 	r := startControllerWith(t, 0, 0, func(o *Options) { o.Images = &fakeImages{refuse: true} })
 	r.src.set("a", container.Snapshot{Record: record(), Deployments: deps(dep("a-1", held))})
-	r.out.waitFor(t, "refuse a-1", "publish a PENDING")
+	r.out.waitFor(t, "publish a PENDING", "refuse a-1")
+}
+
+// hangingImages answers no resolution until released.
+type hangingImages struct{ release chan struct{} }
+
+func (h *hangingImages) Resolve(ctx context.Context, _ string) (image.Resolved, error) {
+	select {
+	case <-h.release:
+		return image.Resolved{Pinned: pinned}, nil
+	case <-ctx.Done():
+		return image.Resolved{}, ctx.Err()
+	}
+}
+
+// A registry that never answers holds no worker: with one worker, every container's
+// status still goes out, the held ones' included, and the held images are pinned once
+// the registry answers.
+func TestControllerReportsWhileARegistryHangs(t *testing.T) {
+	imgs := &hangingImages{release: make(chan struct{})}
+	r := startControllerWith(t, 0, 0, func(o *Options) { o.Images = imgs })
+	var published, pins []string
+	for i := range 2 * resolveSlots {
+		id := fmt.Sprintf("h%d", i)
+		r.src.set(id, container.Snapshot{Record: record(), Deployments: deps(dep(id+"-1", held))})
+		published = append(published, "publish "+id+" PENDING")
+		pins = append(pins, "pin "+id+"-1 "+pinned)
+	}
+	r.src.set("b", container.Snapshot{Record: record(), Deployments: deps(dep("b-1"))})
+	published = append(published, "publish b PENDING")
+	r.out.awaitAll(t, published...)
+	close(imgs.release)
+	r.out.awaitAll(t, pins...)
 }

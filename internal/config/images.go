@@ -44,8 +44,7 @@ func (c *Config) ResolverOptions() image.Options {
 	var trusted []string
 	for _, e := range list(c.Tenants.ImageRegistries) {
 		if !strings.ContainsAny(e, "*/") {
-			host, _, _ := strings.Cut(e, ":")
-			trusted = append(trusted, host)
+			trusted = append(trusted, container.RegistryHost(e))
 		}
 	}
 	return image.Options{Mirrors: c.Images.mirrors(), Skip: list(c.Images.Skip), Trusted: trusted, MaxBytes: maxBytes.Value()}

@@ -77,3 +77,16 @@ func TestTenantSettingsRefused(t *testing.T) {
 		}
 	}
 }
+
+// The resolver may dial the hosts SP_IMAGE_REGISTRIES lists exactly, IPv6 literals and
+// ports included, as a dialer names them; never a glob's or a path prefix's host.
+func TestResolverTrustsExactRegistryHosts(t *testing.T) {
+	c, err := Load(append(slices.Clone(required),
+		"SP_IMAGE_REGISTRIES=registry.example:5000,[fd00::1]:5000,[fd00::2],10.88.0.1:5000,*.example.com,quay.io/org/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.ResolverOptions().Trusted, []string{"registry.example", "fd00::1", "fd00::2", "10.88.0.1"}; !slices.Equal(got, want) {
+		t.Errorf("trusted %q, want %q", got, want)
+	}
+}

@@ -187,6 +187,13 @@ func splitHostPort(domain string) (host, port string) {
 	return host, port
 }
 
+// RegistryHost is the host a registry entry or a reference's domain names, without its
+// port and an IPv6 literal's brackets: what a dialer sees.
+func RegistryHost(domain string) string {
+	host, _ := splitHostPort(domain)
+	return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+}
+
 // registryProblem says why the policy refuses an image from domain (a reference's
 // registry part, as distribution/reference normalizes it: docker.io for "nginx") and
 // repository path (library/nginx), or "".

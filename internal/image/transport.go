@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -25,7 +26,7 @@ func newTransport(o Options) http.RoundTripper {
 	trusted := slices.Clone(o.Trusted)
 	for _, m := range o.Mirrors {
 		if u, err := url.Parse(m); err == nil {
-			trusted = append(trusted, u.Hostname())
+			trusted = append(trusted, strings.ToLower(u.Hostname()))
 		}
 	}
 	plain := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
@@ -34,7 +35,7 @@ func newTransport(o Options) http.RoundTripper {
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			host, _, _ := net.SplitHostPort(addr)
-			if slices.Contains(trusted, host) {
+			if slices.Contains(trusted, strings.ToLower(host)) {
 				return plain.DialContext(ctx, network, addr)
 			}
 			return guarded.DialContext(ctx, network, addr)

@@ -3,21 +3,12 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -29,71 +20,8 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/internal/registration"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testenv"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testpki"
 )
-
-// testCA signs server certificates for 127.0.0.1.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// writePair writes a certificate for 127.0.0.1 named cn and its key, each as a new file
-// renamed over the old one (as a Secret volume updates them).
-func (c *testCA) writePair(t *testing.T, cn, certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeAtomically(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	writeAtomically(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-}
-
-func writeAtomically(t *testing.T, path string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(path+".new", b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".new", path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // fakeRegistry accepts every registration and keeps the last one.
 type fakeRegistry struct {
@@ -170,15 +98,15 @@ func TestAPITokenAndTLS(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	writeAtomically(t, tokenFile, []byte("first-token\n"))
-	authority := newTestCA(t)
-	authority.writePair(t, "one", certFile, keyFile)
+	testpki.WriteAtomically(t, tokenFile, []byte("first-token\n"))
+	authority := testpki.NewCA(t, "test CA")
+	authority.WritePair(t, "one", certFile, keyFile)
 	reg := newFakeRegistry(t)
 	addr := freeAddr(t)
 	p := startProvider(t, ns, withEnv("SP_SERVER_ADDRESS="+addr, "SP_ENDPOINT=https://"+addr, "DCM_REGISTRATION_URL="+reg.URL,
 		"SP_API_TOKEN_FILE="+tokenFile, "SP_SERVER_TLS_CERT_FILE="+certFile, "SP_SERVER_TLS_KEY_FILE="+keyFile))
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: authority.pool},
+		TLSClientConfig:   &tls.Config{RootCAs: authority.Pool},
 		DisableKeepAlives: true, // a new handshake per request: the served certificate is current
 	}}
 	base := "https://" + addr
@@ -255,8 +183,8 @@ func TestAPITokenAndTLS(t *testing.T) {
 
 	// Rotation without a restart: the new token and certificate are used within the
 	// files' check interval, the old token is refused.
-	writeAtomically(t, tokenFile, []byte("second-token"))
-	authority.writePair(t, "two", certFile, keyFile)
+	testpki.WriteAtomically(t, tokenFile, []byte("second-token"))
+	authority.WritePair(t, "two", certFile, keyFile)
 	testenv.Eventually(t, 15*time.Second, "rotated token and certificate in use", func() error {
 		r := call(t, client, http.MethodGet, containers, "second-token", nil)
 		if r.Status != http.StatusOK {

@@ -2,20 +2,13 @@ package natslink_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -34,6 +27,7 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/natslink"
 	"github.com/dcm-project/k8s-container-sp/internal/secretfile"
 	"github.com/dcm-project/k8s-container-sp/internal/status"
+	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness/testpki"
 )
 
 // Dialling NATS is the component's start: a server that does not answer is no error
@@ -201,74 +195,6 @@ func TestNATSLinkLogsNoURLCredentials(t *testing.T) {
 	}
 }
 
-// pki is a CA that signs certificates written as files, each replaced the way a
-// Kubernetes Secret volume replaces it (a new file renamed over the old one).
-type pki struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-	pool *x509.CertPool
-}
-
-func newPKI(t *testing.T, cn string) *pki {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &pki{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pool: pool}
-}
-
-// issue makes a certificate named cn for 127.0.0.1 (server) or a client.
-func (p *pki) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-}
-
-func (p *pki) serverCert(t *testing.T, cn string) *tls.Certificate {
-	c, k := p.issue(t, cn, x509.ExtKeyUsageServerAuth)
-	pair, err := tls.X509KeyPair(c, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &pair
-}
-
-// replaceFile writes content as a new file renamed over path.
-func replaceFile(t *testing.T, path string, content []byte) {
-	t.Helper()
-	if err := os.WriteFile(path+".new", content, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".new", path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func seedOf(t *testing.T, kp nkeys.KeyPair) []byte {
 	t.Helper()
 	seed, err := kp.Seed()
@@ -302,14 +228,14 @@ func tlsServer(cert *atomic.Pointer[tls.Certificate], clients *x509.CertPool) *t
 // connection, and status events keep flowing.
 func TestNATSNKeyAndTLSFromFilesFollowRotation(t *testing.T) {
 	dir := t.TempDir()
-	serverCA, serverCA2, clientCA := newPKI(t, "server CA 1"), newPKI(t, "server CA 2"), newPKI(t, "client CA")
+	serverCA, serverCA2, clientCA := testpki.NewCA(t, "server CA 1"), testpki.NewCA(t, "server CA 2"), testpki.NewCA(t, "client CA")
 	keyA, _ := nkeys.CreateUser()
 	keyB, _ := nkeys.CreateUser()
 	keySub, _ := nkeys.CreateUser()
 	var srvCert atomic.Pointer[tls.Certificate]
-	srvCert.Store(serverCA.serverCert(t, "nats 1"))
+	srvCert.Store(serverCA.ServerCert(t, "nats 1"))
 	opts := &server.Options{
-		TLS: true, TLSVerify: true, TLSTimeout: 5, TLSConfig: tlsServer(&srvCert, clientCA.pool),
+		TLS: true, TLSVerify: true, TLSTimeout: 5, TLSConfig: tlsServer(&srvCert, clientCA.Pool),
 		Nkeys: []*server.NkeyUser{{Nkey: publicOf(t, keyA)}, {Nkey: publicOf(t, keyB)}, {Nkey: publicOf(t, keySub)}},
 	}
 	srv := startNATS(t, opts)
@@ -320,11 +246,11 @@ func TestNATSNKeyAndTLSFromFilesFollowRotation(t *testing.T) {
 		NKeySeedFile: filepath.Join(dir, "seed"), TLSCAFile: filepath.Join(dir, "ca.crt"),
 		TLSCertFile: filepath.Join(dir, "tls.crt"), TLSKeyFile: filepath.Join(dir, "tls.key"),
 	}
-	replaceFile(t, files.NKeySeedFile, seedOf(t, keyA))
-	replaceFile(t, files.TLSCAFile, serverCA.pem)
-	c1, k1 := clientCA.issue(t, "provider 1", x509.ExtKeyUsageClientAuth)
-	replaceFile(t, files.TLSCertFile, c1)
-	replaceFile(t, files.TLSKeyFile, k1)
+	testpki.WriteAtomically(t, files.NKeySeedFile, seedOf(t, keyA))
+	testpki.WriteAtomically(t, files.TLSCAFile, serverCA.PEM)
+	c1, k1 := clientCA.Issue(t, "provider 1", x509.ExtKeyUsageClientAuth)
+	testpki.WriteAtomically(t, files.TLSCertFile, c1)
+	testpki.WriteAtomically(t, files.TLSKeyFile, k1)
 	// The settings check accepts them (and would refuse a broken one, naming it).
 	if _, err := config.Load([]string{"SP_NAME=sp", "SP_ENDPOINT=http://sp:8080", "DCM_REGISTRATION_URL=http://r:8080/api/v1alpha1",
 		"SP_NATS_URL=" + url, "SP_NATS_NKEY_SEED_FILE=" + files.NKeySeedFile, "SP_NATS_TLS_CA_FILE=" + files.TLSCAFile,
@@ -335,10 +261,10 @@ func TestNATSNKeyAndTLSFromFilesFollowRotation(t *testing.T) {
 	// A subscriber, as DCM's registry would be.
 	subSeed := seedOf(t, keySub)
 	subKey, _ := nkeys.FromSeed(subSeed[:len(subSeed)-1])
-	subCert, subKeyPEM := clientCA.issue(t, "registry", x509.ExtKeyUsageClientAuth)
+	subCert, subKeyPEM := clientCA.Issue(t, "registry", x509.ExtKeyUsageClientAuth)
 	subPair, _ := tls.X509KeyPair(subCert, subKeyPEM)
 	sub, err := nats.Connect(url, nats.Nkey(publicOf(t, keySub), subKey.Sign),
-		nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: serverCA.pool, Certificates: []tls.Certificate{subPair}}))
+		nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: serverCA.Pool, Certificates: []tls.Certificate{subPair}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,11 +320,11 @@ func TestNATSNKeyAndTLSFromFilesFollowRotation(t *testing.T) {
 
 	// 1. A new client certificate, and the server moves to a certificate of another CA
 	// (the CA file is rotated to it): the next reconnection uses both new files.
-	c2, k2 := clientCA.issue(t, "provider 2", x509.ExtKeyUsageClientAuth)
-	replaceFile(t, files.TLSCertFile, c2)
-	replaceFile(t, files.TLSKeyFile, k2)
-	replaceFile(t, files.TLSCAFile, serverCA2.pem)
-	srvCert.Store(serverCA2.serverCert(t, "nats 2"))
+	c2, k2 := clientCA.Issue(t, "provider 2", x509.ExtKeyUsageClientAuth)
+	testpki.WriteAtomically(t, files.TLSCertFile, c2)
+	testpki.WriteAtomically(t, files.TLSKeyFile, k2)
+	testpki.WriteAtomically(t, files.TLSCAFile, serverCA2.PEM)
+	srvCert.Store(serverCA2.ServerCert(t, "nats 2"))
 	time.Sleep(50 * time.Millisecond) // past the files' look interval
 	if err := srv.DisconnectClientByID(cid); err != nil {
 		t.Fatal(err)
@@ -407,7 +333,7 @@ func TestNATSNKeyAndTLSFromFilesFollowRotation(t *testing.T) {
 
 	// A file that breaks is logged and the last good one kept: the next reconnection
 	// still works.
-	replaceFile(t, files.TLSCertFile, []byte("not a certificate\n"))
+	testpki.WriteAtomically(t, files.TLSCertFile, []byte("not a certificate\n"))
 	time.Sleep(50 * time.Millisecond)
 	if err := srv.DisconnectClientByID(cid); err != nil {
 		t.Fatal(err)
@@ -416,11 +342,11 @@ func TestNATSNKeyAndTLSFromFilesFollowRotation(t *testing.T) {
 	if !strings.Contains(logs.String(), "NATS client certificate changed but cannot be used; keeping the previous one") {
 		t.Errorf("the broken file is not logged: %s", logs)
 	}
-	replaceFile(t, files.TLSCertFile, c2)
+	testpki.WriteAtomically(t, files.TLSCertFile, c2)
 
 	// 2. A new NKey: the server is told to take it only (as an operator rotating it
 	// does), and the link connects with it; the old connection goes.
-	replaceFile(t, files.NKeySeedFile, seedOf(t, keyB))
+	testpki.WriteAtomically(t, files.NKeySeedFile, seedOf(t, keyB))
 	reload := *opts
 	reload.Nkeys = []*server.NkeyUser{{Nkey: publicOf(t, keyB)}, {Nkey: publicOf(t, keySub)}}
 	if err := srv.ReloadOptions(&reload); err != nil {
@@ -482,7 +408,7 @@ func TestNATSCredsFileFollowsRotation(t *testing.T) {
 	}
 	file := filepath.Join(dir, "user.creds")
 	user1, b1 := creds("one")
-	replaceFile(t, file, b1)
+	testpki.WriteAtomically(t, file, b1)
 	if _, err := config.Load([]string{"SP_NAME=sp", "SP_ENDPOINT=http://sp:8080", "DCM_REGISTRATION_URL=http://r:8080/api/v1alpha1",
 		"SP_NATS_URL=" + url, "SP_NATS_CREDS_FILE=" + file}); err != nil {
 		t.Fatal(err)
@@ -504,7 +430,7 @@ func TestNATSCredsFileFollowsRotation(t *testing.T) {
 	}
 	cid := expect(user1)
 	user2, b2 := creds("two")
-	replaceFile(t, file, b2)
+	testpki.WriteAtomically(t, file, b2)
 	time.Sleep(50 * time.Millisecond)
 	if err := srv.DisconnectClientByID(cid); err != nil {
 		t.Fatal(err)

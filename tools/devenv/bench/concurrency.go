@@ -44,8 +44,10 @@ const (
 	rawCallsPerDelete = 3
 )
 
-// DefaultConcurrencyN is the phase's creates (then deletes) per client count and side.
-const DefaultConcurrencyN = 96
+// DefaultConcurrencyN is the phase's creates (then deletes) per client count and side:
+// at 8 clients 96 made delete batches of 24 that took a fifth of a second, as far apart
+// between runs as the sides.
+const DefaultConcurrencyN = 192
 
 // concurrencyOps is how many operations each side makes at clients clients: n, but at
 // least eight per client, so that the four rounds (concurrencyRounds) each give every
@@ -104,8 +106,12 @@ type ConcurrencyRow struct {
 	BatchRates []float64 `json:"batch_ops_per_s,omitempty"`
 	// Retried: answers 503 (the service's in-flight cap) retried after Retry-After.
 	Retried int `json:"retried_503,omitempty"`
+	// SettleS: the waits after its batches, summed, until the work they left (the
+	// controllers', the status events) was done (afterBatch).
+	SettleS float64 `json:"settle_after_batches_s"`
 	// CallsPerOp: Kubernetes requests per operation: the service's own count during
-	// its batches (everything it sent meanwhile, the controller's too, but the background
+	// its batches and the waits after them (everything it sent meanwhile, the
+	// controller's finalizing PATCHes too, but the background
 	// requests: the leader election's, the health probe's and the informers' watches),
 	// or the raw side's fixed number.
 	CallsPerOp float64 `json:"kubernetes_calls_per_op"`
@@ -331,6 +337,11 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 						return res, fmt.Errorf("%s %s, %d clients: %w", side.via, op, clients, err)
 					}
 					c1 := e.sampleCPU(map[string]*Service{"service": s})
+					settled, err := e.afterBatch(ctx, s)
+					if err != nil {
+						return res, err
+					}
+					row.SettleS += settled.Seconds()
 					m1, err := s.Metrics()
 					if err != nil {
 						return res, err
@@ -423,6 +434,24 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 	res.SettleS = settled.Seconds()
 	res.PhaseS = time.Since(start).Seconds()
 	return res, nil
+}
+
+// afterBatch waits until the work a batch left is done: the service has no status event
+// pending and the apiserver has had two quiet seconds. Without it the next batch, often
+// the other side's, would pay for the controllers' work on this one's objects: the
+// rounds' order, not the sides, then set which batches were slow.
+func (e *Env) afterBatch(ctx context.Context, s *Service) (time.Duration, error) {
+	start := time.Now()
+	if err := waitUntil(ctx, 30*time.Second, func() bool {
+		m, err := s.Metrics()
+		return err == nil && m["sp_status_events_pending"] == 0
+	}); err != nil {
+		fmt.Fprintln(e.Log, "bench: concurrency: status events still pending after 30 s; going on")
+	}
+	if _, err := e.quietFor(ctx, 30*time.Second, time.Second, 2); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }
 
 // batch runs f(i) for i in [from, to) from clients clients at once and returns each

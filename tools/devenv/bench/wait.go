@@ -40,6 +40,17 @@ func parallel(workers, from, to int, f func(i int) error) error {
 // second, in 2-s samples; node and leader leases alone write a few) or timeout has
 // passed, and returns how long it waited.
 func (e *Env) settle(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	took, err := e.quietFor(ctx, timeout, 2*time.Second, 3)
+	if err == nil {
+		fmt.Fprintf(e.Log, "bench: the control plane quiet after %.0f s\n", took.Seconds())
+	}
+	return took, err
+}
+
+// quietFor waits until the apiserver has had fewer than quietWrites writes a second in
+// each of n samples of window in a row, or timeout has passed, and returns how long it
+// waited.
+func (e *Env) quietFor(ctx context.Context, timeout, window time.Duration, n int) (time.Duration, error) {
 	const quietWrites = 10
 	start := time.Now()
 	writes := func() (float64, error) {
@@ -62,7 +73,7 @@ func (e *Env) settle(ctx context.Context, timeout time.Duration) (time.Duration,
 	if err != nil {
 		return 0, err
 	}
-	for quiet := 0; quiet < 3; {
+	for quiet := 0; quiet < n; {
 		if time.Since(start) > timeout {
 			fmt.Fprintf(e.Log, "bench: the apiserver still busy after %s; measuring anyway\n", timeout)
 			break
@@ -70,20 +81,19 @@ func (e *Env) settle(ctx context.Context, timeout time.Duration) (time.Duration,
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-time.After(2 * time.Second):
+		case <-time.After(window):
 		}
 		cur, err := writes()
 		if err != nil {
 			return 0, err
 		}
-		if (cur-prev)/2 < quietWrites {
+		if (cur-prev)/window.Seconds() < quietWrites {
 			quiet++
 		} else {
 			quiet = 0
 		}
 		prev = cur
 	}
-	fmt.Fprintf(e.Log, "bench: the control plane quiet after %.0f s\n", time.Since(start).Seconds())
 	return time.Since(start), nil
 }
 

@@ -137,8 +137,12 @@ type StartupResult struct {
 	// ServiceRequests is the service's own sp_kubernetes_requests_total by method, from
 	// its start to the end of the republish.
 	ServiceRequests map[string]float64 `json:"service_kubernetes_requests"`
-	RSSBytes        int64              `json:"rss_bytes_after_republish"`
-	HeapInuseBytes  float64            `json:"go_heap_inuse_bytes_after_republish"`
+	// ServiceLists are the service's own LISTs and WATCHes of the four resources it
+	// caches ("WATCH pods"), from the same count: each informer's first WATCH streams
+	// its initial list, so one of each per resource is the least a start can make.
+	ServiceLists   map[string]float64 `json:"service_initial_lists"`
+	RSSBytes       int64              `json:"rss_bytes_after_republish"`
+	HeapInuseBytes float64            `json:"go_heap_inuse_bytes_after_republish"`
 	// From the service's own log, seconds from the process start: its informer caches
 	// synced, it became the leader, its controller started the republish.
 	LogCachesSyncedS float64 `json:"log_caches_synced_s"`
@@ -191,14 +195,16 @@ var (
 	labelClient   = regexp.MustCompile(`client="([^"]*)"`)
 )
 
+// cachedResources are the resources the service keeps informers of.
+var cachedResources = map[string]bool{"deployments": true, "pods": true, "services": true, "configmaps": true}
+
 // startupRequests picks from the apiserver's metrics the LISTs and the streamed initial
 // lists of the four resources the service caches.
 func startupRequests(m map[string]float64) map[string]float64 {
 	out := map[string]float64{}
-	cached := map[string]bool{"deployments": true, "pods": true, "services": true, "configmaps": true}
 	for k, v := range m {
 		r := labelResource.FindStringSubmatch(k)
-		if r == nil || !cached[r[1]] {
+		if r == nil || !cachedResources[r[1]] {
 			continue
 		}
 		switch {
@@ -208,6 +214,25 @@ func startupRequests(m map[string]float64) map[string]float64 {
 			}
 		case strings.HasPrefix(k, "apiserver_watch_list_duration_seconds_count{"):
 			out["WATCH-LIST "+r[1]] += v
+		}
+	}
+	return out
+}
+
+// serviceLists picks from the service's own metrics its LISTs and WATCHes of the four
+// resources it caches, by method and resource.
+func serviceLists(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, "sp_kubernetes_requests_total{") {
+			continue
+		}
+		c, r, mt := labelClient.FindStringSubmatch(k), labelResource.FindStringSubmatch(k), labelMethod.FindStringSubmatch(k)
+		if c == nil || r == nil || mt == nil || c[1] != metrics.ClientService || !cachedResources[r[1]] {
+			continue
+		}
+		if mt[1] == "LIST" || mt[1] == "WATCH" {
+			out[mt[1]+" "+r[1]] += v
 		}
 	}
 	return out
@@ -304,6 +329,7 @@ func (e *Env) Restart(ctx context.Context, old *Service, ns, bin string, ids []s
 		return fail(err)
 	}
 	res.ServiceRequests = serviceRequestsByMethod(sm, allRequests)
+	res.ServiceLists = serviceLists(sm)
 	res.RSSBytes, _ = s.RSS()
 	res.HeapInuseBytes = sm["go_memstats_heap_inuse_bytes"]
 	at := logTimes(s.Log, "informer caches synced", "status: became the leader", "status: reporting; publishing every container's current status")

@@ -448,7 +448,7 @@ func (e *Env) afterBatch(ctx context.Context, s *Service) (time.Duration, error)
 	}); err != nil {
 		fmt.Fprintln(e.Log, "bench: concurrency: status events still pending after 30 s; going on")
 	}
-	if _, err := e.quietFor(ctx, 30*time.Second, time.Second, 2); err != nil {
+	if _, err := e.quietFor(ctx, 30*time.Second, time.Second, 2, false); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil

@@ -88,6 +88,8 @@ type ConcurrencyResult struct {
 	PhaseS      float64 `json:"phase_s"`
 	// CPUs: the machine's CPUs (what "busy" in a row's CPU is out of).
 	CPUs int `json:"cpus,omitempty"`
+	// RawFinalizer: the raw side wrote the finalizer's cost too (Env.RawFinalizer).
+	RawFinalizer bool `json:"raw_finalizer,omitempty"`
 }
 
 // ConcurrencyRow is one (client count, operation, side): its batches summed.
@@ -195,7 +197,7 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 		return res, err
 	}
 	res.ServiceQPS, res.ServiceBurst = float64(rc.QPS), float64(rc.Burst)
-	res.CPUs = runtime.NumCPU()
+	res.CPUs, res.RawFinalizer = runtime.NumCPU(), e.RawFinalizer
 	if err := harness.EnsureNamespace(ctx, e.Admin, concurrencyRawNS); err != nil {
 		return res, err
 	}
@@ -393,6 +395,8 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 					row.CallsPerOp = calls / float64(row.Ops)
 				case op == "create":
 					row.CallsPerOp, row.CallsBy = rawCallsPerCreate, nil
+				case e.RawFinalizer:
+					row.CallsPerOp, row.CallsBy = rawCallsPerDelete+1, nil
 				default:
 					row.CallsPerOp, row.CallsBy = rawCallsPerDelete, nil
 				}
@@ -528,14 +532,17 @@ func (e *Env) deletesFinalized(ctx context.Context, ns string) bool {
 // rawCreateAsService creates container id's record, then its Service and Deployment
 // at once, owned by the record, with client-go in ns: the requests a POST makes
 // (internal/store/create.go), without the service's checks and its caches. The record
-// carries no finalizer: no controller finalizes the raw side's records.
+// carries no finalizer (no controller finalizes the raw side's records) unless
+// e.RawFinalizer.
 func (e *Env) rawCreateAsService(ctx context.Context, ns, id string) (rawContainer, error) {
 	objs, err := rawObjects(ns, id)
 	if err != nil {
 		return rawContainer{}, err
 	}
 	r := container.NewRecord(id, container.Request{})
-	r.Finalizers = nil
+	if !e.RawFinalizer {
+		r.Finalizers = nil
+	}
 	rec, err := e.Admin.CoreV1().ConfigMaps(ns).Create(ctx, r, metav1.CreateOptions{})
 	if err != nil {
 		return rawContainer{}, fmt.Errorf("record of %s: %w", id, err)
@@ -562,7 +569,8 @@ func (e *Env) rawCreateAsService(ctx context.Context, ns, id string) (rawContain
 
 // rawDeleteAsService deletes what rawCreateAsService made as a DELETE does
 // (internal/store/delete.go): the record (background propagation), the Deployment and
-// the Service at once, each with a UID precondition.
+// the Service at once, each with a UID precondition; with e.RawFinalizer, then the
+// record's finalizer.
 func (e *Env) rawDeleteAsService(ctx context.Context, ns string, c rawContainer) error {
 	opts := func(uid types.UID) metav1.DeleteOptions {
 		bg := metav1.DeletePropagationBackground
@@ -585,6 +593,15 @@ func (e *Env) rawDeleteAsService(ctx context.Context, ns string, c rawContainer)
 	for _, e := range []error{err, depErr, svcErr} {
 		if !gone(e) {
 			return e
+		}
+	}
+	if e.RawFinalizer && c.record != "" {
+		// The controller's PATCH once the DELETED is stored (internal/store/record.go):
+		// the record goes with it.
+		patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"$deleteFromPrimitiveList/finalizers":[%q]}}`, c.recordUID, container.RecordFinalizer)
+		_, err = e.Admin.CoreV1().ConfigMaps(ns).Patch(ctx, c.record, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		if !gone(err) {
+			return err
 		}
 	}
 	return nil
@@ -670,6 +687,7 @@ func (e *Env) concurrencyAlone(ctx context.Context, o Options, res *Results, log
 		return err
 	}
 	res.ServiceEnv = o.ServiceEnv
+	e.RawFinalizer = o.RawFinalizer
 	svc, err := e.startConcurrencyService(ctx, o)
 	if err != nil {
 		return err

@@ -22,6 +22,9 @@ type Env struct {
 	// ProfBin is the same service built with net/http/pprof added (see profile.go);
 	// empty when that build failed.
 	ProfBin string
+	// RawFinalizer: the concurrency phase's raw side keeps the service's finalizer on
+	// its records and takes it off after each delete (Options.RawFinalizer).
+	RawFinalizer bool
 }
 
 // Service is one k8s-container-sp process of the run.

@@ -56,6 +56,10 @@ type Options struct {
 	// CPUProfile: with -only=concurrency, the folder for CPU profiles of the service
 	// (the profiling build), one per 10 s of the phase.
 	CPUProfile string
+	// RawFinalizer: with -only=concurrency, the raw side writes what the service's
+	// finalizer costs too: its records carry it, and each delete ends with a PATCH
+	// that takes it off (four writes, as a DELETE and its controller make).
+	RawFinalizer bool
 	// Only, when set, runs that phase alone (one of Phases).
 	Only string
 	// The phase "memory at the limit" fills SP_MAX_CONTAINERS containers of its own

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -99,7 +100,7 @@ func (c *informers) event(k kind, old, obj any) {
 	for _, id := range ids {
 		c.settle(id)
 	}
-	ids = append(ids, c.prune()...)
+	c.prune(ids...)
 	watchers := c.watching()
 	c.mu.Unlock()
 	tell(watchers, ids)
@@ -148,22 +149,17 @@ func (c *informers) reached(k kind) uint64 {
 	return max(c.seen[k], version(c.of[k].GetIndexer().LastStoreSyncResourceVersion()))
 }
 
-// prune drops the written objects whose informer has reached them and returns their
-// ids. A relist can pass a write without an event of it (made and deleted while the
-// watch was down), so this runs on a timer too (sweep). c.mu is held.
-func (c *informers) prune() []string {
-	if len(c.written) == 0 {
-		return nil
+// prune drops the written objects of ids (all, if none) that their informer shows, and
+// returns the ids it dropped any of. An event prunes its own ids; a relist can pass a
+// write with no event of it, so a timer prunes all (sweep). c.mu is held.
+func (c *informers) prune(ids ...string) (gone []string) {
+	if len(ids) == 0 {
+		ids = slices.Collect(maps.Keys(c.written))
 	}
-	var at [kinds]uint64
-	for k := range kinds {
-		at[k] = c.reached(k)
-	}
-	var gone []string
-	for id, objs := range c.written {
+	for _, id := range ids {
+		objs := c.written[id]
 		n := len(objs)
-		objs = slices.DeleteFunc(objs, func(w *object) bool { return c.shown(w, at[w.kind]) })
-		if len(objs) == n {
+		if objs = slices.DeleteFunc(objs, func(w *object) bool { return c.shown(w, c.reached(w.kind)) }); len(objs) == n {
 			continue
 		}
 		if len(objs) == 0 {
@@ -172,8 +168,6 @@ func (c *informers) prune() []string {
 			c.written[id] = objs
 		}
 		gone = append(gone, id)
-	}
-	for _, id := range gone {
 		c.settle(id)
 	}
 	return gone

@@ -77,8 +77,11 @@ type Controller struct {
 	resolving    *resolutions
 	queue        workqueue.TypedRateLimitingInterface[string]
 	deb          *debouncer
-	active       atomic.Bool
-	outage       outage
+	// backlog holds republished ids not yet queued; feed queues them a few at a time.
+	backlog []string
+	wake    chan struct{}
+	active  atomic.Bool
+	outage  outage
 
 	undelivered undelivered // what Pending counts
 }
@@ -97,7 +100,7 @@ func NewController(src Source, pub Publisher, cl Cluster, opts Options, log *slo
 	}
 	r := &Controller{
 		src: src, pub: pub, cl: cl, opts: opts, log: log,
-		containers: map[string]*tracked{},
+		containers: map[string]*tracked{}, wake: make(chan struct{}, 1),
 	}
 	if opts.Images != nil {
 		r.resolving = newResolutions(opts.Images)
@@ -114,7 +117,7 @@ func (r *Controller) Run(ctx context.Context, drain <-chan struct{}) {
 	deb := newDebouncer(r.opts.Clock, r.opts.Debounce, r.opts.MaxWait, queue.Add)
 	r.mu.Lock()
 	r.term++
-	r.queue, r.deb = queue, deb
+	r.queue, r.deb, r.backlog = queue, deb, nil
 	// Fresh per leadership, so held-back ids are looked at anew; set before workers read it.
 	r.waitBackoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute)
 	r.imageBackoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](imageRetryMin, imageRetryMax)
@@ -148,6 +151,7 @@ func (r *Controller) Run(ctx context.Context, drain <-chan struct{}) {
 		})
 	}
 	defer wg.Wait()
+	go r.feed(workCtx, queue)
 
 	r.log.Info("status: reporting; publishing every container's current status")
 	r.RepublishAll()
@@ -182,7 +186,8 @@ func (r *Controller) Run(ctx context.Context, drain <-chan struct{}) {
 	}
 }
 
-// drain fires every debounced change now and waits (bounded) until the queue is empty.
+// drain fires every debounced change now and waits (bounded) until the queue is empty. The
+// backlog's republishes are left to the next leader's.
 func (r *Controller) drain(queue workqueue.TypedRateLimitingInterface[string], deb *debouncer) {
 	deb.flush()
 	deadline := r.opts.Clock.Now().Add(r.opts.DrainTimeout)
@@ -198,22 +203,48 @@ func (r *Controller) drain(queue workqueue.TypedRateLimitingInterface[string], d
 func (r *Controller) Active() bool { return r.active.Load() }
 
 // RepublishAll queues every known container's current status, sent even if unchanged.
+// The ids wait in the backlog, so a change is not queued behind all of them.
 func (r *Controller) RepublishAll() {
 	r.mu.Lock()
-	queue := r.queue
 	ids := r.src.IDs()
 	for _, id := range ids {
 		r.entry(id).forced = true
 	}
 	// A republish is a new event, even for a status being retried: see eventID.
 	r.eachTracked(func(_ string, t *tracked) { t.minted = nil })
-	r.mu.Unlock()
-	if queue == nil {
-		return
+	if r.queue != nil {
+		r.backlog = ids // a newer republish covers an older one's ids
+		for _, id := range ids {
+			r.undelivered.add(id)
+		}
 	}
-	for _, id := range ids {
-		r.undelivered.add(id)
-		queue.Add(id)
+	r.mu.Unlock()
+	r.poke()
+}
+
+// feed moves backlog ids into the queue while it holds fewer than Workers, so a change
+// waits behind at most that many republishes: client-go's workqueue has no priorities.
+func (r *Controller) feed(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		}
+		r.mu.Lock()
+		for len(r.backlog) > 0 && queue.Len() < r.opts.Workers {
+			queue.Add(r.backlog[0])
+			r.backlog = r.backlog[1:]
+		}
+		r.mu.Unlock()
+	}
+}
+
+// poke wakes feed; a wake already pending covers this one.
+func (r *Controller) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -235,6 +266,7 @@ func (r *Controller) processNext(ctx context.Context, queue workqueue.TypedRateL
 		return false
 	}
 	defer queue.Done(id)
+	r.poke()
 	r.undelivered.take(id)
 	recheck, err := r.Reconcile(ctx, id)
 	var wait notYet

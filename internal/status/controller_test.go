@@ -150,6 +150,8 @@ type journal struct {
 	// what each attempt sent.
 	events  []string
 	reports []Report
+	// gate, when set, holds every publish until it is closed.
+	gate chan struct{}
 }
 
 func newJournal() *journal {
@@ -181,8 +183,11 @@ func (j *journal) Publish(_ context.Context, eventID, id string, rep Report) (bo
 	j.events = append(j.events, eventID)
 	j.reports = append(j.reports, rep)
 	fail := failing(&j.failFirst)
-	stored := !j.unstored
+	stored, gate := !j.unstored, j.gate
 	j.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	if fail {
 		j.add("publish failed " + id)
 		return false, errors.New("NATS is down")
@@ -888,6 +893,36 @@ func TestControllerRepublishSendsUnchangedStatusAgain(t *testing.T) {
 	r.src.set("a", liveSnap("a-1")) // unchanged: nothing
 	r.rep.RepublishAll()
 	r.out.waitFor(t, "publish a PENDING", "publish a PENDING")
+}
+
+// A change made while every status is being republished waits behind a few of them, not
+// behind all: the republish is fed to the queue as the workers take from it.
+func TestControllerChangeIsNotQueuedBehindARepublish(t *testing.T) {
+	r := startController(t, 0, 0)
+	r.src.mu.Lock()
+	for i := range 100 {
+		r.src.snaps[fmt.Sprint("old-", i)] = liveSnap("d-1")
+	}
+	r.src.mu.Unlock()
+	gate := make(chan struct{})
+	r.out.mu.Lock()
+	r.out.gate = gate
+	r.out.mu.Unlock()
+	r.rep.RepublishAll()
+	for len(r.out.eventIDs()) == 0 { // the first republish is being sent
+		time.Sleep(time.Millisecond)
+	}
+	r.src.set("changed", liveSnap("c-1"))
+	close(gate)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.rep.Pending() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	got := r.out.all()
+	at := slices.Index(got, "publish changed PENDING")
+	if len(got) != 101 || at < 0 || at > 2 {
+		t.Fatalf("the change was sent %dth of %d, want within the first 3", at+1, len(got))
+	}
 }
 
 // lines counts log lines by level.

@@ -118,7 +118,7 @@ func New(cfg *config.Config, rc *rest.Config, version string, log *slog.Logger) 
 		return nil, err
 	}
 	a.probe = &clusterProbe{client: client, interval: 5 * time.Second, log: log}
-	st, err := store.New(client, cfg.Kubernetes.Namespace, cfg.Monitor.ResyncPeriod, log)
+	st, err := store.New(client, cfg.Kubernetes.Namespace, log)
 	if err != nil {
 		return nil, err
 	}

@@ -106,7 +106,7 @@ type Monitor struct {
 	// DebounceMaxWait caps the debounce: a container that keeps changing is still
 	// reported at least this often.
 	DebounceMaxWait time.Duration `env:"SP_MONITOR_DEBOUNCE_MAX_WAIT" envDefault:"5s" help:"...but never later than this after its first change, so a flapping container is still reported"`
-	ResyncPeriod    time.Duration `env:"SP_MONITOR_RESYNC_PERIOD" envDefault:"10m" help:"every container's current status is published again this often (and the caches resync); 0 = off"`
+	ResyncPeriod    time.Duration `env:"SP_MONITOR_RESYNC_PERIOD" envDefault:"10m" help:"every container's current status is published again this often; 0 = off"`
 	// StatusResendAfter: DCM drops the status events of an instance it has not stored
 	// yet, and stores it only after the create answered and its own commit is done.
 	// 15 s covers a slow commit with room (docs/reliability-runs.md), and comes well

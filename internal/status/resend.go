@@ -9,13 +9,9 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// A new container's status is resent once, Options.ResendAfter after its first delivery:
-// DCM skips events of an instance it has not stored yet, and stores it only after its own
-// commit, so a slow commit loses the first statuses. The resend is a one-container
-// republish with a new event id, so neither JetStream nor DCM drops it as a duplicate.
-//
-// At most one resend is pending per id (a timer in its tracked entry), dropped when the
-// id's DELETED is delivered, the id is pruned, or the controller stops.
+// A new container's status is resent once, Options.ResendAfter after its first delivery,
+// under a new event id: DCM skips events of an instance its slow commit has not stored yet.
+// At most one resend is pending per id, dropped with its DELETED, its entry, or the controller.
 
 // resend is one pending resend: its timer, on the controller's clock.
 type resend struct {

@@ -66,7 +66,7 @@ func (s *Store) confirmMiss(ctx context.Context, id string) (container.Observed,
 			wctx, wcancel := context.WithTimeout(ctx, ConfirmCacheWait)
 			err := waitCached(wctx, func() bool {
 				var ok bool
-				o, ok = s.observed(id)
+				o, ok = s.Snapshot(id).Observed()
 				return ok
 			})
 			wcancel()

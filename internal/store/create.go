@@ -224,13 +224,11 @@ var errStillInFlight = &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter:
 var errSameBeingDeleted = &kubeerr.Error{Kind: kubeerr.KindUnavailable, RetryAfter: deletingRetryAfter,
 	Message: fmt.Sprintf("the container this Idempotency-Key made is being deleted; retry after %d s", deletingRetryAfter)}
 
-// undo takes back a failed create's record: finalizer off, then deleted with background
-// propagation, so a retry finds the id free at once. It deletes the Service made (nil if
-// none or unknown); the garbage collector deletes the rest the record owned. No DELETED
-// is owed (DCM got no 201), unless the status controller reported the Deployment: then it
-// sends one. A client that hung up must not leave objects behind, so undo ignores the
-// request's context. After one try within undoTry it retries in the background, so the
-// create answers in time; should every try fail, the status controller settles the record.
+// undo takes back a failed create's record (finalizer off, then deleted) and the Service
+// made (nil if none), so a retry finds the id free at once; the garbage collector deletes
+// the rest. It ignores the request's context, so a client that hung up leaves nothing, and
+// retries in the background after one try within undoTry; the status controller settles
+// what it leaves. No DELETED is owed unless the status controller reported the Deployment.
 func (s *Store) undo(record *corev1.ConfigMap, made *corev1.Service) {
 	try := func(ctx context.Context) error {
 		if err := dropFinalizerOf(ctx, s.client, s.namespace, record.Name, record.UID); err != nil {

@@ -106,7 +106,7 @@ func TestCreateRequests(t *testing.T) {
 				if obs.Deployment.Name != "web-x1" || (tc.objs.Service != nil) != (obs.Service != nil) {
 					t.Errorf("Create answered %+v", obs)
 				}
-				if _, ok := s.observed("x"); !ok {
+				if _, ok := s.Snapshot("x").Observed(); !ok {
 					t.Error("the create's own objects are not read back before it answers")
 				}
 				return

@@ -6,10 +6,8 @@ import (
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 )
 
-// The store's decisions, pure like internal/status/plan.go: each takes what the store
-// found, in its cache or at the apiserver, and says what to do. create.go, delete.go and
-// confirm.go make the client calls.
-//
+// The store's decisions, pure: each takes what the store found, in its cache or at the
+// apiserver, and says what to do; create.go, delete.go and confirm.go make the calls.
 // A container is its record (reserving the id, owning its objects) and the Deployment it
 // controls. The record's finalizer keeps it terminating until its DELETED is delivered; a
 // deletion timestamp never goes back, and the garbage collector deletes what it owned.

@@ -81,12 +81,9 @@ func (s *Store) readRecord(ctx context.Context, id string, confirm bool) (found,
 
 // deleteContainer deletes record rec (UID as precondition) and, concurrently, the
 // Deployment and Service the cache showed (seen). With the Deployment seen, background
-// propagation lets the record go once its DELETED is delivered, even while a garbage
-// collector catching up holds foreground deletions (creates of the id would get 409);
-// the status controller deletes a missed Service as an orphan. Otherwise foreground, so the
-// workload goes now; a dependent the collector reaches late (none blocks the owner:
-// container.Objects.OwnedBy) goes once the record does. replaced: the record is a newer
-// container's by now, and nothing was deleted.
+// propagation, so a garbage collector catching up cannot hold the record (and the id);
+// otherwise foreground, so the workload goes now. The status controller deletes what this
+// missed as orphans. replaced: the record is a newer container's, and nothing was deleted.
 func (s *Store) deleteContainer(ctx context.Context, id string, rec container.Record, seen container.Observed) (replaced bool, err error) {
 	var depErr, svcErr error
 	var wg sync.WaitGroup

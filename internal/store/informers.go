@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/google/btree"
 	appsv1 "k8s.io/api/apps/v1"
@@ -48,15 +47,15 @@ type ref struct {
 	name string
 }
 
-// newInformers makes the informers (not started) over each kind's ListerWatcher.
-func newInformers(namespace string, lws [kinds]cache.ListerWatcher, resync time.Duration) *informers {
+// newInformers makes the informers (not started) over each kind's ListerWatcher. They never
+// resync: the status controller's republish covers every id, and a resync's events would
+// queue every id again, ahead of real changes.
+func newInformers(namespace string, lws [kinds]cache.ListerWatcher) *informers {
 	c := &informers{namespace: namespace, byID: map[string][]ref{}, written: map[string][]*object{},
 		watchers: map[*func(string)]struct{}{}, ids: btree.NewG(32, func(a, b string) bool { return a < b }), ended: map[string]string{}}
 	examples := [kinds]runtime.Object{&appsv1.Deployment{}, &corev1.Pod{}, &corev1.Service{}, &corev1.ConfigMap{}}
 	for k := range kinds {
-		inf := cache.NewSharedIndexInformerWithOptions(lws[k], examples[k], cache.SharedIndexInformerOptions{
-			ResyncPeriod: resync, ObjectDescription: Caches[k],
-		})
+		inf := cache.NewSharedIndexInformerWithOptions(lws[k], examples[k], cache.SharedIndexInformerOptions{ObjectDescription: Caches[k]})
 		_ = inf.SetTransform(transform) // fails only once started
 		c.handled[k], _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.event(k, nil, obj) },

@@ -42,7 +42,7 @@ func storeOver(tb testing.TB, cfg *rest.Config, ns string) *Store {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := New(client, ns, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := New(client, ns, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -56,7 +56,7 @@ type Store struct {
 // New builds the store and its informers (not started). Every informer lists and
 // watches only objects labelled as DCM containers, in the configured namespace, and
 // reports the health of its watch (see freshness.go).
-func New(client kubernetes.Interface, namespace string, resync time.Duration, log *slog.Logger) (*Store, error) {
+func New(client kubernetes.Interface, namespace string, log *slog.Logger) (*Store, error) {
 	s := &Store{
 		client:        client,
 		namespace:     namespace,
@@ -88,7 +88,7 @@ func New(client kubernetes.Interface, namespace string, resync time.Duration, lo
 	for k, lw := range lws {
 		tracked[k] = s.fresh[Caches[k]].Wrap(cache.ToListWatcherWithWatchListSemantics(lw, client))
 	}
-	s.informers = newInformers(namespace, tracked, resync)
+	s.informers = newInformers(namespace, tracked)
 	return s, nil
 }
 
@@ -122,11 +122,8 @@ func (s *Store) wrote(obj runtime.Object) {
 	}
 }
 
-// Watch calls changed with a container's id on every change to its record,
-// Deployment, pods or Service, and when a write of it leaves the overlay, until the
-// returned function is called; first, as an informer tells a late handler, with every
-// id the informers hold. It is called from the informers' handler goroutines once the
-// store shows the change: it must not block.
+// Watch calls changed (which must not block) with the id of every change the store shows,
+// a write leaving the overlay included, until stop; first with every id it holds.
 func (s *Store) Watch(changed func(id string)) (stop func(), err error) {
 	return s.informers.watch(changed), nil
 }
@@ -161,12 +158,7 @@ func (s *Store) Synced() bool {
 
 // WaitForSync blocks until the informers are synced or ctx ends.
 func (s *Store) WaitForSync(ctx context.Context) bool {
-	for k := range kinds {
-		if !cache.WaitForCacheSync(ctx.Done(), s.informers.handled[k].HasSynced) {
-			return false
-		}
-	}
-	return true
+	return cache.WaitForCacheSync(ctx.Done(), s.Synced)
 }
 
 // Shutdown waits for the informers to stop (after the Start context is cancelled).
@@ -184,16 +176,10 @@ func (s *Store) Get(ctx context.Context, id string) (container.Observed, error) 
 	if err := s.checkFresh(); err != nil {
 		return container.Observed{}, err
 	}
-	if o, ok := s.observed(id); ok {
+	if o, ok := s.Snapshot(id).Observed(); ok {
 		return o, nil
 	}
 	return s.confirmMiss(ctx, id)
-}
-
-// observed gathers a container's objects from the caches; false when it has no live
-// Deployment under a live record (it is gone, being deleted, or not made yet).
-func (s *Store) observed(id string) (container.Observed, bool) {
-	return s.Snapshot(id).Observed()
 }
 
 // Snapshot reads one container's objects from the caches, its record included.

@@ -61,7 +61,7 @@ func TestWritesAreReadBackBeforeTheWatch(t *testing.T) {
 	s.wrote(rec)
 	s.wrote(dep)
 	s.wrote(svc)
-	o, ok := s.observed("x")
+	o, ok := s.Snapshot("x").Observed()
 	if !ok || o.Deployment.Name != dep.Name || o.Deployment.UID != dep.UID || o.Service == nil || o.Service.Name != svc.Name {
 		t.Fatalf("after the create's writes: %+v %v; want the container", o, ok)
 	}
@@ -76,7 +76,7 @@ func TestWritesAreReadBackBeforeTheWatch(t *testing.T) {
 	now := metav1.NewTime(time.Now())
 	gone.DeletionTimestamp, gone.ResourceVersion = &now, "13"
 	s.wrote(gone)
-	if _, ok := s.observed("x"); ok {
+	if _, ok := s.Snapshot("x").Observed(); ok {
 		t.Error("after the DELETE's answer the container is still shown")
 	}
 	if r := s.Snapshot("x").Record; r == nil || !r.Terminating || !r.Owed {

@@ -238,7 +238,7 @@ func testServerWatch(t *testing.T, cc rest.ContentConfig) {
 // every container as running.
 func TestStoreSyncs(t *testing.T) {
 	_, client := newTestServer(t, 10)
-	st, err := store.New(client, testNS, 0, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	st, err := store.New(client, testNS, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestStaleCacheTakesNoDestructiveStep(t *testing.T) {
 	}
 	p.Stop() // its controller is up to date; only the stale one runs from here
 
-	st, err := store.New(cs, ns, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st, err := store.New(cs, ns, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

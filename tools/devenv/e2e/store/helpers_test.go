@@ -72,7 +72,7 @@ func newFixtureIn(t *testing.T, ns string) *fixture {
 	if f.client, err = kubernetes.NewForConfig(mainRC); err != nil {
 		t.Fatal(err)
 	}
-	if f.s, err = store.New(f.client, f.ns, 0, slog.New(slog.NewTextHandler(testLog{t}, nil))); err != nil {
+	if f.s, err = store.New(f.client, f.ns, slog.New(slog.NewTextHandler(testLog{t}, nil))); err != nil {
 		t.Fatal(err)
 	}
 	if f.s.Confirm, err = kubernetes.NewForConfig(confirmRC); err != nil {

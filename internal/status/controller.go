@@ -79,7 +79,6 @@ type Controller struct {
 	deb          *debouncer
 	// backlog holds republished ids not yet queued; feed queues them a few at a time.
 	backlog []string
-	wake    chan struct{}
 	active  atomic.Bool
 	outage  outage
 
@@ -100,7 +99,7 @@ func NewController(src Source, pub Publisher, cl Cluster, opts Options, log *slo
 	}
 	r := &Controller{
 		src: src, pub: pub, cl: cl, opts: opts, log: log,
-		containers: map[string]*tracked{}, wake: make(chan struct{}, 1),
+		containers: map[string]*tracked{},
 	}
 	if opts.Images != nil {
 		r.resolving = newResolutions(opts.Images)
@@ -151,7 +150,6 @@ func (r *Controller) Run(ctx context.Context, drain <-chan struct{}) {
 		})
 	}
 	defer wg.Wait()
-	go r.feed(workCtx, queue)
 
 	r.log.Info("status: reporting; publishing every container's current status")
 	r.RepublishAll()
@@ -212,39 +210,26 @@ func (r *Controller) RepublishAll() {
 	}
 	// A republish is a new event, even for a status being retried: see eventID.
 	r.eachTracked(func(_ string, t *tracked) { t.minted = nil })
-	if r.queue != nil {
+	queue := r.queue
+	if queue != nil {
 		r.backlog = ids // a newer republish covers an older one's ids
 		for _, id := range ids {
 			r.undelivered.add(id)
 		}
 	}
 	r.mu.Unlock()
-	r.poke()
+	r.feed(queue)
 }
 
-// feed moves backlog ids into the queue while it holds fewer than Workers, so a change
-// waits behind at most that many republishes: client-go's workqueue has no priorities.
-func (r *Controller) feed(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		}
-		r.mu.Lock()
-		for len(r.backlog) > 0 && queue.Len() < r.opts.Workers {
-			queue.Add(r.backlog[0])
-			r.backlog = r.backlog[1:]
-		}
-		r.mu.Unlock()
-	}
-}
-
-// poke wakes feed; a wake already pending covers this one.
-func (r *Controller) poke() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+// feed moves backlog ids into this leadership's queue while it holds fewer than Workers;
+// each worker feeds as it takes an id. So a change waits behind at most Workers
+// republishes: client-go's workqueue has no priorities.
+func (r *Controller) feed(queue workqueue.TypedRateLimitingInterface[string]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for queue != nil && r.queue == queue && len(r.backlog) > 0 && queue.Len() < r.opts.Workers {
+		queue.Add(r.backlog[0])
+		r.backlog = r.backlog[1:]
 	}
 }
 
@@ -266,7 +251,7 @@ func (r *Controller) processNext(ctx context.Context, queue workqueue.TypedRateL
 		return false
 	}
 	defer queue.Done(id)
-	r.poke()
+	r.feed(queue)
 	r.undelivered.take(id)
 	recheck, err := r.Reconcile(ctx, id)
 	var wait notYet

@@ -73,6 +73,10 @@ type Options struct {
 	// 0 means 1. The benchmark spreads its thousands of pods over several, as a real
 	// cluster would.
 	Nodes int
+	// CPUs: the CPUs every control-plane process runs on (SplitCPUs); empty, any. The
+	// benchmark keeps the control plane apart from the provider and its own clients, as a
+	// cluster does, so that their CPU is not taken from the apiserver's.
+	CPUs []int
 }
 
 // Cluster is a running control plane: etcd, kube-apiserver, kube-controller-manager,
@@ -84,6 +88,7 @@ type Cluster struct {
 	Processes  []*process `json:"processes"`
 	removeDir  bool
 	detached   bool
+	cpus       []int
 }
 
 // Start builds what is missing, starts every component on free loopback ports and
@@ -97,7 +102,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: opts.Dir, detached: opts.Detached}
+	c = &Cluster{Dir: opts.Dir, detached: opts.Detached, cpus: opts.CPUs}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "sp-harness-"); err != nil {
 			return nil, err
@@ -135,7 +140,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	c.Server = "https://127.0.0.1:" + strconv.Itoa(ports[2])
 
 	run := func(name, bin string, args ...string) (*process, error) {
-		pr, err := startProcess(name, bin, args, c.Dir, opts.Detached, opts.Env...)
+		pr, err := c.start(name, bin, args, opts.Env)
 		if err != nil {
 			return nil, err
 		}

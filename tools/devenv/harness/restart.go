@@ -34,7 +34,7 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 		if p.cmd == nil {
 			return fmt.Errorf("%s was not started by this process", name)
 		}
-		np, err := startProcess(p.Name, p.Bin, p.cmd.Args[1:], c.Dir, c.detached, p.cmd.Env...)
+		np, err := c.start(p.Name, p.Bin, p.cmd.Args[1:], p.cmd.Env)
 		if err != nil {
 			return err
 		}
@@ -61,6 +61,19 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 		})
 	}
 	return fmt.Errorf("no component %q", name)
+}
+
+// start starts one control-plane process on the cluster's CPUs.
+func (c *Cluster) start(name, bin string, args, env []string) (*process, error) {
+	p, err := startProcess(name, bin, args, c.Dir, c.detached, env...)
+	if err != nil {
+		return nil, err
+	}
+	if err := pin(p.PID, c.cpus); err != nil {
+		p.stop(5 * time.Second)
+		return nil, err
+	}
+	return p, nil
 }
 
 func (c *Cluster) component(name string) (*process, error) {

@@ -58,6 +58,8 @@ type Options struct {
 	// AlsoBuild, when set, runs after the service's build, still while the control
 	// plane starts (the benchmark's profiling build).
 	AlsoBuild func(ctx context.Context) error
+	// ControlPlaneCPUs: the CPUs the control plane runs on (harness.Options.CPUs).
+	ControlPlaneCPUs []int
 }
 
 // Setup builds what is missing and starts the control plane and NATS; the service binary
@@ -92,7 +94,7 @@ func Setup(ctx context.Context, o Options) (*Env, error) {
 // start starts the control plane (o.Nodes fake nodes) and NATS, and makes the clients.
 func (e *Env) start(ctx context.Context, o Options) error {
 	var err error
-	if e.Cluster, err = harness.Start(ctx, harness.Options{Dir: filepath.Join(e.Dir, "cluster"), Progress: e.Log, NoEndpointControllers: true, NoDefaultSpreading: true, Nodes: o.Nodes, AuditReads: o.AuditReads,
+	if e.Cluster, err = harness.Start(ctx, harness.Options{Dir: filepath.Join(e.Dir, "cluster"), Progress: e.Log, NoEndpointControllers: true, NoDefaultSpreading: true, Nodes: o.Nodes, AuditReads: o.AuditReads, CPUs: o.ControlPlaneCPUs,
 		// GC a quarter as often: at GOGC=200 the apiserver still spent 16% of its CPU
 		// marking at 5,000 containers (profiled), and the benchmark's fill is CPU-bound.
 		// No memory limit: near one, the apiserver (3-4 GB at 10,000 containers with

@@ -49,6 +49,19 @@ const (
 // between runs as the sides.
 const DefaultConcurrencyN = 192
 
+// DefaultConcurrencyRuns is how many times the phase runs. One run's ratio moved by 0.2
+// to 0.4 between runs of the same code on 2 CPUs, so its verdict is the median round
+// of every run (concurrencyVerdict).
+const DefaultConcurrencyRuns = 3
+
+// concurrencyRunsOf is the phase's runs o asks for.
+func concurrencyRunsOf(o Options) int {
+	if o.ConcurrencyRuns > 0 {
+		return o.ConcurrencyRuns
+	}
+	return DefaultConcurrencyRuns
+}
+
 // concurrencyOps is how many operations each side makes at clients clients: n, but at
 // least eight per client, so that the four rounds (concurrencyRounds) each give every
 // client two. A round of one operation per client times its slowest operation, not a
@@ -104,8 +117,12 @@ type ConcurrencyRow struct {
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"ops_per_s"`
 	Latency   Dist    `json:"latency"`
-	// BatchRates: each batch's operations per second, in the order they ran.
+	// BatchRates: each batch's operations per second, in the order they ran; the API's
+	// and raw's of one round (one batch each, one after the other) have the same index.
 	BatchRates []float64 `json:"batch_ops_per_s,omitempty"`
+	// RunRates: each run's operations per second (its batches' operations over their
+	// seconds), in the order they ran: the spread between runs.
+	RunRates []float64 `json:"run_ops_per_s,omitempty"`
 	// Retried: answers 503 (the service's in-flight cap) retried after Retry-After.
 	Retried int `json:"retried_503,omitempty"`
 	// SettleS: the waits after its batches, summed, until the work they left (the
@@ -136,9 +153,11 @@ type ConcurrencyRow struct {
 	CPUS map[string]float64 `json:"cpu_s,omitempty"`
 }
 
-// concurrencyID is the id of container i of the batches at clients clients (both sides
-// use the same ids, each in its own namespace).
-func concurrencyID(clients, i int) string { return fmt.Sprintf("conc-%02d-%04d", clients, i) }
+// concurrencyID is the id of container i of the batches at clients clients in run run
+// (both sides use the same ids, each in its own namespace).
+func concurrencyID(run, clients, i int) string {
+	return fmt.Sprintf("conc-%d-%02d-%04d", run, clients, i)
+}
 
 // concurrencyRounds splits n operations into rounds of at least clients operations each
 // (fewer would not keep every client busy), at least 2 so that each side goes first
@@ -180,13 +199,13 @@ type concurrentSide struct {
 	create, delete func(ctx context.Context, id string) (retried int, err error)
 }
 
-// Concurrency measures creates and then deletes at each client count in
+// Concurrency measures, runs times over, creates and then deletes at each client count in
 // concurrencyClients, concurrencyOps(n, clients) of each per side, API and raw interleaved in rounds (who goes
 // first alternates, so the controllers' work after one side's creates loads the other
 // side's next batch as often as its own). Every container it makes is deleted by its
 // delete batches; it returns once their pods and records are gone and the control
 // plane is quiet.
-func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n int) (res ConcurrencyResult, err error) {
+func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n, runs int) (res ConcurrencyResult, err error) {
 	start := time.Now()
 	cfg, err := config.Load(s.Env)
 	if err != nil {
@@ -292,97 +311,130 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 		}
 	}()
 
-	first := 0 // which side goes first in a round; alternates across every round
+	type rowKey struct {
+		clients int
+		op, via string
+	}
+	rows := map[rowKey]*ConcurrencyRow{}
+	samples := map[rowKey][]time.Duration{}
 	for _, clients := range concurrencyClients {
 		for _, op := range []string{"create", "delete"} {
-			rows := map[string]*ConcurrencyRow{}
-			var samples = map[string][]time.Duration{}
-			for _, side := range []concurrentSide{api, rawSide} {
-				rows[side.via] = &ConcurrencyRow{Clients: clients, Op: op, Via: side.via, CallsBy: map[string]float64{}}
-			}
-			if op == "create" {
-				// The controller finalizes the records of the previous deletes (a PATCH
-				// each, once their DELETED is out): that work is those deletes', not
-				// these creates', so the batches wait for it.
-				if werr := waitUntil(ctx, time.Minute, func() bool { return e.deletesFinalized(ctx, serviceNS) }); werr != nil {
-					fmt.Fprintln(e.Log, "bench: concurrency: records of deleted containers still there after a minute; going on")
-				}
-			}
-			if op == "delete" {
-				// The service asks whether a stream captures the subject at most every 5 s.
-				if w := 6*time.Second - time.Since(streamMade); w > 0 {
-					time.Sleep(w)
-				}
-			}
-			from := 0
-			for _, size := range concurrencyRounds(concurrencyOps(n, clients), clients) {
-				sides := []concurrentSide{api, rawSide}
-				if first%2 == 1 {
-					sides[0], sides[1] = sides[1], sides[0]
-				}
-				first++
-				for _, side := range sides {
-					row := rows[side.via]
-					f := side.create
-					if op == "delete" {
-						f = side.delete
-					}
-					m0, err := s.Metrics()
-					if err != nil {
-						return res, err
-					}
-					c0 := e.sampleCPU(map[string]*Service{"service": s})
-					d, took, retried, err := batch(ctx, clients, from, from+size, func(ctx context.Context, i int) (int, error) {
-						return f(ctx, concurrencyID(clients, i))
-					})
-					if err != nil {
-						return res, fmt.Errorf("%s %s, %d clients: %w", side.via, op, clients, err)
-					}
-					c1 := e.sampleCPU(map[string]*Service{"service": s})
-					settled, err := e.afterBatch(ctx, s)
-					if err != nil {
-						return res, err
-					}
-					row.SettleS += settled.Seconds()
-					m1, err := s.Metrics()
-					if err != nil {
-						return res, err
-					}
-					addCPU(row, c0, c1)
-					rate := float64(size) / took.Seconds()
-					// Each batch in the log: how far one batch of a side is from the next
-					// says how far apart the two sides must be to mean anything.
-					fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s via %s: %d in %.2f s (%.1f/s); CPU s: machine %.2f, kube-apiserver %.2f, service %.2f\n",
-						clients, op, side.via, size, took.Seconds(), rate,
-						c1.busy-c0.busy, c1.procs["kube-apiserver"]-c0.procs["kube-apiserver"], c1.procs["service"]-c0.procs["service"])
-					samples[side.via] = append(samples[side.via], d...)
-					row.BatchRates = append(row.BatchRates, rate)
-					row.Ops += size
-					row.Rounds++
-					row.Seconds += took.Seconds()
-					row.Retried += retried
-					if side.via == "api" {
-						var calls, bg float64
-						for k, d := range grown(serviceRequestsByMethod(m0, notBackground), serviceRequestsByMethod(m1, notBackground)) {
-							row.CallsBy[k] += d
-							calls += d
-						}
-						for _, d := range grown(serviceRequestsByMethod(m0, background), serviceRequestsByMethod(m1, background)) {
-							bg += d
-						}
-						row.BackgroundCalls += bg
-						if r := readsOf(m0, m1); len(r) > 0 {
-							fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s: the service read: %s\n", clients, op, strings.Join(r, "; "))
-						}
-						row.LimiterFloorS += limiterFloor(calls+bg, res.ServiceQPS, res.ServiceBurst)
-					}
-				}
-				from += size
-			}
 			for _, via := range []string{"api", "raw"} {
-				row := rows[via]
+				rows[rowKey{clients, op, via}] = &ConcurrencyRow{Clients: clients, Op: op, Via: via, CallsBy: map[string]float64{}}
+			}
+		}
+	}
+	first := 0 // which side goes first in a round; alternates across every round
+	for run := range runs {
+		for _, clients := range concurrencyClients {
+			for _, op := range []string{"create", "delete"} {
+				if op == "create" {
+					// The controller finalizes the records of the previous deletes (a PATCH
+					// each, once their DELETED is out): that work is those deletes', not
+					// these creates', so the batches wait for it.
+					if werr := waitUntil(ctx, time.Minute, func() bool { return e.deletesFinalized(ctx, serviceNS) }); werr != nil {
+						fmt.Fprintln(e.Log, "bench: concurrency: records of deleted containers still there after a minute; going on")
+					}
+				}
+				if op == "delete" {
+					// The service asks whether a stream captures the subject at most every 5 s.
+					if w := 6*time.Second - time.Since(streamMade); w > 0 {
+						time.Sleep(w)
+					}
+				}
+				type mark struct {
+					ops     int
+					seconds float64
+				}
+				began := map[string]mark{}
+				for _, via := range []string{"api", "raw"} {
+					r := rows[rowKey{clients, op, via}]
+					began[via] = mark{r.Ops, r.Seconds}
+				}
+				from := 0
+				for _, size := range concurrencyRounds(concurrencyOps(n, clients), clients) {
+					sides := []concurrentSide{api, rawSide}
+					if first%2 == 1 {
+						sides[0], sides[1] = sides[1], sides[0]
+					}
+					first++
+					for _, side := range sides {
+						k := rowKey{clients, op, side.via}
+						row := rows[k]
+						f := side.create
+						if op == "delete" {
+							f = side.delete
+						}
+						m0, err := s.Metrics()
+						if err != nil {
+							return res, err
+						}
+						c0 := e.sampleCPU(map[string]*Service{"service": s})
+						d, took, retried, err := batch(ctx, clients, from, from+size, func(ctx context.Context, i int) (int, error) {
+							return f(ctx, concurrencyID(run, clients, i))
+						})
+						if err != nil {
+							return res, fmt.Errorf("%s %s, %d clients: %w", side.via, op, clients, err)
+						}
+						c1 := e.sampleCPU(map[string]*Service{"service": s})
+						settled, err := e.afterBatch(ctx, s)
+						if err != nil {
+							return res, err
+						}
+						row.SettleS += settled.Seconds()
+						m1, err := s.Metrics()
+						if err != nil {
+							return res, err
+						}
+						addCPU(row, c0, c1)
+						rate := float64(size) / took.Seconds()
+						// Each batch in the log: how far one batch of a side is from the next
+						// says how far apart the two sides must be to mean anything.
+						fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s via %s: %d in %.2f s (%.1f/s); CPU s: machine %.2f, kube-apiserver %.2f, service %.2f\n",
+							clients, op, side.via, size, took.Seconds(), rate,
+							c1.busy-c0.busy, c1.procs["kube-apiserver"]-c0.procs["kube-apiserver"], c1.procs["service"]-c0.procs["service"])
+						samples[k] = append(samples[k], d...)
+						row.BatchRates = append(row.BatchRates, rate)
+						row.Ops += size
+						row.Rounds++
+						row.Seconds += took.Seconds()
+						row.Retried += retried
+						if side.via == "api" {
+							var calls, bg float64
+							for k, d := range grown(serviceRequestsByMethod(m0, notBackground), serviceRequestsByMethod(m1, notBackground)) {
+								row.CallsBy[k] += d
+								calls += d
+							}
+							for _, d := range grown(serviceRequestsByMethod(m0, background), serviceRequestsByMethod(m1, background)) {
+								bg += d
+							}
+							row.BackgroundCalls += bg
+							if r := readsOf(m0, m1); len(r) > 0 {
+								fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s: the service read: %s\n", clients, op, strings.Join(r, "; "))
+							}
+							row.LimiterFloorS += limiterFloor(calls+bg, res.ServiceQPS, res.ServiceBurst)
+						}
+					}
+					from += size
+				}
+				rates := map[string]float64{}
+				for _, via := range []string{"api", "raw"} {
+					r, b := rows[rowKey{clients, op, via}], began[via]
+					rates[via] = float64(r.Ops-b.ops) / (r.Seconds - b.seconds)
+					r.RunRates = append(r.RunRates, rates[via])
+				}
+				fmt.Fprintf(e.Log, "bench: concurrency: run %d of %d, %d clients, %s: API %.1f/s, raw %.1f/s (%.2f)\n",
+					run+1, runs, clients, op, rates["api"], rates["raw"], rates["api"]/rates["raw"])
+			}
+		}
+	}
+	for _, clients := range concurrencyClients {
+		for _, op := range []string{"create", "delete"} {
+			for _, via := range []string{"api", "raw"} {
+				k := rowKey{clients, op, via}
+				row := rows[k]
 				fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s via %s: CPU %s\n", clients, op, via, cpuLine(row))
-				row.Latency = summarize(samples[via])
+				row.Latency = summarize(samples[k])
 				if row.Seconds > 0 {
 					row.PerSecond = float64(row.Ops) / row.Seconds
 				}
@@ -402,9 +454,6 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n i
 				}
 				res.Rows = append(res.Rows, *row)
 			}
-			a, r := rows["api"], rows["raw"]
-			fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s: API %.1f/s (p99 %.0f ms), raw %.1f/s (p99 %.0f ms)\n",
-				clients, op, a.PerSecond, a.Latency.P99, r.PerSecond, r.Latency.P99)
 		}
 	}
 	res.ThrottleLogs = throttleLines(s.Log, logFrom)
@@ -642,14 +691,20 @@ func throttleLines(path string, from int64) int {
 	return strings.Count(string(b[from:]), "client-side throttling")
 }
 
-// concurrencyVerdict compares one client count's API row with its raw row: the ratio
-// of their rates, whether it met targetConcurrentRatio and, when it did not, the reason
-// measured (empty when none was).
+// concurrencyVerdict compares one client count's API row with its raw row: the median of
+// their rounds' ratios (or, without rounds, of their rates), whether it met
+// targetConcurrentRatio and, when it did not, the reason measured (empty when none was).
+// Each round's two batches ran one right after the other, so its ratio is free of what
+// drifts between rounds; the median is free of the one round a garbage collector or a
+// controller's resync slowed.
 func concurrencyVerdict(a, r ConcurrencyRow, qps, burst float64, throttleLogs, cpus int) (ratio float64, ok bool, reason string) {
 	if r.PerSecond <= 0 {
 		return 0, false, ""
 	}
 	ratio = a.PerSecond / r.PerSecond
+	if rs := roundRatios(a, r); len(rs) > 0 {
+		ratio = median(rs)
+	}
 	if ratio >= targetConcurrentRatio {
 		return ratio, true, ""
 	}
@@ -672,9 +727,12 @@ func concurrencyVerdict(a, r ConcurrencyRow, qps, burst float64, throttleLogs, c
 		reasons = append(reasons, fmt.Sprintf("the machine's %d CPUs were busy (%.0f%%) and the service used %.0f%% of that, %.1f ms of CPU per %s, which raw client-go does not run",
 			cpus, 100*busy/(float64(cpus)*a.Seconds), 100*svc/busy, 1000*svc/float64(a.Ops), a.Op))
 	}
-	// How far raw's own batches are apart says how near the target a ratio can be
-	// told from it.
-	if lo, hi := minMax(r.BatchRates); len(r.BatchRates) > 1 && hi > 0 {
+	// How far the rounds (or raw's own batches) are apart says how near the target a
+	// ratio can be told from them.
+	if rs := roundRatios(a, r); len(rs) > 1 {
+		lo, hi := minMax(rs)
+		reasons = append(reasons, fmt.Sprintf("the %d rounds' ratios ran from %.2f to %.2f", len(rs), lo, hi))
+	} else if lo, hi := minMax(r.BatchRates); len(r.BatchRates) > 1 && hi > 0 {
 		reasons = append(reasons, fmt.Sprintf("raw client-go's own batches ran at %.1f to %.1f/s (the slowest %.2f of the fastest)", lo, hi, lo/hi))
 	}
 	return ratio, false, strings.Join(reasons, "; ")
@@ -701,8 +759,8 @@ func (e *Env) concurrencyAlone(ctx context.Context, o Options, res *Results, log
 	if n <= 0 {
 		n = DefaultConcurrencyN
 	}
-	fmt.Fprintf(log, "bench: concurrency: %d creates, then deletes, per side at %v clients, API and raw in rounds\n", n, concurrencyClients)
-	cr, err := e.Concurrency(ctx, svc, "bench", n)
+	fmt.Fprintf(log, "bench: concurrency: %d runs of %d creates, then deletes, per side at %v clients, API and raw in rounds\n", concurrencyRunsOf(o), n, concurrencyClients)
+	cr, err := e.Concurrency(ctx, svc, "bench", n, concurrencyRunsOf(o))
 	if err != nil {
 		return fmt.Errorf("concurrency: %w", err)
 	}
@@ -751,6 +809,35 @@ func cpuLine(row *ConcurrencyRow) string {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", k, 100*row.CPUS[k]/row.Seconds))
 	}
 	return fmt.Sprintf("over %.1f s: %s", row.Seconds, strings.Join(parts, ", "))
+}
+
+// roundRatios is each round's API rate over its raw rate (nil unless both rows have the
+// same rounds).
+func roundRatios(a, r ConcurrencyRow) []float64 {
+	if len(a.BatchRates) == 0 || len(a.BatchRates) != len(r.BatchRates) {
+		return nil
+	}
+	out := make([]float64, len(a.BatchRates))
+	for i := range out {
+		if r.BatchRates[i] <= 0 {
+			return nil
+		}
+		out[i] = a.BatchRates[i] / r.BatchRates[i]
+	}
+	return out
+}
+
+// median is the middle of vs (the mean of the two middle ones for an even count).
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // minMax is the least and the greatest of vs (0, 0 when empty).

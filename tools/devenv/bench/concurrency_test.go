@@ -101,6 +101,10 @@ func TestConcurrencyVerdict(t *testing.T) {
 		{"below, a CPU idle at times", busy(api(20, 1, 3), 11, 2.048), raw, 0, false, nil, false},
 		{"below, raw's batches apart", api(20, 1, 3), spread(raw, 36.4, 24.8, 32.7, 25.1), 0, false,
 			[]string{"raw client-go's own batches ran at 24.8 to 36.4/s (the slowest 0.68 of the fastest)"}, false},
+		// With rounds on both sides, the median round decides, not the batches together.
+		{"one slow round of four", spread(api(20, 1, 3), 40, 40, 10, 35), spread(raw, 32, 32, 32, 32), 0, true, nil, false},
+		{"one fast round of four", spread(api(40, 1, 3), 25, 26, 27, 80), spread(raw, 32, 32, 32, 32), 0, false,
+			[]string{"the 4 rounds' ratios ran from 0.78 to 2.50"}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,6 +124,20 @@ func TestConcurrencyVerdict(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+	if got := roundRatios(ConcurrencyRow{BatchRates: []float64{1, 2}}, ConcurrencyRow{BatchRates: []float64{2}}); got != nil {
+		t.Errorf("rounds of different counts paired: %v", got)
 	}
 }
 
@@ -164,6 +182,10 @@ func concurrencySample() *ConcurrencyResult {
 					Latency: Dist{N: 128, P50: float64(c) * 3, P99: float64(c) * 7, Max: float64(c) * 8}, CallsPerOp: 3})
 		}
 	}
+	// The 8-client creates ran in two runs of two rounds: the median round decides.
+	api, raw := &cr.Rows[0], &cr.Rows[1]
+	api.BatchRates, raw.BatchRates = []float64{30, 24, 31, 29}, []float64{32, 32, 32, 32}
+	api.RunRates, raw.RunRates = []float64{26.7, 30}, []float64{32, 32}
 	return cr
 }
 

@@ -36,9 +36,9 @@ type Service struct {
 
 // Setup builds what is missing and starts the control plane (nodes fake nodes) and
 // NATS, and checks that the apiserver's audit log attributes reads.
-func Setup(ctx context.Context, dir string, nodes int, log io.Writer) (*Env, error) {
+func Setup(ctx context.Context, dir string, nodes int, controlPlaneCPUs []int, log io.Writer) (*Env, error) {
 	e := &Env{}
-	tb, err := testbed.Setup(ctx, testbed.Options{Dir: dir, Nodes: nodes, Log: log, AuditReads: true,
+	tb, err := testbed.Setup(ctx, testbed.Options{Dir: dir, Nodes: nodes, Log: log, AuditReads: true, ControlPlaneCPUs: controlPlaneCPUs,
 		// Without the profiling build there is only no heap profile.
 		AlsoBuild: func(ctx context.Context) error {
 			if err := e.buildProfiling(ctx, dir); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -107,7 +108,7 @@ func checks(r *Results) []check {
 				}
 			}
 			for _, row := range apiRows {
-				measured := fmt.Sprintf("%.1f/s / %.1f/s = **%.2f**", row.PerSecond, row.Raw.PerSecond, row.Ratio)
+				measured := concurrencyMeasured(row)
 				if !row.OK {
 					if row.Reason == "" {
 						row.Reason = "no cause measured: as many requests per " + row.Op + " as raw's, no limiter"
@@ -259,6 +260,13 @@ var reportTmpl = template.Must(template.New("benchmarks.md").Funcs(template.Func
 	"nodeName": nodeName,
 	"sub":      func(a, b int) int { return a - b },
 	"pct":      func(a, b float64) float64 { return 100 * a / b },
+	"ints": func(vs []int) string {
+		out := make([]string, len(vs))
+		for i, v := range vs {
+			out[i] = strconv.Itoa(v)
+		}
+		return strings.Join(out, ", ")
+	},
 }).Parse(reportTemplate))
 
 // reportView is what the template reads: the results, and what is computed from them
@@ -277,6 +285,26 @@ type reportView struct {
 	ConfirmQPS           float64
 	ConfirmBurst         float64
 	Analysis             string
+}
+
+// concurrencyMeasured says what one client count's verdict rests on: the median round's
+// ratio, the rounds' spread, each run's ratio and every batch's rates together.
+func concurrencyMeasured(row concurrencyRow) string {
+	pooled := fmt.Sprintf("%.1f/s / %.1f/s", row.PerSecond, row.Raw.PerSecond)
+	rs := roundRatios(row.ConcurrencyRow, row.Raw)
+	if len(rs) == 0 {
+		return pooled + fmt.Sprintf(" = **%.2f**", row.Ratio)
+	}
+	lo, hi := minMax(rs)
+	out := fmt.Sprintf("median of %d rounds **%.2f** (%.2f to %.2f)", len(rs), row.Ratio, lo, hi)
+	if len(row.RunRates) > 1 && len(row.RunRates) == len(row.Raw.RunRates) {
+		runs := make([]string, len(row.RunRates))
+		for i, v := range row.RunRates {
+			runs[i] = fmt.Sprintf("%.2f", v/row.Raw.RunRates[i])
+		}
+		out += "; runs " + strings.Join(runs, ", ")
+	}
+	return out + fmt.Sprintf("; all batches %s = %.2f", pooled, row.PerSecond/row.Raw.PerSecond)
 }
 
 // concurrencyRow is one row of the concurrency table: an API row carries its raw row,

@@ -54,6 +54,7 @@ func TestMarkdownGolden(t *testing.T) {
 	full.ServiceEnv = []string{"GOMEMLIMIT=120MiB"}
 	full.Limit = limitSample()
 	full.Concurrent = concurrencySample()
+	full.Machine.ControlPlaneCPUs, full.Machine.OtherCPUs = []int{1}, []int{0}
 	cases := []struct {
 		name     string
 		r        *Results

@@ -53,6 +53,8 @@ type Options struct {
 	// ConcurrencyN: creates (then deletes) per client count and side in the phase
 	// "concurrency"; 0 skips it.
 	ConcurrencyN int
+	// ConcurrencyRuns: how many times the phase runs (DefaultConcurrencyRuns when 0).
+	ConcurrencyRuns int
 	// CPUProfile: with -only=concurrency, the folder for CPU profiles of the service
 	// (the profiling build), one per 10 s of the phase.
 	CPUProfile string
@@ -60,6 +62,11 @@ type Options struct {
 	// finalizer costs too: its records carry it, and each delete ends with a PATCH
 	// that takes it off (four writes, as a DELETE and its controller make).
 	RawFinalizer bool
+	// SharedCPUs: the control plane shares every CPU with the service and the benchmark.
+	// Otherwise it has half of them to itself (harness.SplitCPUs), as a cluster's
+	// control plane has nodes of its own: on shared CPUs what the service uses is taken
+	// from the apiserver, which raw client-go leaves it all.
+	SharedCPUs bool
 	// Only, when set, runs that phase alone (one of Phases).
 	Only string
 	// The phase "memory at the limit" fills SP_MAX_CONTAINERS containers of its own
@@ -107,6 +114,10 @@ type Machine struct {
 	CPUModel  string `json:"cpu_model"`
 	MemoryGB  int    `json:"memory_gb"`
 	GoVersion string `json:"go"`
+	// ControlPlaneCPUs and OtherCPUs: the CPUs the control plane ran on and those the
+	// service, NATS and the benchmark ran on (Options.SharedCPUs); empty, all shared.
+	ControlPlaneCPUs []int `json:"control_plane_cpus,omitempty"`
+	OtherCPUs        []int `json:"other_cpus,omitempty"`
 }
 
 // PhaseBurst is the status burst alone (-only=burst): the namespace filled to the
@@ -132,12 +143,20 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	start := time.Now()
 	log := &stamped{w: o.Log, start: start}
-	e, err := Setup(ctx, o.Dir, o.Nodes, log)
+	m := machine()
+	if !o.SharedCPUs {
+		// Pinned before anything starts: the processes started later keep this CPU set.
+		m.ControlPlaneCPUs, m.OtherCPUs = harness.SplitCPUs()
+		if err := harness.PinSelf(m.OtherCPUs); err != nil {
+			return nil, err
+		}
+	}
+	e, err := Setup(ctx, o.Dir, o.Nodes, m.ControlPlaneCPUs, log)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
-	res := &Results{When: start.UTC(), Machine: machine(), Command: o.Command, Latency: map[string]Dist{},
+	res := &Results{When: start.UTC(), Machine: m, Command: o.Command, Latency: map[string]Dist{},
 		Versions: map[string]string{"kubernetes": harness.KubernetesVersion, "etcd": harness.EtcdVersion, "kwok": harness.KwokVersion}}
 	switch o.Only {
 	case "":
@@ -234,8 +253,8 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 		return fmt.Errorf("create with image resolution: %w", err)
 	}
 	if o.ConcurrencyN > 0 {
-		fmt.Fprintf(log, "bench: concurrency: %d creates, then deletes, per side at %v clients, API and raw in rounds\n", o.ConcurrencyN, concurrencyClients)
-		cr, err := e.Concurrency(ctx, svc, "bench", o.ConcurrencyN)
+		fmt.Fprintf(log, "bench: concurrency: %d runs of %d creates, then deletes, per side at %v clients, API and raw in rounds\n", concurrencyRunsOf(o), o.ConcurrencyN, concurrencyClients)
+		cr, err := e.Concurrency(ctx, svc, "bench", o.ConcurrencyN, concurrencyRunsOf(o))
 		if err != nil {
 			return fmt.Errorf("concurrency: %w", err)
 		}

@@ -36,6 +36,8 @@ func main() {
 	render := flag.Bool("render", false, "only rewrite benchmarks.md from benchmarks.json (e.g. after editing benchmarks-analysis.md)")
 	serviceEnv := flag.String("service-env", "", "extra environment for the service, comma-separated (e.g. GOMEMLIMIT=120MiB)")
 	concurrency := flag.Int("concurrency", bench.DefaultConcurrencyN, "creates (then deletes) per client count (8, 32, 64) and side, API and raw; 0 skips the phase")
+	concurrencyRuns := flag.Int("concurrency-runs", bench.DefaultConcurrencyRuns, "how many times the concurrency phase runs (its verdict is the median round of them all)")
+	sharedCPUs := flag.Bool("shared-cpus", false, "let the control plane share every CPU with the service and the benchmark (by default it has half of them to itself, as on nodes of its own)")
 	only := flag.String("only", "", "run one phase alone in its own fresh environment ("+strings.Join(bench.Phases, ", ")+"; "+bench.PhaseBurst+" first fills to the largest -sizes); its results go to -only-out, docs are left alone")
 	rawFinalizer := flag.Bool("raw-finalizer", false, "with -only="+bench.PhaseConcurrency+", raw client-go's records carry the finalizer and each raw delete takes it off")
 	cpuProfile := flag.String("cpu-profile", "", "with -only="+bench.PhaseConcurrency+", a folder for the service's CPU profiles during the phase (one per 10 s)")
@@ -91,7 +93,7 @@ func main() {
 		command = "go run ./tools/devenv/cmd/sp-bench " + strings.Join(os.Args[1:], " ")
 	}
 	res, err := bench.Run(ctx, bench.Options{Command: command, Dir: dir, Sizes: ns, CreateN: *createN, Bulk: *bulk, BulkClients: 16, BulkRaw: *bulkRaw, NoLimit: !*limit, LimitFrom: *limitFrom, Nodes: *nodes, LatencyRuns: *latency,
-		ReplicaTries: *replicas, FillClients: *fillClients, FillThroughControllers: *fillControllers, FillAhead: *fillAhead, ConcurrencyN: *concurrency, CPUProfile: *cpuProfile, RawFinalizer: *rawFinalizer, HeapProfile: *heap, ServiceEnv: extra, Only: *only, Log: os.Stderr})
+		ReplicaTries: *replicas, FillClients: *fillClients, FillThroughControllers: *fillControllers, FillAhead: *fillAhead, ConcurrencyN: *concurrency, ConcurrencyRuns: *concurrencyRuns, SharedCPUs: *sharedCPUs, CPUProfile: *cpuProfile, RawFinalizer: *rawFinalizer, HeapProfile: *heap, ServiceEnv: extra, Only: *only, Log: os.Stderr})
 	if err != nil {
 		// The service logs and the control plane's are there.
 		fail(fmt.Errorf("%w (logs kept in %s)", err, dir))

@@ -131,7 +131,8 @@ type ConcurrencyRow struct {
 	// CallsPerOp: Kubernetes requests per operation: the service's own count during
 	// its batches and the waits after them (everything it sent meanwhile, the
 	// controller's finalizing PATCHes too, but the background
-	// requests: the leader election's, the health probe's and the informers' watches),
+	// requests: the leader election's, the health probe's, the permission check's and
+	// the informers' watches),
 	// or the raw side's fixed number.
 	CallsPerOp float64 `json:"kubernetes_calls_per_op"`
 	// CallsBy: the service's requests during its batches, by method, the background
@@ -139,8 +140,9 @@ type ConcurrencyRow struct {
 	CallsBy map[string]float64 `json:"service_kubernetes_requests_by_method,omitempty"`
 	// BackgroundCalls: the background requests during the batches: the leader
 	// election's (its lock's renewals, about one every election.RetryPeriod), the
-	// health probe's (one every 5 s) and the informers' watches (each started again
-	// every 5 to 10 minutes), whatever the load (API rows).
+	// health probe's (one every 5 s), the permission check's (every 5 minutes) and the
+	// informers' watches (each started again every 5 to 10 minutes), whatever the load
+	// (API rows).
 	BackgroundCalls float64 `json:"background_requests,omitempty"`
 	// LimiterFloorS: the least time the service's limiter lets its batches take,
 	// summed: the requests above the burst at QPS each (API rows).

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dcm-project/k8s-container-sp/internal/metrics"
 )
 
 func TestConcurrencyRounds(t *testing.T) {
@@ -218,5 +220,24 @@ func TestCPULine(t *testing.T) {
 	}
 	if got := cpuLine(&ConcurrencyRow{}); got != "-" {
 		t.Errorf("no batches: %q", got)
+	}
+}
+
+// The requests that come at their own pace are not counted against an operation.
+func TestBackgroundRequests(t *testing.T) {
+	for _, c := range []struct {
+		client, resource, method string
+		want                     bool
+	}{
+		{metrics.ClientElection, "configmaps", "PUT", true},
+		{"service", "none", "GET", true},
+		{"service", "selfsubjectaccessreviews", "POST", true},
+		{"service", "pods", "WATCH", true},
+		{"service", "configmaps", "PATCH", false},
+		{"service", "deployments", "POST", false},
+	} {
+		if got := background(c.client, c.resource, c.method); got != c.want {
+			t.Errorf("background(%q, %q, %q) = %v, want %v", c.client, c.resource, c.method, got, c.want)
+		}
 	}
 }

@@ -224,16 +224,17 @@ func checks(r *Results) []check {
 // service sent during its batches and the waits after them but the background
 // requests, which come at their own pace whatever the load and which the row shows
 // beside it: the leader election's (sp_kubernetes_requests_total's client label), the
-// health probe's (its resource label: none) and the informers' watches (method WATCH).
+// health probe's (its resource label: none), the permission check's
+// (selfsubjectaccessreviews) and the informers' watches (method WATCH).
 // For deletes, it holds the controller's finalizing PATCH, made in the wait.
 func callsCheck(row ConcurrencyRow) (what, measured, limit, target string, ok bool) {
 	what = fmt.Sprintf("concurrent %ss, %d clients: the service's Kubernetes requests per %s", row.Op, row.Clients, row.Op)
 	most := float64(targetCallsPerCreate)
-	limit = fmt.Sprintf("all it sent during its batches and the waits after them but the background requests (election, health probe, watches); raw client-go: %d (the record, then the Deployment and the Service)", rawCallsPerCreate)
+	limit = fmt.Sprintf("all it sent during its batches and the waits after them but the background requests (election, health probe, permission check, watches); raw client-go: %d (the record, then the Deployment and the Service)", rawCallsPerCreate)
 	target = fmt.Sprintf("≤ %d", targetCallsPerCreate)
 	if row.Op == "delete" {
 		most = targetCallsPerDelete
-		limit = fmt.Sprintf("all it sent during its batches and the waits after them but the background requests (election, health probe, watches), its controller's too; raw client-go: %d (the record, the Deployment and the Service), no controller", rawCallsPerDelete)
+		limit = fmt.Sprintf("all it sent during its batches and the waits after them but the background requests (election, health probe, permission check, watches), its controller's too; raw client-go: %d (the record, the Deployment and the Service), no controller", rawCallsPerDelete)
 		target = fmt.Sprintf("≤ %d: 3 on the request path + the controller's %d", targetCallsPerDelete, controllerCallsPerDelete)
 	}
 	if row.Ops == 0 {

@@ -178,11 +178,12 @@ func (e *Env) RawSync(ctx context.Context, ns string) (time.Duration, error) {
 // The background requests come at their own pace whatever the load: the leader
 // election's (a client of its own, its ConfigMap lock renewed about every
 // election.RetryPeriod), the health probe's (the apiserver's /readyz, no resource,
-// every 5 s) and the informers' watches (method WATCH: each started again every 5 to
-// 10 minutes, client-go's watch timeout).
+// every 5 s), the permission check's (a SelfSubjectAccessReview per permission the
+// service needs, every 5 minutes) and the informers' watches (method WATCH: each started
+// again every 5 to 10 minutes, client-go's watch timeout).
 func allRequests(string, string, string) bool { return true }
 func background(client, resource, method string) bool {
-	return client == metrics.ClientElection || resource == "none" || method == "WATCH"
+	return client == metrics.ClientElection || resource == "none" || resource == "selfsubjectaccessreviews" || method == "WATCH"
 }
 func notBackground(client, resource, method string) bool {
 	return !background(client, resource, method)

@@ -50,8 +50,8 @@ const (
 const DefaultConcurrencyN = 192
 
 // DefaultConcurrencyRuns is how many times the phase runs. One run's ratio moved by 0.2
-// to 0.4 between runs of the same code on 2 CPUs, so its verdict is the median round
-// of every run (concurrencyVerdict).
+// to 0.4 between runs of the same code on 2 CPUs, so its verdict is the median run's
+// (concurrencyVerdict).
 const DefaultConcurrencyRuns = 3
 
 // concurrencyRunsOf is the phase's runs o asks for.
@@ -694,17 +694,16 @@ func throttleLines(path string, from int64) int {
 }
 
 // concurrencyVerdict compares one client count's API row with its raw row: the median of
-// their rounds' ratios (or, without rounds, of their rates), whether it met
+// the runs' ratios (or, without runs, the ratio of the rows' rates), whether it met
 // targetConcurrentRatio and, when it did not, the reason measured (empty when none was).
-// Each round's two batches ran one right after the other, so its ratio is free of what
-// drifts between rounds; the median is free of the one round a garbage collector or a
-// controller's resync slowed.
+// The median run is free of the one run the machine slowed; each run's ratio still
+// counts every batch by its time, so a side whose batches are often slow shows it.
 func concurrencyVerdict(a, r ConcurrencyRow, qps, burst float64, throttleLogs, cpus int) (ratio float64, ok bool, reason string) {
 	if r.PerSecond <= 0 {
 		return 0, false, ""
 	}
 	ratio = a.PerSecond / r.PerSecond
-	if rs := roundRatios(a, r); len(rs) > 0 {
+	if rs := runRatios(a, r); len(rs) > 0 {
 		ratio = median(rs)
 	}
 	if ratio >= targetConcurrentRatio {
@@ -813,18 +812,30 @@ func cpuLine(row *ConcurrencyRow) string {
 	return fmt.Sprintf("over %.1f s: %s", row.Seconds, strings.Join(parts, ", "))
 }
 
+// runRatios is each run's API rate over its raw rate (nil unless both rows have the
+// same runs).
+func runRatios(a, r ConcurrencyRow) []float64 {
+	return ratios(a.RunRates, r.RunRates)
+}
+
 // roundRatios is each round's API rate over its raw rate (nil unless both rows have the
 // same rounds).
 func roundRatios(a, r ConcurrencyRow) []float64 {
-	if len(a.BatchRates) == 0 || len(a.BatchRates) != len(r.BatchRates) {
+	return ratios(a.BatchRates, r.BatchRates)
+}
+
+// ratios is api[i] / raw[i] for each i (nil unless both have the same length and every
+// raw figure is positive).
+func ratios(api, raw []float64) []float64 {
+	if len(api) == 0 || len(api) != len(raw) {
 		return nil
 	}
-	out := make([]float64, len(a.BatchRates))
+	out := make([]float64, len(api))
 	for i := range out {
-		if r.BatchRates[i] <= 0 {
+		if raw[i] <= 0 {
 			return nil
 		}
-		out[i] = a.BatchRates[i] / r.BatchRates[i]
+		out[i] = api[i] / raw[i]
 	}
 	return out
 }

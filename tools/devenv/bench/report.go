@@ -288,24 +288,24 @@ type reportView struct {
 	Analysis             string
 }
 
-// concurrencyMeasured says what one client count's verdict rests on: the median round's
-// ratio, the rounds' spread, each run's ratio and every batch's rates together.
+// concurrencyMeasured says what one client count's verdict rests on: the median run's
+// ratio, each run's, the rounds' spread and every batch's rates together.
 func concurrencyMeasured(row concurrencyRow) string {
 	pooled := fmt.Sprintf("%.1f/s / %.1f/s", row.PerSecond, row.Raw.PerSecond)
-	rs := roundRatios(row.ConcurrencyRow, row.Raw)
-	if len(rs) == 0 {
+	runs := runRatios(row.ConcurrencyRow, row.Raw)
+	if len(runs) == 0 {
 		return pooled + fmt.Sprintf(" = **%.2f**", row.Ratio)
 	}
-	lo, hi := minMax(rs)
-	out := fmt.Sprintf("median of %d rounds **%.2f** (%.2f to %.2f)", len(rs), row.Ratio, lo, hi)
-	if len(row.RunRates) > 1 && len(row.RunRates) == len(row.Raw.RunRates) {
-		runs := make([]string, len(row.RunRates))
-		for i, v := range row.RunRates {
-			runs[i] = fmt.Sprintf("%.2f", v/row.Raw.RunRates[i])
-		}
-		out += "; runs " + strings.Join(runs, ", ")
+	each := make([]string, len(runs))
+	for i, v := range runs {
+		each[i] = fmt.Sprintf("%.2f", v)
 	}
-	return out + fmt.Sprintf("; all batches %s = %.2f", pooled, row.PerSecond/row.Raw.PerSecond)
+	out := fmt.Sprintf("median of %d runs **%.2f** (runs %s", len(runs), row.Ratio, strings.Join(each, ", "))
+	if rs := roundRatios(row.ConcurrencyRow, row.Raw); len(rs) > 1 {
+		lo, hi := minMax(rs)
+		out += fmt.Sprintf("; %d rounds %.2f to %.2f", len(rs), lo, hi)
+	}
+	return out + fmt.Sprintf("); all batches %s = %.2f", pooled, row.PerSecond/row.Raw.PerSecond)
 }
 
 // concurrencyRow is one row of the concurrency table: an API row carries its raw row,

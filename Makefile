@@ -176,8 +176,8 @@ bench: $(HARNESS)
 	go run $(DEVENV)/cmd/sp-bench -limit-from=docs/reports/benchmarks-limit.json $(BENCH_FLAGS)
 
 # The memory at the default limits (SP_MAX_CONTAINERS containers of SP_CONTAINER_MAX_BYTES),
-# in a fresh environment of its own (about 8 minutes on 2 CPUs: kept out of make bench's
-# 15). Writes docs/reports/benchmarks-limit.json, which make bench's report shows with its date.
+# in a fresh environment of its own (minutes on 2 CPUs: kept out of make bench, which takes
+# about 30). Writes docs/reports/benchmarks-limit.json, which make bench's report shows with its date.
 bench-limit: $(HARNESS)
 	$(HARNESS) build
 	go run $(DEVENV)/cmd/sp-bench -only=memory-limit -only-out=docs/reports/benchmarks-limit.json

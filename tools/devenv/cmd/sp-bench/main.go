@@ -36,7 +36,7 @@ func main() {
 	render := flag.Bool("render", false, "only rewrite benchmarks.md from benchmarks.json (e.g. after editing benchmarks-analysis.md)")
 	serviceEnv := flag.String("service-env", "", "extra environment for the service, comma-separated (e.g. GOMEMLIMIT=120MiB)")
 	concurrency := flag.Int("concurrency", bench.DefaultConcurrencyN, "creates (then deletes) per client count (8, 32, 64) and side, API and raw; 0 skips the phase")
-	concurrencyRuns := flag.Int("concurrency-runs", bench.DefaultConcurrencyRuns, "how many times the concurrency phase runs (its verdict is the median round of them all)")
+	concurrencyRuns := flag.Int("concurrency-runs", bench.DefaultConcurrencyRuns, "how many times the concurrency phase runs (its verdict is the median run's ratio)")
 	sharedCPUs := flag.Bool("shared-cpus", false, "let the control plane share every CPU with the service and the benchmark (by default it has half of them to itself, as on nodes of its own)")
 	only := flag.String("only", "", "run one phase alone in its own fresh environment ("+strings.Join(bench.Phases, ", ")+"; "+bench.PhaseBurst+" first fills to the largest -sizes); its results go to -only-out, docs are left alone")
 	rawFinalizer := flag.Bool("raw-finalizer", false, "with -only="+bench.PhaseConcurrency+", raw client-go's records carry the finalizer and each raw delete takes it off")

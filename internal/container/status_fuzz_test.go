@@ -2,6 +2,7 @@ package container
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -43,6 +44,12 @@ func FuzzStatusOf(f *testing.F) {
 			Pods: []podShape{crash}}, "", "back-off 2m40s restarting failed container=web"},
 		{statusShape{Dep: live, Pods: []podShape{{Phase: phaseIdx(corev1.PodFailed), Reason: textReason, Message: textMessage}}},
 			"Evicted", "The node was low on resource: memory."},
+		// The longest of the provider's own words: a pull back-off with restarts and a last
+		// exit, past the progress deadline.
+		{statusShape{Dep: depShape{State: depLive, Conds: []condShape{{Type: depCondIdx(appsv1.DeploymentProgressing),
+			Status: statusIdx(corev1.ConditionFalse), Reason: textIdx("ProgressDeadlineExceeded")}}},
+			Pods: []podShape{{Phase: phaseIdx(corev1.PodRunning), Containers: []csShape{{State: stateWaiting,
+				WaitReason: textIdx("ImagePullBackOff"), Restarts: math.MaxInt32, Last: 1, LastExit: math.MinInt32}}}}}, "", ""},
 	} {
 		f.Add(s.shape.bytes(), s.reason, s.message)
 	}
@@ -60,8 +67,8 @@ func FuzzStatusOf(f *testing.F) {
 			t.Fatalf("%s with an empty message for %s", st.Status, describe(dep, pods))
 		}
 		// The message is made of at most three of the objects' texts (reason, message, last
-		// exit reason) and a short fixed part.
-		if limit := 3*(len(reason)+len(message)) + 256; len(st.Message) > limit {
+		// exit reason) and the provider's own words, of which a failed pull's are the longest.
+		if limit := 3*longestText(texts) + maxOwnWords; len(st.Message) > limit {
 			t.Fatalf("message of %d bytes, over %d: %q for %s", len(st.Message), limit, st.Message, describe(dep, pods))
 		}
 		if deleted := dep == nil || dep.DeletionTimestamp != nil; deleted != (st.Status == v1alpha1.DELETED) {
@@ -156,6 +163,18 @@ const (
 	textReason uint8 = iota
 	textMessage
 )
+
+// maxOwnWords bounds the part of a status message that is the provider's words, not the
+// objects' texts.
+const maxOwnWords = 512
+
+func longestText(texts []string) int {
+	n := 0
+	for _, t := range texts {
+		n = max(n, len(t))
+	}
+	return n
+}
 
 func statusTexts(reason, message string) []string {
 	return append([]string{reason, message}, fuzzWords...)

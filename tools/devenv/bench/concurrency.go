@@ -746,7 +746,6 @@ func (e *Env) concurrencyAlone(ctx context.Context, o Options, res *Results, log
 		return err
 	}
 	res.ServiceEnv = o.ServiceEnv
-	e.RawFinalizer = o.RawFinalizer
 	svc, err := e.startConcurrencyService(ctx, o)
 	if err != nil {
 		return err

@@ -215,6 +215,19 @@ func TestChecksMeetTheirTargets(t *testing.T) {
 	}
 }
 
+// The concurrency rows say when raw client-go paid for the finalizer too.
+func TestConcurrencyRowsSayWhatRawWrote(t *testing.T) {
+	r := met()
+	const what = "concurrent deletes, 8 clients: API deletes/s"
+	if c := checkOf(t, r, what); strings.Contains(c.Limit, "finalizer") {
+		t.Errorf("without the raw finalizer: %q", c.Limit)
+	}
+	r.Concurrent.RawFinalizer = true
+	if c := checkOf(t, r, what); !strings.Contains(c.Limit, "raw's records carry the finalizer") {
+		t.Errorf("with the raw finalizer: %q", c.Limit)
+	}
+}
+
 // A section that was not measured has no rows: nothing to meet or miss.
 func TestChecksSkipWhatWasNotMeasured(t *testing.T) {
 	r := met()

@@ -58,9 +58,10 @@ type Options struct {
 	// CPUProfile: with -only=concurrency, the folder for CPU profiles of the service
 	// (the profiling build), one per 10 s of the phase.
 	CPUProfile string
-	// RawFinalizer: with -only=concurrency, the raw side writes what the service's
-	// finalizer costs too: its records carry it, and each delete ends with a PATCH
-	// that takes it off (four writes, as a DELETE and its controller make).
+	// RawFinalizer: the concurrency phase's raw side writes what the design's finalizer
+	// costs too: its records carry it, and each delete ends with a PATCH that takes it
+	// off (four writes, as a DELETE and its controller make). sp-bench sets it unless
+	// -raw-finalizer=false.
 	RawFinalizer bool
 	// SharedCPUs: the control plane shares every CPU with the service and the benchmark.
 	// Otherwise it has half of them to itself (harness.SplitCPUs), as a cluster's
@@ -156,6 +157,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return nil, err
 	}
 	defer e.Close()
+	e.RawFinalizer = o.RawFinalizer
 	res := &Results{When: start.UTC(), Machine: m, Command: o.Command, Latency: map[string]Dist{},
 		Versions: map[string]string{"kubernetes": harness.KubernetesVersion, "etcd": harness.EtcdVersion, "kwok": harness.KwokVersion}}
 	switch o.Only {

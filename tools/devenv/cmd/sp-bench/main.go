@@ -39,7 +39,7 @@ func main() {
 	concurrencyRuns := flag.Int("concurrency-runs", bench.DefaultConcurrencyRuns, "how many times the concurrency phase runs (its verdict is the median run's ratio)")
 	sharedCPUs := flag.Bool("shared-cpus", false, "let the control plane share every CPU with the service and the benchmark (by default it has half of them to itself, as on nodes of its own)")
 	only := flag.String("only", "", "run one phase alone in its own fresh environment ("+strings.Join(bench.Phases, ", ")+"; "+bench.PhaseBurst+" first fills to the largest -sizes); its results go to -only-out, docs are left alone")
-	rawFinalizer := flag.Bool("raw-finalizer", false, "with -only="+bench.PhaseConcurrency+", raw client-go's records carry the finalizer and each raw delete takes it off")
+	rawFinalizer := flag.Bool("raw-finalizer", true, "in the concurrency phase, raw client-go's records carry the service's finalizer and each raw delete takes it off, as the design's four writes; false: raw deletes make three")
 	cpuProfile := flag.String("cpu-profile", "", "with -only="+bench.PhaseConcurrency+", a folder for the service's CPU profiles during the phase (one per 10 s)")
 	onlyOut := flag.String("only-out", filepath.Join(os.TempDir(), "sp-bench-only.json"), "where -only writes its results")
 	flag.Parse()

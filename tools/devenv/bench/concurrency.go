@@ -371,6 +371,10 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n, 
 						if err != nil {
 							return res, err
 						}
+						a0, err := e.APIServerMetrics(ctx)
+						if err != nil {
+							return res, err
+						}
 						c0 := e.sampleCPU(map[string]*Service{"service": s})
 						d, took, retried, err := batch(ctx, clients, from, from+size, func(ctx context.Context, i int) (int, error) {
 							return f(ctx, concurrencyID(run, clients, i))
@@ -379,6 +383,10 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n, 
 							return res, fmt.Errorf("%s %s, %d clients: %w", side.via, op, clients, err)
 						}
 						c1 := e.sampleCPU(map[string]*Service{"service": s})
+						a1, err := e.APIServerMetrics(ctx)
+						if err != nil {
+							return res, err
+						}
 						settled, err := e.afterBatch(ctx, s)
 						if err != nil {
 							return res, err
@@ -395,6 +403,10 @@ func (e *Env) Concurrency(ctx context.Context, s *Service, serviceNS string, n, 
 						fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s via %s: %d in %.2f s (%.1f/s); CPU s: machine %.2f, kube-apiserver %.2f, service %.2f\n",
 							clients, op, side.via, size, took.Seconds(), rate,
 							c1.busy-c0.busy, c1.procs["kube-apiserver"]-c0.procs["kube-apiserver"], c1.procs["service"]-c0.procs["service"])
+						// What the apiserver served meanwhile, every client's: a slow batch's own
+						// requests, or the controllers' work on its objects caught up in it.
+						fmt.Fprintf(e.Log, "bench: concurrency: %d clients, %s via %s: the apiserver served %s\n",
+							clients, op, side.via, kv(grown(apiserverRequests(a0), apiserverRequests(a1))))
 						samples[k] = append(samples[k], d...)
 						row.BatchRates = append(row.BatchRates, rate)
 						row.Ops += size

@@ -291,6 +291,9 @@ not_a_number{x="y"} NaNx
 	if got, want := startupRequests(m), map[string]float64{"LIST pods": 3, "WATCH-LIST pods": 1}; !maps.Equal(got, want) {
 		t.Errorf("startupRequests = %v, want %v", got, want)
 	}
+	if got, want := apiserverRequests(m), map[string]float64{"LIST pods": 3, "GET pods": 2, "GET deployments": 5, "GET configmaps": 7, "POST services": 11}; !maps.Equal(got, want) {
+		t.Errorf("apiserverRequests = %v, want %v", got, want)
+	}
 	for _, c := range []struct {
 		keep func(string, string, string) bool
 		want map[string]float64

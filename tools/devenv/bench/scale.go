@@ -220,6 +220,23 @@ func startupRequests(m map[string]float64) map[string]float64 {
 	return out
 }
 
+// apiserverRequests is the apiserver's count of the requests it served, every client's,
+// by "VERB resource" (WATCH and the health endpoints left out).
+func apiserverRequests(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, "apiserver_request_total{") {
+			continue
+		}
+		vb, r := labelVerb.FindStringSubmatch(k), labelResource.FindStringSubmatch(k)
+		if vb == nil || r == nil || r[1] == "" || vb[1] == "WATCH" {
+			continue
+		}
+		out[vb[1]+" "+r[1]] += v
+	}
+	return out
+}
+
 // serviceLists picks from the service's own metrics its LISTs and WATCHes of the four
 // resources it caches, by method and resource.
 func serviceLists(m map[string]float64) map[string]float64 {

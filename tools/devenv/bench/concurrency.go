@@ -751,32 +751,46 @@ func concurrencyVerdict(a, r ConcurrencyRow, qps, burst float64, throttleLogs, c
 	return ratio, false, strings.Join(reasons, "; ")
 }
 
-// concurrencyAlone is the phase alone (sp-bench -only=concurrency): a service in the
-// empty namespace "bench", then the phase.
-func (e *Env) concurrencyAlone(ctx context.Context, o Options, res *Results, log io.Writer) error {
-	if err := harness.EnsureNamespace(ctx, e.Admin, "bench"); err != nil {
-		return err
+// concurrencyAPINS is where the API's containers go: a namespace of its own, empty as
+// raw's, with a service of its own. In a namespace that holds other containers, the
+// controllers' scans of them would slow the API's side alone.
+const concurrencyAPINS = "bench-conc-api"
+
+// concurrencyPhase starts a service in concurrencyAPINS, runs the phase with n operations
+// per client count and side, and stops the service.
+func (e *Env) concurrencyPhase(ctx context.Context, o Options, n int, log io.Writer) (*ConcurrencyResult, error) {
+	if err := harness.EnsureNamespace(ctx, e.Admin, concurrencyAPINS); err != nil {
+		return nil, err
 	}
-	res.ServiceEnv = o.ServiceEnv
 	svc, err := e.startConcurrencyService(ctx, o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer svc.Stop()
 	if o.CPUProfile != "" {
 		stop := e.profileCPU(ctx, svc, o.CPUProfile, log)
 		defer stop()
 	}
+	fmt.Fprintf(log, "bench: concurrency: %d runs of %d creates, then deletes, per side at %v clients, API and raw in rounds\n", concurrencyRunsOf(o), n, concurrencyClients)
+	cr, err := e.Concurrency(ctx, svc, concurrencyAPINS, n, concurrencyRunsOf(o))
+	if err != nil {
+		return nil, fmt.Errorf("concurrency: %w", err)
+	}
+	return &cr, nil
+}
+
+// concurrencyAlone is the phase alone (sp-bench -only=concurrency).
+func (e *Env) concurrencyAlone(ctx context.Context, o Options, res *Results, log io.Writer) error {
+	res.ServiceEnv = o.ServiceEnv
 	n := o.ConcurrencyN
 	if n <= 0 {
 		n = DefaultConcurrencyN
 	}
-	fmt.Fprintf(log, "bench: concurrency: %d runs of %d creates, then deletes, per side at %v clients, API and raw in rounds\n", concurrencyRunsOf(o), n, concurrencyClients)
-	cr, err := e.Concurrency(ctx, svc, "bench", n, concurrencyRunsOf(o))
+	cr, err := e.concurrencyPhase(ctx, o, n, log)
 	if err != nil {
-		return fmt.Errorf("concurrency: %w", err)
+		return err
 	}
-	res.Concurrent = &cr
+	res.Concurrent = cr
 	return nil
 }
 

@@ -160,13 +160,14 @@ func parsePprofTop(out []byte) ([]HeapEntry, float64, error) {
 	return entries, total, sc.Err()
 }
 
-// startConcurrencyService starts the service for the concurrency phase alone: the
-// profiling build when a CPU profile is asked for, the plain binary otherwise.
+// startConcurrencyService starts the service for the concurrency phase, in
+// concurrencyAPINS: the profiling build when a CPU profile is asked for, the plain
+// binary otherwise.
 func (e *Env) startConcurrencyService(ctx context.Context, o Options) (*Service, error) {
 	if o.CPUProfile == "" || e.ProfBin == "" {
-		return e.StartService(ctx, "bench", o.ServiceEnv...)
+		return e.StartService(ctx, concurrencyAPINS, o.ServiceEnv...)
 	}
-	s, err := e.Launch("bench", "bench", e.ProfBin, unlimited(o.ServiceEnv)...)
+	s, err := e.Launch(concurrencyAPINS, "bench-conc", e.ProfBin, unlimited(o.ServiceEnv)...)
 	if err != nil {
 		return nil, err
 	}

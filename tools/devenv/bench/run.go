@@ -255,12 +255,9 @@ func (e *Env) runAll(ctx context.Context, o Options, res *Results, log io.Writer
 		return fmt.Errorf("create with image resolution: %w", err)
 	}
 	if o.ConcurrencyN > 0 {
-		fmt.Fprintf(log, "bench: concurrency: %d runs of %d creates, then deletes, per side at %v clients, API and raw in rounds\n", concurrencyRunsOf(o), o.ConcurrencyN, concurrencyClients)
-		cr, err := e.Concurrency(ctx, svc, "bench", o.ConcurrencyN, concurrencyRunsOf(o))
-		if err != nil {
-			return fmt.Errorf("concurrency: %w", err)
+		if res.Concurrent, err = e.concurrencyPhase(ctx, o, o.ConcurrencyN, log); err != nil {
+			return err
 		}
-		res.Concurrent = &cr
 	}
 	for _, size := range o.Sizes[1:] {
 		need := size - len(ids)

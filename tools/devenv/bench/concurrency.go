@@ -659,15 +659,21 @@ func (e *Env) rawDeleteAsService(ctx context.Context, ns string, c rawContainer)
 		}
 	}
 	if e.RawFinalizer && c.record != "" {
-		// The controller's PATCH once the DELETED is stored (internal/store/record.go):
-		// the record goes with it.
-		patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"$deleteFromPrimitiveList/finalizers":[%q]}}`, c.recordUID, container.RecordFinalizer)
-		_, err = e.Admin.CoreV1().ConfigMaps(ns).Patch(ctx, c.record, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-		if !gone(err) {
-			return err
-		}
+		// The controller's PATCH once the DELETED is stored: the record goes with it.
+		return e.dropRecordFinalizer(ctx, ns, c.record, c.recordUID)
 	}
 	return nil
+}
+
+// dropRecordFinalizer takes the service's finalizer off record name, if its UID is uid,
+// as the controller does (internal/store/record.go); a record gone is success.
+func (e *Env) dropRecordFinalizer(ctx context.Context, ns, name string, uid types.UID) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"$deleteFromPrimitiveList/finalizers":[%q]}}`, uid, container.RecordFinalizer)
+	_, err := e.Admin.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // countPods counts the pods in ns whose container id keep accepts (a metadata-only list

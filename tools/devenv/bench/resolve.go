@@ -11,7 +11,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dcm-project/k8s-container-sp/internal/container"
 	"github.com/dcm-project/k8s-container-sp/tools/devenv/harness"
@@ -108,13 +107,8 @@ func (e *Env) removeNamespace(ctx context.Context, ns string) error {
 	if err != nil {
 		return err
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, container.RecordFinalizer)
 	if err := parallel(16, 0, len(recs.Items), func(i int) error {
-		_, err := e.Admin.CoreV1().ConfigMaps(ns).Patch(ctx, recs.Items[i].Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
+		return e.dropRecordFinalizer(ctx, ns, recs.Items[i].Name, recs.Items[i].UID)
 	}); err != nil {
 		return err
 	}

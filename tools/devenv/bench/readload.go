@@ -11,18 +11,25 @@ import (
 // model's (tools/devenv/model) are the same load.
 type ReadLoad struct {
 	Get, ListStart, ListMiddle, ListEnd Dist
-	ListedPerWalk                       int
+	// ListPage is every page of the walks; ListGet, the GET of one container timed right
+	// after each page, a yardstick of the machine's speed at that moment.
+	ListPage, ListGet    Dist
+	Walks, ListedPerWalk int
 	// RPS: GETs answered per second from 8 clients; ClientsErr, the first error one of
 	// them met (it stopped that client).
 	RPS        float64
 	ClientsErr error
 }
 
+// minPages is how many LIST pages MeasureReads times at least, at any size.
+const minPages = 200
+
 // MeasureReads puts the read load on the service through get (one GET of path: how
 // long it took, the body, and an error for anything but 200): 2,000 GETs of anyID() one
-// after the other; walks full walks of the LIST in pages of 50 with the API's page
-// token, the start, middle and end being a tenth of the pages each; then 5 s of GETs of
-// anyID() from 8 clients. An error of the first two parts ends it.
+// after the other; at least walks full walks of the LIST in pages of 50 with the API's
+// page token, and more until minPages pages are timed, each page followed by a GET of
+// anyID() (the start, middle and end being a tenth of the pages each); then 5 s of GETs
+// of anyID() from 8 clients. An error of the first two parts ends it.
 func MeasureReads(get func(path string) (time.Duration, []byte, error), anyID func() string, walks int) (ReadLoad, error) {
 	var res ReadLoad
 	var gets []time.Duration
@@ -35,8 +42,8 @@ func MeasureReads(get func(path string) (time.Duration, []byte, error), anyID fu
 	}
 	res.Get = summarize(gets)
 
-	var startP, midP, endP []time.Duration
-	for range walks {
+	var startP, midP, endP, allP, afterP []time.Duration
+	for res.Walks < walks || len(allP) < minPages {
 		var pages []time.Duration
 		token, listed := "", 0
 		for {
@@ -53,18 +60,26 @@ func MeasureReads(get func(path string) (time.Duration, []byte, error), anyID fu
 			if err != nil {
 				return res, err
 			}
+			g, _, err := get("/api/v1alpha1/containers/" + anyID())
+			if err != nil {
+				return res, err
+			}
+			afterP = append(afterP, g)
 			listed += n
 			if token = next; token == "" {
 				break
 			}
 		}
+		res.Walks++
 		res.ListedPerWalk = listed
+		allP = append(allP, pages...)
 		k := max(1, len(pages)/10)
 		startP = append(startP, pages[:k]...)
 		midP = append(midP, pages[len(pages)/2-k/2:len(pages)/2-k/2+k]...)
 		endP = append(endP, pages[len(pages)-k:]...)
 	}
 	res.ListStart, res.ListMiddle, res.ListEnd = summarize(startP), summarize(midP), summarize(endP)
+	res.ListPage, res.ListGet = summarize(allP), summarize(afterP)
 
 	var done atomic.Int64
 	deadline := time.Now().Add(5 * time.Second)
@@ -92,4 +107,15 @@ func decodePage(b []byte) (n int, next string, err error) {
 		return 0, "", err
 	}
 	return len(page.Containers), page.NextPageToken, nil
+}
+
+// PageRatio is how much more a LIST page costs at a big size than at a small one, with
+// the machine's speed at each time taken out: a page's p50 is counted in GETs of one
+// container timed between the pages, which do the same work at any size. It is 0 when
+// a size was not measured.
+func PageRatio(smallPage, smallGet, bigPage, bigGet Dist) float64 {
+	if smallPage.P50 <= 0 || smallGet.P50 <= 0 || bigGet.P50 <= 0 {
+		return 0
+	}
+	return (bigPage.P50 / bigGet.P50) / (smallPage.P50 / smallGet.P50)
 }

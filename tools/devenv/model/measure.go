@@ -57,16 +57,19 @@ type SizeResult struct {
 	EventsPerSecond float64 `json:"events_per_s"`
 	EventsReceived  int     `json:"events_received"`
 	// ContainersReported: distinct containers whose event arrived.
-	ContainersReported int     `json:"containers_reported"`
-	Idle               Memory  `json:"idle"`
-	AfterReads         Memory  `json:"after_reads"`
-	Get                Dist    `json:"get"`
-	ListStart          Dist    `json:"list_page_start"`
-	ListMiddle         Dist    `json:"list_page_middle"`
-	ListEnd            Dist    `json:"list_page_end"`
-	ListedPerWalk      int     `json:"listed_per_walk"`
-	Walks              int     `json:"walks"`
-	GetRPS             float64 `json:"get_rps_8_clients"`
+	ContainersReported int    `json:"containers_reported"`
+	Idle               Memory `json:"idle"`
+	AfterReads         Memory `json:"after_reads"`
+	Get                Dist   `json:"get"`
+	ListStart          Dist   `json:"list_page_start"`
+	ListMiddle         Dist   `json:"list_page_middle"`
+	ListEnd            Dist   `json:"list_page_end"`
+	// ListPage: every page of the walks; ListGet: the GET of one container after each.
+	ListPage      Dist    `json:"list_page"`
+	ListGet       Dist    `json:"list_get_between_pages"`
+	ListedPerWalk int     `json:"listed_per_walk"`
+	Walks         int     `json:"walks"`
+	GetRPS        float64 `json:"get_rps_8_clients"`
 	// Requests the service made to the model apiserver, by "VERB resource"; Unknown:
 	// those it does not serve (should be none). Filled by the parent.
 	Requests map[string]int `json:"apiserver_requests"`
@@ -225,13 +228,13 @@ func MeasureReads(res *SizeResult, base string, size int) error {
 		}
 		return d, b, err
 	}
-	// Full walks in pages of 50: three up to 20,000 containers; above, 2,000 pages or
-	// more, one walk has samples enough.
-	res.Walks = 3
+	// Full walks in pages of 50: three up to 20,000 containers (more while the pages are
+	// too few, see bench.MeasureReads); above, 2,000 pages or more, one walk has samples enough.
+	walks := 3
 	if size > 20000 {
-		res.Walks = 1
+		walks = 1
 	}
-	load, err := bench.MeasureReads(get, anyID, res.Walks)
+	load, err := bench.MeasureReads(get, anyID, walks)
 	if err == nil {
 		err = load.ClientsErr
 	}
@@ -239,6 +242,7 @@ func MeasureReads(res *SizeResult, base string, size int) error {
 		return err
 	}
 	res.Get, res.ListStart, res.ListMiddle, res.ListEnd = load.Get, load.ListStart, load.ListMiddle, load.ListEnd
+	res.ListPage, res.ListGet, res.Walks = load.ListPage, load.ListGet, load.Walks
 	res.ListedPerWalk, res.GetRPS = load.ListedPerWalk, load.RPS
 	return nil
 }

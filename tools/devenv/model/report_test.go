@@ -8,8 +8,8 @@ import (
 
 // Each target is met or missed by its own figure, and the report says it is a model.
 func TestChecks(t *testing.T) {
-	small := SizeResult{Containers: 1000, ListMiddle: Dist{P50: 1}}
-	good := SizeResult{Containers: 25000, SyncedS: 12, ListMiddle: Dist{P50: 1.4},
+	small := SizeResult{Containers: 1000, ListPage: Dist{P50: 1}, ListGet: Dist{P50: 0.2}}
+	good := SizeResult{Containers: 25000, SyncedS: 12, ListPage: Dist{P50: 1.4}, ListGet: Dist{P50: 0.2},
 		Idle: Memory{RSSBytes: 150 << 20}, AfterReads: Memory{RSSBytes: 180 << 20}}
 	for _, tc := range []struct {
 		name   string
@@ -27,9 +27,14 @@ func TestChecks(t *testing.T) {
 		}()}, []string{"RSS at 25000, after the reads", "start to synced at 25000"}, 4},
 		{"ratio missed", []SizeResult{small, func() SizeResult {
 			b := good
-			b.ListMiddle.P50 = 1.6
+			b.ListPage.P50 = 1.6
 			return b
-		}()}, []string{"LIST page p50 (middle of a walk) at 25000 / at 1000"}, 4},
+		}()}, []string{"LIST page p50 at 25000 / at 1000, each in GETs of one container timed between its pages"}, 4},
+		{"a machine slower at 25,000 is taken out", []SizeResult{small, func() SizeResult {
+			b := good
+			b.ListPage.P50, b.ListGet.P50 = 2, 0.3
+			return b
+		}()}, nil, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Report{Sizes: tc.sizes}

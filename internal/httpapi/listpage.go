@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -32,28 +33,33 @@ func (p *listPage) VisitListContainersResponse(w http.ResponseWriter) error {
 		return nil // the client is gone; nothing more to say
 	}
 	run, more := p.first, p.more
-	written, bytes, last, cut := 0, 0, "", false
+	written, size, last, cut := 0, 0, "", false
+	// One buffer and encoder for the page: json.Marshal would copy each container's
+	// JSON into a new slice, garbage the collector then pays for at every page.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	for {
 		for _, o := range run {
 			if written == p.size {
 				cut = true
 				break
 			}
-			b, err := json.Marshal(container.ToAPI(o))
-			if err != nil {
+			buf.Reset()
+			if written > 0 {
+				buf.WriteByte(',')
+			}
+			if err := enc.Encode(container.ToAPI(o)); err != nil {
 				return err
 			}
-			if written > 0 && bytes+len(b) > p.maxBytes {
+			buf.Truncate(buf.Len() - 1) // Encode's newline
+			if written > 0 && size+buf.Len() > p.maxBytes {
 				cut = true
 				break
 			}
-			if written > 0 {
-				b = append([]byte{','}, b...)
-			}
-			if _, err := w.Write(b); err != nil {
+			if _, err := w.Write(buf.Bytes()); err != nil {
 				return nil
 			}
-			written, bytes, last = written+1, bytes+len(b), o.Deployment.ID
+			written, size, last = written+1, size+buf.Len(), o.Deployment.ID
 		}
 		if cut || !more {
 			break

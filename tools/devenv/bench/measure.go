@@ -318,7 +318,11 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 	if err != nil {
 		return res, err
 	}
-	res.SettleSeconds = settled.Seconds()
+	cpu, err := e.cpuQuiet(ctx, 2*time.Minute)
+	if err != nil {
+		return res, err
+	}
+	res.SettleSeconds = (settled + cpu).Seconds()
 	before, err := e.APIServerMetrics(ctx)
 	if err != nil {
 		return res, err

@@ -111,7 +111,7 @@ func TestVerdictAndNotes(t *testing.T) {
 // case below moves one figure across one line.
 func met() *Results {
 	read := func(n int) ReadResult {
-		return ReadResult{Containers: n, Get: Dist{P50: 0.3}, ListPage: Dist{P50: 1}, ListGet: Dist{P50: 0.2}, RSSBytes: 100 << 20, IdleRSSBytes: 90 << 20}
+		return ReadResult{Containers: n, ReadLoad: ReadLoad{Get: Dist{P50: 0.3}, ListPage: Dist{P50: 1}, ListGet: Dist{P50: 0.2}}, RSSBytes: 100 << 20, IdleRSSBytes: 90 << 20}
 	}
 	return &Results{
 		Create:     CreateResult{Post: Dist{P50: 10.4}, Raw: Dist{P50: 10}, RawParallel: Dist{P50: 10}},

@@ -273,16 +273,8 @@ const serviceUserAgent = "k8s-container-sp"
 
 // ReadResult is the read path at one size.
 type ReadResult struct {
-	Containers int  `json:"containers"`
-	Get        Dist `json:"get"`
-	ListStart  Dist `json:"list_page_start"`
-	ListMiddle Dist `json:"list_page_middle"`
-	ListEnd    Dist `json:"list_page_end"`
-	// ListPage: every page of the walks; ListGet: the GET of one container after each.
-	ListPage       Dist    `json:"list_page"`
-	ListGet        Dist    `json:"list_get_between_pages"`
-	Walks          int     `json:"list_walks"`
-	RPS            float64 `json:"get_rps_8_clients"`
+	Containers int `json:"containers"`
+	ReadLoad
 	APIServerReads float64 `json:"apiserver_reads_during_phase"`
 	// APIServerReadsBy breaks APIServerReads down ("GET deployments"); every client.
 	APIServerReadsBy map[string]float64 `json:"apiserver_reads_by,omitempty"`
@@ -304,7 +296,6 @@ type ReadResult struct {
 	IdleHeapBytes  float64            `json:"go_heap_inuse_bytes_idle"`
 	// SettleSeconds: how long the control plane took to go quiet before the phase.
 	SettleSeconds float64 `json:"settle_s"`
-	ListedPerWalk int     `json:"listed_per_walk"`
 }
 
 // Reads measures GET, LIST pages and throughput with n containers, and counts the
@@ -341,9 +332,7 @@ func (e *Env) Reads(ctx context.Context, s *Service, ids []string) (ReadResult, 
 		return res, err
 	}
 	// An error of one of the 8 clients only stops that client (load.ClientsErr).
-	res.Get, res.ListStart, res.ListMiddle, res.ListEnd = load.Get, load.ListStart, load.ListMiddle, load.ListEnd
-	res.ListPage, res.ListGet, res.Walks = load.ListPage, load.ListGet, load.Walks
-	res.ListedPerWalk, res.RPS = load.ListedPerWalk, load.RPS
+	res.ReadLoad = load
 
 	res.PhaseSeconds = time.Since(phase).Seconds()
 	after, err := e.APIServerMetrics(ctx)

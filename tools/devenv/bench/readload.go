@@ -8,17 +8,22 @@ import (
 )
 
 // ReadLoad is what the read load measured: make bench's (Reads) and the capacity
-// model's (tools/devenv/model) are the same load.
+// model's (tools/devenv/model) are the same load, and both results embed it.
 type ReadLoad struct {
-	Get, ListStart, ListMiddle, ListEnd Dist
+	Get        Dist `json:"get"`
+	ListStart  Dist `json:"list_page_start"`
+	ListMiddle Dist `json:"list_page_middle"`
+	ListEnd    Dist `json:"list_page_end"`
 	// ListPage is every page of the walks; ListGet, the GET of one container timed right
 	// after each page, a yardstick of the machine's speed at that moment.
-	ListPage, ListGet    Dist
-	Walks, ListedPerWalk int
+	ListPage      Dist `json:"list_page"`
+	ListGet       Dist `json:"list_get_between_pages"`
+	Walks         int  `json:"walks"`
+	ListedPerWalk int  `json:"listed_per_walk"`
 	// RPS: GETs answered per second from 8 clients; ClientsErr, the first error one of
 	// them met (it stopped that client).
-	RPS        float64
-	ClientsErr error
+	RPS        float64 `json:"get_rps_8_clients"`
+	ClientsErr error   `json:"-"`
 }
 
 // minPages is how many LIST pages MeasureReads times at least, at any size.

@@ -60,16 +60,7 @@ type SizeResult struct {
 	ContainersReported int    `json:"containers_reported"`
 	Idle               Memory `json:"idle"`
 	AfterReads         Memory `json:"after_reads"`
-	Get                Dist   `json:"get"`
-	ListStart          Dist   `json:"list_page_start"`
-	ListMiddle         Dist   `json:"list_page_middle"`
-	ListEnd            Dist   `json:"list_page_end"`
-	// ListPage: every page of the walks; ListGet: the GET of one container after each.
-	ListPage      Dist    `json:"list_page"`
-	ListGet       Dist    `json:"list_get_between_pages"`
-	ListedPerWalk int     `json:"listed_per_walk"`
-	Walks         int     `json:"walks"`
-	GetRPS        float64 `json:"get_rps_8_clients"`
+	bench.ReadLoad
 	// Requests the service made to the model apiserver, by "VERB resource"; Unknown:
 	// those it does not serve (should be none). Filled by the parent.
 	Requests map[string]int `json:"apiserver_requests"`
@@ -241,9 +232,7 @@ func MeasureReads(res *SizeResult, base string, size int) error {
 	if err != nil {
 		return err
 	}
-	res.Get, res.ListStart, res.ListMiddle, res.ListEnd = load.Get, load.ListStart, load.ListMiddle, load.ListEnd
-	res.ListPage, res.ListGet, res.Walks = load.ListPage, load.ListGet, load.Walks
-	res.ListedPerWalk, res.GetRPS = load.ListedPerWalk, load.RPS
+	res.ReadLoad = load
 	return nil
 }
 

@@ -182,7 +182,7 @@ func (r *Report) Markdown() []byte {
 	for _, s := range r.Sizes {
 		p("| %d | %.3f | %.3f | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f (%d) | %.3f | %d | %d | %.0f |\n", s.Containers, s.Get.P50, s.Get.P99,
 			s.ListStart.P50, s.ListStart.P99, s.ListMiddle.P50, s.ListMiddle.P99, s.ListEnd.P50, s.ListEnd.P99,
-			s.ListPage.P50, s.ListPage.P99, s.ListPage.N, s.ListGet.P50, s.Walks, s.ListedPerWalk, s.GetRPS)
+			s.ListPage.P50, s.ListPage.P99, s.ListPage.N, s.ListGet.P50, s.Walks, s.ListedPerWalk, s.RPS)
 	}
 	p("\n2,000 GETs of random known ids, one after the other; full walks of the LIST in pages of\n")
 	p("50 with the API's page token (three walks up to 20,000 containers, one above, and more\n")

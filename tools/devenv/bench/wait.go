@@ -60,31 +60,20 @@ const quietCPU = 10
 func (e *Env) cpuQuiet(ctx context.Context, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
 	prev := e.sampleCPU(nil)
-	for quiet := 0; quiet < 3; {
-		if time.Since(start) > timeout {
-			fmt.Fprintf(e.Log, "bench: the control plane still uses CPU after %s; measuring anyway\n", timeout)
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+	took, err := e.quietSamples(ctx, start, timeout, 2*time.Second, 3, "the control plane still uses CPU", func() (bool, error) {
 		cur := e.sampleCPU(nil)
+		use := cpuUse(prev, cur)
+		prev = cur
 		var used float64
 		for _, p := range e.Cluster.Processes {
-			used += cpuUse(prev, cur)[p.Name]
+			used += use[p.Name]
 		}
-		if used < quietCPU {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		prev = cur
+		return used < quietCPU, nil
+	})
+	if err == nil {
+		fmt.Fprintf(e.Log, "bench: the control plane's CPU quiet after %.0f s more\n", took.Seconds())
 	}
-	took := time.Since(start)
-	fmt.Fprintf(e.Log, "bench: the control plane's CPU quiet after %.0f s more\n", took.Seconds())
-	return took, nil
+	return took, err
 }
 
 // quietRate is the most requests a second of each sort (writes; reads of resources)
@@ -121,9 +110,24 @@ func (e *Env) quietFor(ctx context.Context, timeout, window time.Duration, n int
 	if err != nil {
 		return 0, err
 	}
-	for quiet := 0; quiet < n; {
+	return e.quietSamples(ctx, start, timeout, window, n, "the apiserver still busy", func() (bool, error) {
+		w, r, err := count()
+		if err != nil {
+			return false, err
+		}
+		quiet := (w-prevW)/window.Seconds() < quietRate && (r-prevR)/window.Seconds() < quietRate
+		prevW, prevR = w, r
+		return quiet, nil
+	})
+}
+
+// quietSamples calls quiet after each window until it has held n times in a row, or
+// timeout has passed since start (logged with busy: the caller measures anyway), and
+// returns how long it waited since start.
+func (e *Env) quietSamples(ctx context.Context, start time.Time, timeout, window time.Duration, n int, busy string, quiet func() (bool, error)) (time.Duration, error) {
+	for held := 0; held < n; {
 		if time.Since(start) > timeout {
-			fmt.Fprintf(e.Log, "bench: the apiserver still busy after %s; measuring anyway\n", timeout)
+			fmt.Fprintf(e.Log, "bench: %s after %s; measuring anyway\n", busy, timeout)
 			break
 		}
 		select {
@@ -131,16 +135,15 @@ func (e *Env) quietFor(ctx context.Context, timeout, window time.Duration, n int
 			return 0, ctx.Err()
 		case <-time.After(window):
 		}
-		w, r, err := count()
+		q, err := quiet()
 		if err != nil {
 			return 0, err
 		}
-		if (w-prevW)/window.Seconds() < quietRate && (r-prevR)/window.Seconds() < quietRate {
-			quiet++
+		if q {
+			held++
 		} else {
-			quiet = 0
+			held = 0
 		}
-		prevW, prevR = w, r
 	}
 	return time.Since(start), nil
 }
